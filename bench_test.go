@@ -1,0 +1,26 @@
+package gpugraph_test
+
+import (
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/bench"
+)
+
+// BenchmarkLaunch compares, per node, N kernel launches into a stream with
+// one launch of an N-node graph of each shape. Run with
+//
+//	go test -run '^$' -bench Launch -count 6 .
+func BenchmarkLaunch(b *testing.B) {
+	d, err := gg.Open("host")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	for _, n := range bench.Sizes {
+		b.Run(bench.Name("stream", n), bench.StreamLaunches(d, n))
+		for _, s := range bench.Shapes {
+			b.Run(bench.Name("graph-"+s.Name, n), bench.GraphLaunch(d, s, n))
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package gpugraph
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/alloc"
+	"github.com/gpugraph/gpugraph/internal/sched"
+	"github.com/gpugraph/gpugraph/internal/vmem"
+)
+
+// Backend names accepted by Open.
+const (
+	BackendHost = "host" // pure Go, runs everywhere; the default
+)
+
+// Properties describe a device, as cudaDeviceProp does.
+type Properties struct {
+	Name                string
+	Backend             string
+	TotalMem            uint64 // bytes of device memory (address space reserved for it on host)
+	MultiProcessorCount int    // blocks that run at once (GOMAXPROCS on host)
+	MaxThreadsPerBlock  int
+	MaxBlockDim         Dim3
+	MaxGridDim          Dim3
+	WarpSize            int
+	SharedMemPerBlock   int
+}
+
+// Device is one GPU (or, on the host backend, this machine acting as one).
+// Its methods are safe for concurrent use.
+type Device struct {
+	props Properties
+	res   *vmem.Reservation
+	pool  *sched.Pool
+
+	mu      sync.Mutex // guards the fields below
+	alloc   *alloc.Allocator
+	refs    map[uintptr]int32 // committed granules: granule index -> live allocations touching it
+	streams map[*Stream]struct{}
+	closed  bool
+
+	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
+}
+
+// hostMemSize is the address space a host device reserves for device memory.
+// Only what is allocated is committed, so this is cheap.
+const hostMemSize = 64 << 30
+
+// Open opens a device of the named backend; "" means "host". Each call
+// returns an independent device; Close it when done.
+func Open(backend string) (*Device, error) {
+	switch backend {
+	case "", BackendHost:
+	default:
+		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q)", backend, BackendHost)
+	}
+	res, err := vmem.Reserve(hostMemSize, 1<<30)
+	if err != nil {
+		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
+	}
+	registerReservation(res)
+	d := &Device{
+		props: Properties{
+			Name:                "gpugraph host (" + runtime.GOOS + "/" + runtime.GOARCH + ")",
+			Backend:             BackendHost,
+			TotalMem:            uint64(res.Size()),
+			MultiProcessorCount: runtime.GOMAXPROCS(0),
+			MaxThreadsPerBlock:  1024,
+			MaxBlockDim:         Dim3{1024, 1024, 64},
+			MaxGridDim:          Dim3{1<<31 - 1, 65535, 65535},
+			WarpSize:            32,
+			SharedMemPerBlock:   48 << 10,
+		},
+		res:     res,
+		pool:    sched.Default(),
+		alloc:   alloc.New(uint64(res.Size()), allocAlign),
+		refs:    map[uintptr]int32{},
+		streams: map[*Stream]struct{}{},
+	}
+	return d, nil
+}
+
+// Properties returns the device's properties.
+func (d *Device) Properties() Properties { return d.props }
+
+// Synchronize waits for all work in all streams of the device, and returns
+// the device's sticky error if an asynchronous operation failed.
+func (d *Device) Synchronize() error {
+	if err := d.check("Device.Synchronize"); err != nil {
+		return err
+	}
+	d.syncAll()
+	if e := d.sticky.Load(); e != nil {
+		return e
+	}
+	return nil
+}
+
+func (d *Device) syncAll() {
+	d.mu.Lock()
+	ss := make([]*Stream, 0, len(d.streams))
+	for s := range d.streams {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		s.wait()
+	}
+}
+
+// Close waits for outstanding work, then releases the device's memory. Every
+// later call on the device, its streams, events and graphs fails with
+// ErrContextIsDestroyed.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
+	}
+	d.mu.Unlock()
+	d.syncAll()
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	unregisterReservation(d.res)
+	return d.res.Release()
+}
+
+// check returns the error every call on a closed or failed device gets.
+func (d *Device) check(op string) error {
+	if d == nil {
+		return newErr(op, ErrInvalidValue, "nil device")
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return newErr(op, ErrContextIsDestroyed, "device is closed")
+	}
+	if e := d.sticky.Load(); e != nil {
+		return withOp(op, e)
+	}
+	return nil
+}
+
+// fail records the first asynchronous failure. Like CUDA's sticky errors, it
+// makes every later call on the device fail: the device state is unknown.
+func (d *Device) fail(e *Error) { d.sticky.CompareAndSwap(nil, e) }

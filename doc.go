@@ -1,0 +1,68 @@
+// Package gpugraph is the CUDA Graphs work-submission model in Go.
+//
+// Work reaches a GPU in one of two ways. Issued op by op into a Stream, each
+// kernel launch, copy or memset pays the host cost of setting it up. Defined
+// once as a Graph of nodes and dependencies, instantiated into an Exec, and
+// launched many times, the setup is paid once at instantiation and each
+// launch costs little, whatever the number of nodes.
+//
+// # Phases
+//
+// Definition: create a Graph with Device.NewGraph and add nodes: kernels,
+// memcpy, memset, host functions, empty nodes, event record and wait nodes,
+// and child graphs. Each Add call takes the node's dependencies; more edges
+// can be added and removed with AddDependencies and RemoveDependencies.
+// Parameters are checked when a node is added, and every invalid call
+// returns an *Error wrapping a Code named after CUDA's error
+// (ErrInvalidValue, ErrInvalidConfiguration, ...) and changes nothing.
+//
+// Instantiation: Graph.Instantiate snapshots the graph, validates it again
+// (memory freed since a node was added, destroyed events, cycles), flattens
+// child graphs and plans the execution. The Exec is independent of the Graph
+// from then on: editing or destroying the graph does not change it.
+//
+// Execution: Exec.Launch queues the graph in a stream like any other work.
+// A node runs once all its dependencies have finished, independent nodes run
+// in parallel, later work in the stream waits for the whole graph, and
+// launches of one Exec never overlap, even in different streams.
+//
+// # Backends
+//
+// Open("host") (the default) runs everything in this process: device memory
+// is a reserved range of virtual address space whose pages are committed on
+// allocation, so a DevicePtr is a real address that Go kernels read and
+// write with Slice; kernels are Go functions run block by block on a pool of
+// GOMAXPROCS workers; streams are FIFO queues drained by goroutines. A fault
+// on device memory inside a kernel fails it with ErrIllegalAddress, and like
+// CUDA's sticky errors, an asynchronous failure makes every later call on the
+// device return that error.
+//
+// # Kernels
+//
+// A Kernel is defined once, with a Go body for the host backend and CUDA
+// source for GPUs. The Go body is called once per thread block and loops over
+// the block's threads itself:
+//
+//	var scale = &gpugraph.Kernel{
+//		Name:   "scale",
+//		Params: []gpugraph.ParamType{gpugraph.Pointer, gpugraph.Float32, gpugraph.Int32},
+//		Go: func(b gpugraph.Block, a gpugraph.Args) {
+//			x := gpugraph.Slice[float32](a.Ptr(0), a.Int(2))
+//			for t := 0; t < b.Dim.X; t++ {
+//				if i := b.Idx.X*b.Dim.X + t; i < len(x) {
+//					x[i] *= a.Float32(1)
+//				}
+//			}
+//		},
+//		CUDA: `extern "C" __global__ void scale(float* x, float a, int n) {
+//			int i = blockIdx.x * blockDim.x + threadIdx.x;
+//			if (i < n) x[i] *= a;
+//		}`,
+//	}
+//
+// # Concurrency
+//
+// Every method is safe for concurrent use. Host functions (LaunchHostFunc,
+// host nodes) run on the device's workers and must not call back into the
+// package, as in CUDA.
+package gpugraph

@@ -1,0 +1,85 @@
+package gpugraph
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteDOT writes the graph in Graphviz DOT form, as cudaGraphDebugDotPrint
+// does: one cluster per graph (child graphs nested in their node's cluster),
+// one box per node labelled with its id, type and parameters, one arrow per
+// edge. Render it with `dot -Tsvg`.
+func (g *Graph) WriteDOT(w io.Writer) error {
+	const opName = "Graph.WriteDOT"
+	if err := g.lock(opName); err != nil {
+		return err
+	}
+	g.mu.Unlock()
+	bw := bufio.NewWriter(w)
+	fmt.Fprintln(bw, "digraph dot {")
+	next := 0
+	if err := writeDOTGraph(bw, g, &next); err != nil {
+		return err
+	}
+	fmt.Fprintln(bw, "}")
+	return bw.Flush()
+}
+
+func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) error {
+	if err := g.lock("Graph.WriteDOT"); err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	*next++
+	gname := fmt.Sprintf("graph_%d", *next)
+	fmt.Fprintf(w, "subgraph cluster_%s {\nlabel=%q graph[style=\"dashed\"];\n", gname, gname)
+	name := func(n *Node) string { return fmt.Sprintf("%s_node_%d", gname, n.id) }
+	for _, n := range g.nodes {
+		shape := "rectangle"
+		if n.typ == NodeEmpty {
+			shape = "circle"
+		}
+		fmt.Fprintf(w, "%q [style=\"solid\" shape=%q label=%q];\n", name(n), shape, dotLabel(n))
+		if n.child != nil {
+			first := *next + 1
+			if err := writeDOTGraph(w, n.child, next); err != nil {
+				return err
+			}
+			for _, r := range n.child.nodes {
+				if len(r.deps) == 0 {
+					fmt.Fprintf(w, "%q -> \"graph_%d_node_%d\" [style=\"dashed\"];\n", name(n), first, r.id)
+				}
+			}
+		}
+	}
+	for _, n := range g.nodes {
+		for _, d := range n.deps {
+			fmt.Fprintf(w, "%q -> %q;\n", name(d), name(n))
+		}
+	}
+	fmt.Fprintln(w, "}")
+	return nil
+}
+
+func dotLabel(n *Node) string {
+	lines := []string{fmt.Sprint(n.id), strings.ToUpper(strings.ReplaceAll(n.typ.String(), " ", "_"))}
+	switch p := n.params.(type) {
+	case KernelParams:
+		name := "<nil>"
+		if p.Kernel != nil {
+			name = p.Kernel.Name
+		}
+		lines = append(lines, name, fmt.Sprintf("grid %v block %v", p.Grid, p.Block))
+		if p.SharedMem > 0 {
+			lines = append(lines, fmt.Sprintf("shared %d", p.SharedMem))
+		}
+	case MemcpyParams:
+		lines = append(lines, fmt.Sprintf("%s %d bytes", p.Kind(), p.Size))
+	case MemsetParams:
+		lines = append(lines, fmt.Sprintf("value %#x elem %d", p.Value, p.ElementSize),
+			fmt.Sprintf("%dx%d pitch %d", p.Width, p.Height, p.Pitch))
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,81 @@
+package gpugraph
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is an error value named after a CUDA runtime error. Compare with
+// errors.Is: every error this package returns wraps exactly one Code.
+type Code struct {
+	num  int
+	name string
+	msg  string
+}
+
+func (c *Code) Error() string { return c.msg + " (" + c.name + ")" }
+
+// Num is CUDA's numeric value of the error (cudaError_t).
+func (c *Code) Num() int { return c.num }
+
+// Name is CUDA's name of the error, such as "cudaErrorInvalidValue".
+func (c *Code) Name() string { return c.name }
+
+// The errors, with CUDA's numbers and names.
+var (
+	ErrInvalidValue          = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
+	ErrMemoryAllocation      = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
+	ErrInvalidConfiguration  = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
+	ErrInvalidDeviceFunction = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
+	ErrNoDevice              = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
+	ErrInvalidDevice         = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
+	ErrInvalidResourceHandle = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
+	ErrNotReady              = &Code{600, "cudaErrorNotReady", "device not ready"}
+	ErrIllegalAddress        = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
+	ErrContextIsDestroyed    = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
+	ErrLaunchFailure         = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
+	ErrNotSupported          = &Code{801, "cudaErrorNotSupported", "operation not supported"}
+)
+
+// Error is what the API returns: the operation, the node it concerns (if
+// any), the CUDA error code, and a detail that says what was wrong.
+type Error struct {
+	Op     string // the API call, such as "Graph.AddDependencies"
+	Node   *Node  // the offending node, or nil
+	Code   *Code
+	Detail string
+}
+
+func (e *Error) Error() string {
+	s := "gpugraph: " + e.Op + ": "
+	if e.Node != nil {
+		s += e.Node.String() + ": "
+	}
+	s += e.Code.Error()
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the Code, so errors.Is(err, ErrInvalidValue) works.
+func (e *Error) Unwrap() error { return e.Code }
+
+func newErr(op string, code *Code, format string, args ...any) *Error {
+	return &Error{Op: op, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+func nodeErr(op string, n *Node, code *Code, format string, args ...any) *Error {
+	return &Error{Op: op, Node: n, Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// withOp re-labels an *Error raised by a helper with the public operation.
+func withOp(op string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		c := *e
+		c.Op = op
+		return &c
+	}
+	return err
+}

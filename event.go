@@ -1,0 +1,197 @@
+package gpugraph
+
+import (
+	"sync"
+	"time"
+)
+
+// EventFlags select event behaviour at creation (cudaEventCreateWithFlags).
+type EventFlags uint
+
+const (
+	// EventDisableTiming makes the event cheaper; ElapsedTime refuses it.
+	EventDisableTiming EventFlags = 1 << iota
+)
+
+// Event marks a point in a stream's work. Recording it captures the work
+// issued to the stream so far; waiting on it (from the host or from another
+// stream) waits for the most recent record at the time of the wait.
+type Event struct {
+	dev   *Device
+	flags EventFlags
+
+	mu        sync.Mutex
+	cond      sync.Cond
+	recorded  uint64 // sequence number of the latest record issued
+	completed uint64 // highest record sequence number completed
+	at        time.Time
+	destroyed bool
+}
+
+// NewEvent creates an event.
+func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
+	const opName = "Device.NewEvent"
+	if err := d.check(opName); err != nil {
+		return nil, err
+	}
+	if flags&^EventDisableTiming != 0 {
+		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
+	}
+	e := &Event{dev: d, flags: flags}
+	e.cond.L = &e.mu
+	return e, nil
+}
+
+func (e *Event) check(op string, d *Device) error {
+	if e == nil {
+		return newErr(op, ErrInvalidResourceHandle, "nil event")
+	}
+	if d != nil && e.dev != d {
+		return newErr(op, ErrInvalidResourceHandle, "event belongs to another device")
+	}
+	if err := e.dev.check(op); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	dead := e.destroyed
+	e.mu.Unlock()
+	if dead {
+		return newErr(op, ErrInvalidResourceHandle, "event is destroyed")
+	}
+	return nil
+}
+
+// issue starts a new record and returns its sequence number.
+func (e *Event) issue() uint64 {
+	e.mu.Lock()
+	e.recorded++
+	seq := e.recorded
+	e.mu.Unlock()
+	return seq
+}
+
+// target is what a wait issued now must wait for.
+func (e *Event) target() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.recorded
+}
+
+func (e *Event) complete(seq uint64) {
+	now := time.Now()
+	e.mu.Lock()
+	if seq > e.completed {
+		e.completed = seq
+		e.at = now
+	}
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+func (e *Event) wait(seq uint64) {
+	e.mu.Lock()
+	for e.completed < seq {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+}
+
+// Record captures the work issued to s so far (cudaEventRecord).
+func (s *Stream) Record(e *Event) error {
+	const opName = "Stream.Record"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if err := e.check(opName, s.dev); err != nil {
+		return err
+	}
+	return s.enqueue(opName, op{kind: opRecord, ev: e}, e.issue)
+}
+
+// Wait makes all later work in s wait for e's most recent record
+// (cudaStreamWaitEvent). Waiting on an event never recorded does nothing.
+func (s *Stream) Wait(e *Event) error {
+	const opName = "Stream.Wait"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if err := e.check(opName, s.dev); err != nil {
+		return err
+	}
+	t := e.target()
+	if t == 0 {
+		return nil
+	}
+	return s.enqueue(opName, op{kind: opWait, ev: e, seq: t}, nil)
+}
+
+// Synchronize waits for the event's most recent record to complete.
+func (e *Event) Synchronize() error {
+	const opName = "Event.Synchronize"
+	if err := e.check(opName, nil); err != nil {
+		return err
+	}
+	e.wait(e.target())
+	if x := e.dev.sticky.Load(); x != nil {
+		return withOp(opName, x)
+	}
+	return nil
+}
+
+// Query returns nil if the most recent record has completed (or the event was
+// never recorded), ErrNotReady otherwise.
+func (e *Event) Query() error {
+	const opName = "Event.Query"
+	if err := e.check(opName, nil); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	done := e.completed >= e.recorded
+	e.mu.Unlock()
+	if !done {
+		return newErr(opName, ErrNotReady, "record pending")
+	}
+	return nil
+}
+
+// Destroy releases the event. A record already issued still completes.
+func (e *Event) Destroy() error {
+	const opName = "Event.Destroy"
+	if err := e.check(opName, nil); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.destroyed = true
+	e.mu.Unlock()
+	return nil
+}
+
+// ElapsedTime is the time between the completion of start's and end's most
+// recent records (cudaEventElapsedTime). Both must have completed
+// (ErrNotReady otherwise), have been recorded, and allow timing
+// (ErrInvalidResourceHandle otherwise).
+func ElapsedTime(start, end *Event) (time.Duration, error) {
+	const opName = "ElapsedTime"
+	var at [2]time.Time
+	for i, e := range []*Event{start, end} {
+		if err := e.check(opName, nil); err != nil {
+			return 0, err
+		}
+		e.mu.Lock()
+		rec, done, t := e.recorded, e.completed >= e.recorded, e.at
+		e.mu.Unlock()
+		switch {
+		case e.flags&EventDisableTiming != 0:
+			return 0, newErr(opName, ErrInvalidResourceHandle, "event created with EventDisableTiming")
+		case rec == 0:
+			return 0, newErr(opName, ErrInvalidResourceHandle, "event was never recorded")
+		case !done:
+			return 0, newErr(opName, ErrNotReady, "event record pending")
+		}
+		at[i] = t
+	}
+	if start.dev != end.dev {
+		return 0, newErr(opName, ErrInvalidResourceHandle, "events of different devices")
+	}
+	return at[1].Sub(at[0]), nil
+}

@@ -1,0 +1,281 @@
+package gpugraph
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/sched"
+)
+
+// InstantiateFlags modify instantiation (cudaGraphInstantiateFlags). None are
+// defined yet; pass 0.
+type InstantiateFlags uint
+
+// Exec is an executable graph: a snapshot of a Graph, validated and planned,
+// that can be launched into streams any number of times. Later changes to
+// the Graph do not affect it. Launches of one Exec never overlap: each starts
+// after the previous one finished, whatever streams they were launched into.
+type Exec struct {
+	dev   *Device
+	ops   []op    // one per flattened node; child graphs are inlined
+	nodes []*Node // the graph node each op came from (nil for child graph entry/exit)
+	dag   sched.DAG
+	run   *sched.Runner
+	// Event nodes take per-launch sequence numbers: indexes of those ops.
+	records, waits []int32
+
+	mu        sync.Mutex
+	cond      sync.Cond
+	issued    uint64 // launches issued
+	finished  uint64 // launches finished
+	destroyed bool
+
+	cur    *launch // the launch running now; launches never overlap
+	failed atomic.Pointer[Error]
+}
+
+// launch is one Launch of an Exec, queued in a stream.
+type launch struct {
+	e      *Exec
+	seq    uint64
+	rec    []uint64 // record sequence numbers, parallel to e.records
+	wait   []uint64 // wait targets, parallel to e.waits
+	stream *Stream
+}
+
+// Instantiate validates the graph and builds an executable graph from it
+// (cudaGraphInstantiate). It fails, naming the node, on invalid parameters
+// (for example memory freed since the node was added, or a destroyed event),
+// on bad child graphs and on cycles.
+func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
+	const opName = "Graph.Instantiate"
+	if g == nil {
+		return nil, newErr(opName, ErrInvalidValue, "nil graph")
+	}
+	if flags != 0 {
+		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
+	}
+	e := &Exec{dev: g.dev}
+	e.cond.L = &e.mu
+	var preds [][]int32
+	if _, err := e.flatten(opName, g, nil, &preds); err != nil {
+		return nil, err
+	}
+	n := len(e.ops)
+	d := &e.dag
+	d.InDegree = make([]int32, n)
+	d.SuccOff = make([]int32, n+1)
+	for i, ps := range preds {
+		d.InDegree[i] = int32(len(ps))
+		if len(ps) == 0 {
+			d.Roots = append(d.Roots, int32(i))
+		}
+		for _, p := range ps {
+			d.SuccOff[p+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		d.SuccOff[i+1] += d.SuccOff[i]
+	}
+	d.Succ = make([]int32, d.SuccOff[n])
+	fill := append([]int32(nil), d.SuccOff[:n]...)
+	for i, ps := range preds {
+		for _, p := range ps {
+			d.Succ[fill[p]] = int32(i)
+			fill[p]++
+		}
+	}
+	for i := range e.ops {
+		switch e.ops[i].kind {
+		case opRecord:
+			e.ops[i].seq = uint64(len(e.records))
+			e.records = append(e.records, int32(i))
+		case opWait:
+			e.ops[i].seq = uint64(len(e.waits))
+			e.waits = append(e.waits, int32(i))
+		}
+	}
+	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	return e, nil
+}
+
+// flatten appends g's nodes to e in dependency order, each root depending on
+// entry, and returns the indexes of g's sinks. Child graphs are inlined
+// between an entry and an exit op, so their nodes schedule like any other.
+func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32) ([]int32, error) {
+	if err := g.lock(opName); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	order, bad := topoOrder(g.nodes)
+	if bad != nil {
+		return nil, nodeErr(opName, bad, ErrInvalidValue, "graph has a cycle")
+	}
+	exit := make(map[*Node]int32, len(order))
+	add := func(o op, n *Node, ps []int32) int32 {
+		e.ops = append(e.ops, o)
+		e.nodes = append(e.nodes, n)
+		*preds = append(*preds, ps)
+		return int32(len(e.ops) - 1)
+	}
+	var sinks []int32
+	for _, n := range order {
+		ps := entry
+		if len(n.deps) > 0 {
+			ps = make([]int32, len(n.deps))
+			for i, d := range n.deps {
+				ps[i] = exit[d]
+			}
+		}
+		if n.typ == NodeChildGraph {
+			in := add(op{kind: opEmpty}, n, ps)
+			inner, err := e.flatten(opName, n.child, []int32{in}, preds)
+			if err != nil {
+				return nil, err
+			}
+			if len(inner) == 0 {
+				inner = []int32{in}
+			}
+			exit[n] = add(op{kind: opEmpty}, n, inner)
+		} else {
+			o, code, msg := g.dev.prepare(n.params)
+			if code != nil {
+				return nil, nodeErr(opName, n, code, "%s", msg)
+			}
+			exit[n] = add(o, n, ps)
+		}
+		if len(n.outs) == 0 {
+			sinks = append(sinks, exit[n])
+		}
+	}
+	return sinks, nil
+}
+
+// Launch queues one execution of the graph in s (cudaGraphLaunch). Later
+// work in s waits for it; it starts after the previous launch of e finished.
+func (e *Exec) Launch(s *Stream) error {
+	const opName = "Exec.Launch"
+	if err := e.check(opName); err != nil {
+		return err
+	}
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if s.dev != e.dev {
+		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
+	}
+	l := &launch{e: e, stream: s}
+	if len(e.records) > 0 {
+		l.rec = make([]uint64, len(e.records))
+	}
+	if len(e.waits) > 0 {
+		l.wait = make([]uint64, len(e.waits))
+	}
+	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() uint64 {
+		e.mu.Lock()
+		e.issued++
+		l.seq = e.issued
+		e.mu.Unlock()
+		for i, x := range e.records {
+			l.rec[i] = e.ops[x].ev.issue()
+		}
+		for i, x := range e.waits {
+			l.wait[i] = e.ops[x].ev.target()
+		}
+		return 0
+	})
+}
+
+func (e *Exec) check(opName string) error {
+	if e == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil executable graph")
+	}
+	if err := e.dev.check(opName); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	dead := e.destroyed
+	e.mu.Unlock()
+	if dead {
+		return newErr(opName, ErrInvalidResourceHandle, "executable graph is destroyed")
+	}
+	return nil
+}
+
+// Destroy releases the executable graph. Launches already queued still run.
+func (e *Exec) Destroy() error {
+	const opName = "Exec.Destroy"
+	if err := e.check(opName); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.destroyed = true
+	e.mu.Unlock()
+	return nil
+}
+
+// begin waits for the previous launch of the graph to finish.
+func (l *launch) begin() {
+	e := l.e
+	e.mu.Lock()
+	for e.finished != l.seq-1 {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+	e.cur = l
+	e.failed.Store(nil)
+}
+
+func (l *launch) end() {
+	e := l.e
+	e.cur = nil
+	e.mu.Lock()
+	e.finished = l.seq
+	e.cond.Broadcast()
+	e.mu.Unlock()
+}
+
+// run executes the launch on the calling goroutine and the worker pool.
+func (l *launch) run() *Error {
+	l.begin()
+	l.e.run.Run()
+	err := l.e.failed.Load()
+	l.end()
+	return err
+}
+
+// skip retires a launch without running it (the device has failed), still
+// completing its event records so that nobody waits forever.
+func (l *launch) skip() {
+	l.begin()
+	for i, x := range l.e.records {
+		l.e.ops[x].ev.complete(l.rec[i])
+	}
+	l.end()
+}
+
+// execNode runs flattened node i of the current launch. After a node fails,
+// the rest of the launch only keeps ordering (and event records) intact.
+func (e *Exec) execNode(i int32) {
+	o := &e.ops[i]
+	switch o.kind {
+	case opEmpty:
+		return
+	case opRecord:
+		o.ev.complete(e.cur.rec[o.seq])
+		return
+	case opWait:
+		if e.failed.Load() == nil {
+			o.ev.wait(e.cur.wait[o.seq])
+		}
+		return
+	}
+	if e.failed.Load() != nil {
+		return
+	}
+	if err := o.run(e.dev); err != nil {
+		c := *err
+		c.Node = e.nodes[i]
+		e.failed.CompareAndSwap(nil, &c)
+	}
+}

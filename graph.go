@@ -1,0 +1,577 @@
+package gpugraph
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Graph is a set of nodes (operations) and edges (dependencies), defined
+// once and instantiated into an Exec to run. Methods are safe for concurrent
+// use, though, as in CUDA, building one graph from several goroutines gives
+// an order that is up to the scheduler.
+type Graph struct {
+	dev    *Device
+	id     int64 // process-wide, for DOT output
+	parent *Node // the child graph node embedding this graph, if any
+
+	mu        sync.Mutex
+	nodes     []*Node // live nodes in creation order
+	nextID    int
+	destroyed bool
+	clonedBy  map[*Node]*Node // original node -> its clone, for graphs made by Clone
+}
+
+// Node is one operation in a graph. A node belongs to one graph for its life.
+type Node struct {
+	g      *Graph
+	id     int
+	typ    NodeType
+	params NodeParams
+	child  *Graph  // embedded graph of a child graph node
+	deps   []*Node // dependencies, in the order they were added
+	outs   []*Node // dependents, in the order they were added
+	dead   bool
+}
+
+// Edge is a dependency: To runs after From.
+type Edge struct{ From, To *Node }
+
+var graphIDs atomic.Int64
+
+// NewGraph creates an empty graph (cudaGraphCreate).
+func (d *Device) NewGraph() (*Graph, error) {
+	if err := d.check("Device.NewGraph"); err != nil {
+		return nil, err
+	}
+	return &Graph{dev: d, id: graphIDs.Add(1)}, nil
+}
+
+// Device is the device the graph's work runs on.
+func (g *Graph) Device() *Device { return g.dev }
+
+// lock locks the graph for op, failing if it is unusable.
+func (g *Graph) lock(op string) error {
+	if g == nil {
+		return newErr(op, ErrInvalidValue, "nil graph")
+	}
+	if err := g.dev.check(op); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if g.destroyed {
+		g.mu.Unlock()
+		return newErr(op, ErrInvalidValue, "graph is destroyed")
+	}
+	return nil
+}
+
+// String names the node in errors and output: its type, graph-local id and,
+// for kernels, the kernel's name.
+func (n *Node) String() string {
+	if n == nil {
+		return "<nil node>"
+	}
+	s := fmt.Sprintf("%s node %d", n.typ, n.id)
+	if k, ok := n.params.(KernelParams); ok && k.Kernel != nil {
+		s += fmt.Sprintf(" (%s)", k.Kernel.Name)
+	}
+	return s
+}
+
+// ID is the node's number within its graph, in creation order. A clone's
+// nodes keep the ids of their originals.
+func (n *Node) ID() int { return n.id }
+
+// Type is the node's type.
+func (n *Node) Type() NodeType { return n.typ }
+
+// Graph is the graph the node belongs to.
+func (n *Node) Graph() *Graph { return n.g }
+
+// checkNodeLocked validates a node handle while g is locked.
+func (g *Graph) checkNodeLocked(op string, n *Node) error {
+	switch {
+	case n == nil:
+		return newErr(op, ErrInvalidValue, "nil node")
+	case n.g != g:
+		return nodeErr(op, n, ErrInvalidValue, "node belongs to another graph")
+	case n.dead:
+		return nodeErr(op, n, ErrInvalidValue, "node is destroyed")
+	}
+	return nil
+}
+
+// AddNode adds a node with parameters p, depending on deps, in that order
+// (cudaGraphAddNode). Parameters are checked now; on error nothing changes.
+func (g *Graph) AddNode(p NodeParams, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddNode", p, deps)
+}
+
+// AddKernelNode adds a kernel launch.
+func (g *Graph) AddKernelNode(p KernelParams, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddKernelNode", p, deps)
+}
+
+// AddMemcpyNode adds a copy.
+func (g *Graph) AddMemcpyNode(p MemcpyParams, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddMemcpyNode", p, deps)
+}
+
+// AddMemsetNode adds a memset.
+func (g *Graph) AddMemsetNode(p MemsetParams, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddMemsetNode", p, deps)
+}
+
+// AddHostNode adds a host function call.
+func (g *Graph) AddHostNode(fn func(), deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddHostNode", HostParams{Fn: fn}, deps)
+}
+
+// AddEmptyNode adds a node that does nothing, to join or fan out edges.
+func (g *Graph) AddEmptyNode(deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddEmptyNode", EmptyParams{}, deps)
+}
+
+// AddEventRecordNode adds a node that records e.
+func (g *Graph) AddEventRecordNode(e *Event, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddEventRecordNode", EventRecordParams{e}, deps)
+}
+
+// AddEventWaitNode adds a node that waits for e.
+func (g *Graph) AddEventWaitNode(e *Event, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddEventWaitNode", EventWaitParams{e}, deps)
+}
+
+// AddChildGraphNode adds a node that runs a clone of child
+// (cudaGraphAddChildGraphNode). Later changes to child do not affect it.
+func (g *Graph) AddChildGraphNode(child *Graph, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddChildGraphNode", ChildGraphParams{child}, deps)
+}
+
+func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
+	if g == nil {
+		return nil, newErr(op, ErrInvalidValue, "nil graph")
+	}
+	var child *Graph
+	if cp, ok := p.(ChildGraphParams); ok {
+		if err := g.checkChild(op, cp.Graph); err != nil {
+			return nil, err
+		}
+		c, _, err := cp.Graph.clone(op)
+		if err != nil {
+			return nil, err
+		}
+		child = c
+	} else if _, code, msg := g.dev.prepare(p); code != nil {
+		return nil, newErr(op, code, "%s", msg)
+	}
+	if err := g.lock(op); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	for i, d := range deps {
+		if err := g.checkNodeLocked(op, d); err != nil {
+			return nil, err
+		}
+		for _, e := range deps[:i] {
+			if e == d {
+				return nil, nodeErr(op, d, ErrInvalidValue, "listed twice as a dependency")
+			}
+		}
+	}
+	n := &Node{g: g, id: g.nextID, typ: p.NodeType(), params: copyParams(p), child: child,
+		deps: append([]*Node(nil), deps...)}
+	if child != nil {
+		n.params = ChildGraphParams{child}
+		child.parent = n
+	}
+	g.nextID++
+	for _, d := range deps {
+		d.outs = append(d.outs, n)
+	}
+	g.nodes = append(g.nodes, n)
+	return n, nil
+}
+
+// checkChild validates a graph about to be embedded in g.
+func (g *Graph) checkChild(op string, c *Graph) error {
+	switch {
+	case g == nil:
+		return newErr(op, ErrInvalidValue, "nil graph")
+	case c == nil:
+		return newErr(op, ErrInvalidValue, "nil child graph")
+	case c.dev != g.dev:
+		return newErr(op, ErrInvalidValue, "child graph belongs to another device")
+	}
+	// The child is cloned before the node is added, so a graph embedding a
+	// snapshot of itself is finite; embedding itself directly is refused as
+	// CUDA does.
+	if c == g {
+		return newErr(op, ErrInvalidValue, "a graph cannot be its own child")
+	}
+	return nil
+}
+
+// Params returns a copy of the node's parameters (one of the *Params types).
+func (n *Node) Params() (NodeParams, error) {
+	const op = "Node.Params"
+	if n == nil {
+		return nil, newErr(op, ErrInvalidValue, "nil node")
+	}
+	if err := n.g.lock(op); err != nil {
+		return nil, err
+	}
+	defer n.g.mu.Unlock()
+	if err := n.g.checkNodeLocked(op, n); err != nil {
+		return nil, err
+	}
+	return copyParams(n.params), nil
+}
+
+// SetParams replaces the node's parameters in the graph. p must be of the
+// node's type; a child graph node's graph is replaced by a clone of the new
+// one. Executable graphs already instantiated are not affected.
+func (n *Node) SetParams(p NodeParams) error {
+	const op = "Node.SetParams"
+	if n == nil {
+		return newErr(op, ErrInvalidValue, "nil node")
+	}
+	if p == nil || p.NodeType() != n.typ {
+		return nodeErr(op, n, ErrInvalidValue, "params of another node type (%T)", p)
+	}
+	var child *Graph
+	if cp, ok := p.(ChildGraphParams); ok {
+		if err := n.g.checkChild(op, cp.Graph); err != nil {
+			return err
+		}
+		if cp.Graph == n.child {
+			return nil
+		}
+		c, _, err := cp.Graph.clone(op)
+		if err != nil {
+			return err
+		}
+		child = c
+	} else if _, code, msg := n.g.dev.prepare(p); code != nil {
+		return nodeErr(op, n, code, "%s", msg)
+	}
+	if err := n.g.lock(op); err != nil {
+		return err
+	}
+	defer n.g.mu.Unlock()
+	if err := n.g.checkNodeLocked(op, n); err != nil {
+		return err
+	}
+	if child != nil {
+		child.parent = n
+		n.child = child
+		n.params = ChildGraphParams{child}
+		return nil
+	}
+	n.params = copyParams(p)
+	return nil
+}
+
+// Dependencies returns the nodes n depends on, in the order they were added.
+func (n *Node) Dependencies() ([]*Node, error) { return n.edges("Node.Dependencies", false) }
+
+// Dependents returns the nodes that depend on n.
+func (n *Node) Dependents() ([]*Node, error) { return n.edges("Node.Dependents", true) }
+
+func (n *Node) edges(op string, out bool) ([]*Node, error) {
+	if n == nil {
+		return nil, newErr(op, ErrInvalidValue, "nil node")
+	}
+	if err := n.g.lock(op); err != nil {
+		return nil, err
+	}
+	defer n.g.mu.Unlock()
+	if err := n.g.checkNodeLocked(op, n); err != nil {
+		return nil, err
+	}
+	if out {
+		return append([]*Node(nil), n.outs...), nil
+	}
+	return append([]*Node(nil), n.deps...), nil
+}
+
+// ChildGraph returns the graph embedded in a child graph node. Changes to it
+// change the node (cudaGraphChildGraphNodeGetGraph).
+func (n *Node) ChildGraph() (*Graph, error) {
+	p, err := n.Params()
+	if err != nil {
+		return nil, withOp("Node.ChildGraph", err)
+	}
+	cp, ok := p.(ChildGraphParams)
+	if !ok {
+		return nil, nodeErr("Node.ChildGraph", n, ErrInvalidValue, "not a child graph node")
+	}
+	return cp.Graph, nil
+}
+
+// Nodes returns the graph's nodes in creation order.
+func (g *Graph) Nodes() ([]*Node, error) {
+	if err := g.lock("Graph.Nodes"); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	return append([]*Node(nil), g.nodes...), nil
+}
+
+// RootNodes returns the nodes with no dependencies, in creation order.
+func (g *Graph) RootNodes() ([]*Node, error) {
+	if err := g.lock("Graph.RootNodes"); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	var roots []*Node
+	for _, n := range g.nodes {
+		if len(n.deps) == 0 {
+			roots = append(roots, n)
+		}
+	}
+	return roots, nil
+}
+
+// Edges returns every edge, grouped by destination node in creation order
+// and, per node, in the order its dependencies were added.
+func (g *Graph) Edges() ([]Edge, error) {
+	if err := g.lock("Graph.Edges"); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	var es []Edge
+	for _, n := range g.nodes {
+		for _, d := range n.deps {
+			es = append(es, Edge{d, n})
+		}
+	}
+	return es, nil
+}
+
+// AddDependencies adds edges (cudaGraphAddDependencies). It refuses, changing
+// nothing, a nil or destroyed node, a node of another graph, a self edge, an
+// edge that exists or is listed twice, and a set of edges that would make a
+// cycle.
+func (g *Graph) AddDependencies(edges ...Edge) error {
+	const op = "Graph.AddDependencies"
+	if err := g.lock(op); err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	for i, e := range edges {
+		if err := g.checkEdgeLocked(op, e); err != nil {
+			return err
+		}
+		if contains(e.To.deps, e.From) {
+			return nodeErr(op, e.To, ErrInvalidValue, "already depends on %v", e.From)
+		}
+		for _, f := range edges[:i] {
+			if f == e {
+				return nodeErr(op, e.To, ErrInvalidValue, "edge from %v listed twice", e.From)
+			}
+		}
+	}
+	for _, e := range edges {
+		e.To.deps = append(e.To.deps, e.From)
+		e.From.outs = append(e.From.outs, e.To)
+	}
+	if _, bad := topoOrder(g.nodes); bad != nil {
+		for i := len(edges) - 1; i >= 0; i-- {
+			e := edges[i]
+			e.To.deps = e.To.deps[:len(e.To.deps)-1]
+			e.From.outs = e.From.outs[:len(e.From.outs)-1]
+		}
+		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
+	}
+	return nil
+}
+
+// AddDependency adds one edge: to runs after from.
+func (g *Graph) AddDependency(from, to *Node) error {
+	return withOp("Graph.AddDependency", g.AddDependencies(Edge{from, to}))
+}
+
+// RemoveDependencies removes edges (cudaGraphRemoveDependencies); every edge
+// must exist, or nothing changes.
+func (g *Graph) RemoveDependencies(edges ...Edge) error {
+	const op = "Graph.RemoveDependencies"
+	if err := g.lock(op); err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	for i, e := range edges {
+		if err := g.checkEdgeLocked(op, e); err != nil {
+			return err
+		}
+		if !contains(e.To.deps, e.From) {
+			return nodeErr(op, e.To, ErrInvalidValue, "does not depend on %v", e.From)
+		}
+		for _, f := range edges[:i] {
+			if f == e {
+				return nodeErr(op, e.To, ErrInvalidValue, "edge from %v listed twice", e.From)
+			}
+		}
+	}
+	for _, e := range edges {
+		e.To.deps = remove(e.To.deps, e.From)
+		e.From.outs = remove(e.From.outs, e.To)
+	}
+	return nil
+}
+
+func (g *Graph) checkEdgeLocked(op string, e Edge) error {
+	if err := g.checkNodeLocked(op, e.From); err != nil {
+		return err
+	}
+	if err := g.checkNodeLocked(op, e.To); err != nil {
+		return err
+	}
+	if e.From == e.To {
+		return nodeErr(op, e.To, ErrInvalidValue, "self edge")
+	}
+	return nil
+}
+
+// DestroyNode removes n and its edges from the graph (cudaGraphDestroyNode).
+func (g *Graph) DestroyNode(n *Node) error {
+	const op = "Graph.DestroyNode"
+	if err := g.lock(op); err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	if err := g.checkNodeLocked(op, n); err != nil {
+		return err
+	}
+	for _, d := range n.deps {
+		d.outs = remove(d.outs, n)
+	}
+	for _, o := range n.outs {
+		o.deps = remove(o.deps, n)
+	}
+	n.deps, n.outs, n.dead = nil, nil, true
+	g.nodes = remove(g.nodes, n)
+	return nil
+}
+
+// Destroy destroys the graph; its nodes become invalid. Executable graphs
+// instantiated from it are not affected. A graph embedded in a child graph
+// node belongs to the node and cannot be destroyed on its own.
+func (g *Graph) Destroy() error {
+	const op = "Graph.Destroy"
+	if err := g.lock(op); err != nil {
+		return err
+	}
+	defer g.mu.Unlock()
+	if g.parent != nil {
+		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
+	}
+	g.destroyed = true
+	for _, n := range g.nodes {
+		n.dead = true
+	}
+	return nil
+}
+
+// Clone returns a deep copy of the graph (cudaGraphClone). Find the copy of a
+// node with ClonedNode.
+func (g *Graph) Clone() (*Graph, error) {
+	c, _, err := g.clone("Graph.Clone")
+	return c, err
+}
+
+func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
+	if err := g.lock(op); err != nil {
+		return nil, nil, err
+	}
+	defer g.mu.Unlock()
+	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
+	for _, n := range g.nodes {
+		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params)}
+		if n.child != nil {
+			cc, inner, err := n.child.clone(op)
+			if err != nil {
+				return nil, nil, err
+			}
+			cc.parent, m.child, m.params = m, cc, ChildGraphParams{cc}
+			for k, v := range inner {
+				c.clonedBy[k] = v
+			}
+		}
+		c.clonedBy[n] = m
+		c.nodes = append(c.nodes, m)
+	}
+	for _, n := range g.nodes {
+		m := c.clonedBy[n]
+		for _, d := range n.deps {
+			m.deps = append(m.deps, c.clonedBy[d])
+		}
+		for _, o := range n.outs {
+			m.outs = append(m.outs, c.clonedBy[o])
+		}
+	}
+	return c, c.clonedBy, nil
+}
+
+// ClonedNode returns the node of g (made by Clone) that is the copy of orig
+// (cudaGraphNodeFindInClone).
+func (g *Graph) ClonedNode(orig *Node) (*Node, error) {
+	const op = "Graph.ClonedNode"
+	if err := g.lock(op); err != nil {
+		return nil, err
+	}
+	defer g.mu.Unlock()
+	m, ok := g.clonedBy[orig]
+	if !ok || m.dead {
+		return nil, nodeErr(op, orig, ErrInvalidValue, "no clone of this node in the graph")
+	}
+	return m, nil
+}
+
+// topoOrder returns nodes in an order where every node follows its
+// dependencies (Kahn's algorithm, stable in creation order). If the nodes
+// contain a cycle it returns a node on or behind it.
+func topoOrder(nodes []*Node) ([]*Node, *Node) {
+	indeg := make(map[*Node]int, len(nodes))
+	var order []*Node
+	for _, n := range nodes {
+		indeg[n] = len(n.deps)
+		if len(n.deps) == 0 {
+			order = append(order, n)
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, o := range order[i].outs {
+			if indeg[o]--; indeg[o] == 0 {
+				order = append(order, o)
+			}
+		}
+	}
+	if len(order) != len(nodes) {
+		for _, n := range nodes {
+			if indeg[n] > 0 {
+				return nil, n
+			}
+		}
+	}
+	return order, nil
+}
+
+func contains(ns []*Node, n *Node) bool {
+	for _, x := range ns {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+func remove(ns []*Node, n *Node) []*Node {
+	for i, x := range ns {
+		if x == n {
+			return append(ns[:i], ns[i+1:]...)
+		}
+	}
+	return ns
+}

@@ -1,0 +1,183 @@
+package sched
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// DAG is a compiled dependency graph: node i may run once all of its
+// predecessors have finished. Successor lists are stored flat (CSR).
+type DAG struct {
+	InDegree []int32
+	SuccOff  []int32 // successors of i are Succ[SuccOff[i]:SuccOff[i+1]]
+	Succ     []int32
+	Roots    []int32
+}
+
+// Runner executes a DAG repeatedly. All per-run state is allocated once, so a
+// run allocates nothing. Runs of one Runner must not overlap.
+//
+// Scheduling: a worker that finishes a node keeps the first successor it made
+// ready and runs it next (a chain never leaves the worker), and pushes further
+// ready successors onto a shared stack, from which the owner and helpers pull.
+// An idle pool helper is recruited when the stack has work and fewer helpers
+// are active than the pool has.
+type Runner struct {
+	dag  *DAG
+	pool *Pool
+	exec func(node int32)
+
+	pending   []atomic.Int32
+	remaining atomic.Int32 // sinks not yet run: all nodes are done when none are left
+	sinks     int32
+	queued    atomic.Int32 // len(stack), readable without the lock
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	stack   []int32
+	helpers int  // active helpers
+	waiting bool // the owner sleeps on cond
+	helpFn  func()
+}
+
+// NewRunner prepares to run d on pool, calling exec for every node.
+func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
+	r := &Runner{
+		dag:     d,
+		pool:    pool,
+		exec:    exec,
+		pending: make([]atomic.Int32, len(d.InDegree)),
+		stack:   make([]int32, 0, len(d.InDegree)),
+	}
+	r.cond.L = &r.mu
+	r.helpFn = r.help
+	for i := range d.InDegree {
+		if d.SuccOff[i] == d.SuccOff[i+1] {
+			r.sinks++
+		}
+	}
+	return r
+}
+
+// Run executes every node once, respecting dependencies, and returns when all
+// have finished. exec must not panic (callers recover inside it).
+func (r *Runner) Run() {
+	n := len(r.dag.InDegree)
+	if n == 0 {
+		return
+	}
+	for i, deg := range r.dag.InDegree {
+		if deg > 1 { // a node with one dependency is ready when that one is done
+			r.pending[i].Store(deg)
+		}
+	}
+	r.remaining.Store(r.sinks)
+	roots := r.dag.Roots
+	if len(roots) > 1 {
+		r.mu.Lock()
+		r.stack = append(r.stack, roots[1:]...)
+		r.queued.Store(int32(len(r.stack)))
+		r.recruitLocked()
+		r.mu.Unlock()
+	}
+	r.work(roots[0], true)
+	// All nodes are done; wait for helpers to leave before the state is reused.
+	r.mu.Lock()
+	for r.helpers > 0 {
+		r.waiting = true
+		r.cond.Wait()
+	}
+	r.waiting = false
+	r.mu.Unlock()
+}
+
+func (r *Runner) work(node int32, owner bool) {
+	d := r.dag
+	for {
+		if node < 0 {
+			if node = r.pop(owner); node < 0 {
+				return
+			}
+		}
+		r.exec(node)
+		next := int32(-1)
+		succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
+		for _, s := range succ {
+			if d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
+				if next < 0 {
+					next = s
+				} else {
+					r.push(s)
+				}
+			}
+		}
+		// Every node is an ancestor of a sink, and a sink runs only after its
+		// ancestors have finished, so the run is over when the last sink is.
+		if len(succ) == 0 && r.remaining.Add(-1) == 0 {
+			r.mu.Lock()
+			if r.waiting {
+				r.cond.Broadcast()
+			}
+			r.mu.Unlock()
+			if owner {
+				return
+			}
+		}
+		node = next
+	}
+}
+
+func (r *Runner) push(s int32) {
+	r.mu.Lock()
+	r.stack = append(r.stack, s)
+	r.queued.Store(int32(len(r.stack)))
+	if r.waiting {
+		r.cond.Signal()
+	} else {
+		r.recruitLocked()
+	}
+	r.mu.Unlock()
+}
+
+func (r *Runner) recruitLocked() {
+	if r.helpers < r.pool.size && r.pool.TryGo(r.helpFn) {
+		r.helpers++
+	}
+}
+
+// pop takes a ready node. The owner sleeps until one is ready or the run is
+// over; a helper returns -1 as soon as there is nothing to take.
+func (r *Runner) pop(owner bool) int32 {
+	if !owner {
+		// Spin briefly before giving up: for short nodes, the next ready node
+		// usually appears within a few hundred nanoseconds, and waking a
+		// helper again costs microseconds.
+		for i := 0; i < 200 && r.queued.Load() == 0 && r.remaining.Load() > 0; i++ {
+			spinPause()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if k := len(r.stack); k > 0 {
+			s := r.stack[k-1]
+			r.stack = r.stack[:k-1]
+			r.queued.Store(int32(k - 1))
+			return s
+		}
+		if r.remaining.Load() == 0 || !owner {
+			if !owner {
+				r.helpers--
+				if r.waiting {
+					r.cond.Broadcast()
+				}
+			}
+			return -1
+		}
+		r.waiting = true
+		r.cond.Wait()
+		r.waiting = false
+	}
+}
+
+func (r *Runner) help() { r.work(-1, false) }

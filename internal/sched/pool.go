@@ -1,0 +1,114 @@
+// Package sched is the host backend's executor: a pool of worker goroutines
+// sized to GOMAXPROCS, a parallel loop over kernel blocks, and a DAG runner
+// that executes an instantiated graph with no allocation per launch.
+package sched
+
+import (
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// Pool is a set of helper goroutines. Work is only ever offered to an idle
+// helper (TryGo never blocks), so a caller always makes progress on its own
+// and nested use cannot deadlock.
+type Pool struct {
+	work chan func()
+	size int
+}
+
+var (
+	defaultPool     *Pool
+	defaultPoolOnce sync.Once
+)
+
+// Default is the process-wide pool: GOMAXPROCS-1 helpers, since the calling
+// goroutine always works too.
+func Default() *Pool {
+	defaultPoolOnce.Do(func() { defaultPool = NewPool(runtime.GOMAXPROCS(0) - 1) })
+	return defaultPool
+}
+
+// NewPool starts n helper goroutines. They live for the life of the process.
+func NewPool(n int) *Pool {
+	p := &Pool{work: make(chan func()), size: n}
+	for i := 0; i < n; i++ {
+		go p.helper()
+	}
+	return p
+}
+
+// Size is the number of helpers.
+func (p *Pool) Size() int { return p.size }
+
+func (p *Pool) helper() {
+	// Kernels touch device memory through raw pointers; a fault there must
+	// become a recoverable panic (reported as an illegal address), not a crash.
+	debug.SetPanicOnFault(true)
+	for f := range p.work {
+		f()
+	}
+}
+
+// TryGo runs f on an idle helper and reports whether one took it.
+func (p *Pool) TryGo(f func()) bool {
+	select {
+	case p.work <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// For runs body over [0, n) split into chunks, on the caller and on any idle
+// helpers, and returns when all chunks are done. It returns the first panic
+// raised by body, recovered, or nil.
+func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
+	if n <= 0 {
+		return nil
+	}
+	if n == 1 || p.size == 0 {
+		return protect(func() { body(0, n) })
+	}
+	chunks := (p.size + 1) * 4
+	if chunks > n {
+		chunks = n
+	}
+	step := (n + chunks - 1) / chunks
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+	)
+	run := func() {
+		for {
+			lo := int(next.Add(int64(step))) - step
+			if lo >= n {
+				return
+			}
+			hi := min(lo+step, n)
+			if e := protect(func() { body(lo, hi) }); e != nil {
+				errOnce.Do(func() { perr = e })
+				next.Store(int64(n)) // stop handing out chunks
+			}
+		}
+	}
+	for i := 0; i < p.size && i+1 < chunks; i++ {
+		wg.Add(1)
+		if !p.TryGo(func() { defer wg.Done(); run() }) {
+			wg.Done()
+			break
+		}
+	}
+	run()
+	wg.Wait()
+	return perr
+}
+
+// protect runs f and returns what it panicked with, if anything.
+func protect(f func()) (perr any) {
+	defer func() { perr = recover() }()
+	f()
+	return nil
+}

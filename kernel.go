@@ -1,0 +1,300 @@
+package gpugraph
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+)
+
+// Dim3 is a grid or block size. Every component must be at least 1; use Dim1
+// and Dim2 for fewer dimensions.
+type Dim3 struct{ X, Y, Z int }
+
+// Dim1 is Dim3{x, 1, 1}.
+func Dim1(x int) Dim3 { return Dim3{x, 1, 1} }
+
+// Dim2 is Dim3{x, y, 1}.
+func Dim2(x, y int) Dim3 { return Dim3{x, y, 1} }
+
+// Count is X*Y*Z.
+func (d Dim3) Count() int { return d.X * d.Y * d.Z }
+
+func (d Dim3) String() string { return fmt.Sprintf("(%d,%d,%d)", d.X, d.Y, d.Z) }
+
+// ParamType is the type of one kernel parameter, as the CUDA body declares it.
+type ParamType uint8
+
+// Kernel parameter types and the Go values a launch accepts for them.
+const (
+	Pointer ParamType = iota + 1 // DevicePtr
+	Int32                        // int32, or int in range
+	Uint32                       // uint32, or int in range
+	Int64                        // int64 or int
+	Uint64                       // uint64, or int >= 0
+	Float32                      // float32
+	Float64                      // float64
+)
+
+var paramNames = [...]string{"", "pointer", "int32", "uint32", "int64", "uint64", "float32", "float64"}
+
+func (t ParamType) String() string {
+	if int(t) < len(paramNames) && t != 0 {
+		return paramNames[t]
+	}
+	return fmt.Sprintf("ParamType(%d)", uint8(t))
+}
+
+// Kernel is a GPU function, defined once for every backend: a Go body that
+// the host backend runs block by block, and CUDA code for the cuda backend.
+// A Kernel must not be modified after its first launch.
+type Kernel struct {
+	Name   string
+	Params []ParamType
+	// Go is the body on the host backend, called once per thread block;
+	// it loops over the block's threads itself. Blocks run in parallel.
+	Go func(b Block, args Args)
+	// CUDA is CUDA C++ source (an extern "C" __global__ function named Name)
+	// or PTX, used by the cuda backend.
+	CUDA string
+}
+
+// Block is what a Go kernel body gets: which block of the grid it is, and the
+// shapes of the block and grid.
+type Block struct {
+	Idx     Dim3 // blockIdx
+	Dim     Dim3 // blockDim
+	GridDim Dim3 // gridDim
+	// Shared is the block's dynamic shared memory (KernelParams.SharedMem
+	// bytes), private to this block for its duration.
+	Shared []byte
+}
+
+// Args holds a launch's arguments, already checked against Kernel.Params.
+type Args struct{ w []uint64 }
+
+// Len is the number of arguments.
+func (a Args) Len() int { return len(a.w) }
+
+// Ptr returns argument i, a Pointer.
+func (a Args) Ptr(i int) DevicePtr { return DevicePtr(a.w[i]) }
+
+// Int returns argument i, an Int32 or Int64, as an int.
+func (a Args) Int(i int) int { return int(int64(a.w[i])) }
+
+// Int32 returns argument i, an Int32.
+func (a Args) Int32(i int) int32 { return int32(a.w[i]) }
+
+// Uint32 returns argument i, a Uint32.
+func (a Args) Uint32(i int) uint32 { return uint32(a.w[i]) }
+
+// Int64 returns argument i, an Int64.
+func (a Args) Int64(i int) int64 { return int64(a.w[i]) }
+
+// Uint64 returns argument i, a Uint64.
+func (a Args) Uint64(i int) uint64 { return a.w[i] }
+
+// Float32 returns argument i, a Float32.
+func (a Args) Float32(i int) float32 { return math.Float32frombits(uint32(a.w[i])) }
+
+// Float64 returns argument i, a Float64.
+func (a Args) Float64(i int) float64 { return math.Float64frombits(a.w[i]) }
+
+// KernelParams describe a kernel launch, in a stream or as a graph node.
+type KernelParams struct {
+	Kernel    *Kernel
+	Grid      Dim3
+	Block     Dim3
+	SharedMem int   // bytes of dynamic shared memory per block
+	Args      []any // one Go value per Kernel.Params entry
+}
+
+// kernelOp is a launch ready to run: configuration checked, arguments
+// marshalled.
+type kernelOp struct {
+	k           *Kernel
+	grid, block Dim3
+	shared      int
+	args        Args
+}
+
+// prepareKernel checks a launch against the kernel and the device limits and
+// marshals its arguments. It is the one place these rules live.
+func (d *Device) prepareKernel(p *KernelParams) (kernelOp, *Code, string) {
+	k := p.Kernel
+	if k == nil {
+		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
+	}
+	if k.Go == nil {
+		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
+	}
+	pr := &d.props
+	if !dimIn(p.Grid, pr.MaxGridDim) {
+		return kernelOp{}, ErrInvalidConfiguration, fmt.Sprintf("grid %v outside [1, %v]", p.Grid, pr.MaxGridDim)
+	}
+	if !dimIn(p.Block, pr.MaxBlockDim) || p.Block.Count() > pr.MaxThreadsPerBlock {
+		return kernelOp{}, ErrInvalidConfiguration, fmt.Sprintf("block %v outside [1, %v] or over %d threads", p.Block, pr.MaxBlockDim, pr.MaxThreadsPerBlock)
+	}
+	if p.SharedMem < 0 || p.SharedMem > pr.SharedMemPerBlock {
+		return kernelOp{}, ErrInvalidValue, fmt.Sprintf("shared memory %d outside [0, %d]", p.SharedMem, pr.SharedMemPerBlock)
+	}
+	if len(p.Args) != len(k.Params) {
+		return kernelOp{}, ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
+	}
+	w := make([]uint64, len(p.Args))
+	for i, t := range k.Params {
+		v, ok := marshalArg(t, p.Args[i])
+		if !ok {
+			return kernelOp{}, ErrInvalidValue, fmt.Sprintf("kernel %q argument %d: want %v, got %s", k.Name, i, t, goTypeName(p.Args[i]))
+		}
+		w[i] = v
+	}
+	return kernelOp{k: k, grid: p.Grid, block: p.Block, shared: p.SharedMem, args: Args{w}}, nil, ""
+}
+
+func dimIn(d, max Dim3) bool {
+	return d.X >= 1 && d.Y >= 1 && d.Z >= 1 && d.X <= max.X && d.Y <= max.Y && d.Z <= max.Z
+}
+
+// marshalArg converts one Go value into the 64-bit word the kernel reads.
+// It must not let v escape, so that launches with small arguments do not
+// allocate.
+func marshalArg(t ParamType, v any) (uint64, bool) {
+	switch t {
+	case Pointer:
+		if p, ok := v.(DevicePtr); ok {
+			return uint64(p), true
+		}
+	case Int32:
+		switch x := v.(type) {
+		case int32:
+			return uint64(int64(x)), true
+		case int:
+			if x >= math.MinInt32 && x <= math.MaxInt32 {
+				return uint64(int64(x)), true
+			}
+		}
+	case Uint32:
+		switch x := v.(type) {
+		case uint32:
+			return uint64(x), true
+		case int:
+			if x >= 0 && x <= math.MaxUint32 {
+				return uint64(x), true
+			}
+		}
+	case Int64:
+		switch x := v.(type) {
+		case int64:
+			return uint64(x), true
+		case int:
+			return uint64(int64(x)), true
+		}
+	case Uint64:
+		switch x := v.(type) {
+		case uint64:
+			return x, true
+		case int:
+			if x >= 0 {
+				return uint64(x), true
+			}
+		}
+	case Float32:
+		if x, ok := v.(float32); ok {
+			return uint64(math.Float32bits(x)), true
+		}
+	case Float64:
+		if x, ok := v.(float64); ok {
+			return math.Float64bits(x), true
+		}
+	}
+	return 0, false
+}
+
+// goTypeName names the dynamic type of v without letting v escape.
+func goTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case DevicePtr:
+		return "DevicePtr"
+	case int:
+		return "int (or out of range)"
+	case int32:
+		return "int32"
+	case uint32:
+		return "uint32"
+	case int64:
+		return "int64"
+	case uint64:
+		return "uint64"
+	case float32:
+		return "float32"
+	case float64:
+		return "float64"
+	case uintptr:
+		return "uintptr"
+	}
+	return "an unsupported type"
+}
+
+// run executes the kernel's blocks on the worker pool and returns an error if
+// a block panicked (a fault on device memory is an illegal address).
+func (o *kernelOp) run(d *Device) *Error {
+	n := o.grid.Count()
+	if n == 1 {
+		return o.runOne()
+	}
+	k := *o // the method value escapes to the pool; keep o itself on the stack
+	if perr := d.pool.For(n, k.blocks); perr != nil {
+		return panicError(o.k.Name, perr)
+	}
+	return nil
+}
+
+// runOne runs a one-block grid on the caller, without allocating.
+func (o *kernelOp) runOne() (err *Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panicError(o.k.Name, p)
+		}
+	}()
+	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared)}, o.args)
+	return nil
+}
+
+// blocks runs blocks [lo, hi) in order on one worker.
+func (o *kernelOp) blocks(lo, hi int) {
+	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
+	sh := sharedBuf(o.shared)
+	for i := lo; i < hi; i++ {
+		clear(sh)
+		o.k.Go(Block{
+			Idx:     Dim3{i % gx, i % gxy / gx, i / gxy},
+			Dim:     o.block,
+			GridDim: o.grid,
+			Shared:  sh,
+		}, o.args)
+	}
+}
+
+func sharedBuf(n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	return make([]byte, n)
+}
+
+// panicError turns a panic inside a kernel or host function into the error
+// CUDA would report: an illegal address for bad memory, a launch failure
+// otherwise.
+func panicError(what string, p any) *Error {
+	switch e := p.(type) {
+	case IllegalAddressError:
+		return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
+	case runtime.Error:
+		if _, ok := e.(interface{ Addr() uintptr }); ok {
+			return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
+		}
+	}
+	return newErr(what, ErrLaunchFailure, "panic: %v", p)
+}

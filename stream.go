@@ -1,0 +1,280 @@
+package gpugraph
+
+import (
+	"runtime/debug"
+	"sync"
+)
+
+// Stream is a FIFO queue of device work. Work in one stream runs in the
+// order it was issued; work in different streams may run concurrently.
+// Calls return as soon as the work is queued. Methods are safe for
+// concurrent use.
+type Stream struct {
+	dev *Device
+
+	mu        sync.Mutex
+	cond      sync.Cond // signalled when work completes and someone waits
+	queue     []op      // ring buffer
+	head, n   int
+	active    bool // a goroutine is draining the queue
+	submitted uint64
+	completed uint64
+	waiters   int
+	destroyed bool
+}
+
+// NewStream creates a stream.
+func (d *Device) NewStream() (*Stream, error) {
+	if err := d.check("Device.NewStream"); err != nil {
+		return nil, err
+	}
+	s := &Stream{dev: d, queue: make([]op, 16)}
+	s.cond.L = &s.mu
+	d.mu.Lock()
+	d.streams[s] = struct{}{}
+	d.mu.Unlock()
+	return s, nil
+}
+
+// Device is the device the stream belongs to.
+func (s *Stream) Device() *Device { return s.dev }
+
+// check validates the stream handle for op.
+func (s *Stream) check(op string) error {
+	if s == nil {
+		return newErr(op, ErrInvalidResourceHandle, "nil stream")
+	}
+	if err := s.dev.check(op); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	dead := s.destroyed
+	s.mu.Unlock()
+	if dead {
+		return newErr(op, ErrInvalidResourceHandle, "stream is destroyed")
+	}
+	return nil
+}
+
+// enqueue appends o to the stream. prepare, if not nil, runs under the
+// stream's lock just before o is queued, and its result becomes o.seq: event
+// records and graph launches take their sequence numbers in queue order.
+func (s *Stream) enqueue(opName string, o op, prepare func() uint64) error {
+	if e := s.dev.sticky.Load(); e != nil {
+		return withOp(opName, e)
+	}
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
+	}
+	if prepare != nil {
+		o.seq = prepare()
+	}
+	if s.n == len(s.queue) {
+		q := make([]op, 2*len(s.queue))
+		for i := 0; i < s.n; i++ {
+			q[i] = s.queue[(s.head+i)%len(s.queue)]
+		}
+		s.queue, s.head = q, 0
+	}
+	s.queue[(s.head+s.n)%len(s.queue)] = o
+	s.n++
+	s.submitted++
+	if !s.active {
+		s.active = true
+		go s.drain()
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// drain runs queued work until the queue is empty. One drain goroutine at a
+// time per stream keeps the stream FIFO.
+func (s *Stream) drain() {
+	debug.SetPanicOnFault(true) // faults on device memory become errors
+	s.mu.Lock()
+	for s.n > 0 {
+		o := s.queue[s.head]
+		s.queue[s.head] = op{}
+		s.head = (s.head + 1) % len(s.queue)
+		s.n--
+		s.mu.Unlock()
+		if s.dev.sticky.Load() == nil {
+			if err := o.run(s.dev); err != nil {
+				s.dev.fail(err)
+			}
+		} else if o.kind == opRecord {
+			o.ev.complete(o.seq) // keep waiters from hanging on a failed device
+		} else if o.kind == opGraph {
+			o.launch.skip()
+		}
+		s.mu.Lock()
+		s.completed++
+		if s.waiters > 0 {
+			s.cond.Broadcast()
+		}
+	}
+	s.active = false
+	s.mu.Unlock()
+}
+
+// wait blocks until everything submitted so far has completed.
+func (s *Stream) wait() {
+	s.mu.Lock()
+	target := s.submitted
+	for s.completed < target {
+		s.waiters++
+		s.cond.Wait()
+		s.waiters--
+	}
+	s.mu.Unlock()
+}
+
+// Synchronize waits until all work issued to the stream has completed. It
+// returns the device's sticky error if any asynchronous work failed.
+func (s *Stream) Synchronize() error {
+	const opName = "Stream.Synchronize"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	s.wait()
+	if e := s.dev.sticky.Load(); e != nil {
+		return withOp(opName, e)
+	}
+	return nil
+}
+
+// Query returns nil if all work issued to the stream has completed, and
+// ErrNotReady if some is still pending.
+func (s *Stream) Query() error {
+	const opName = "Stream.Query"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	pending := s.completed < s.submitted
+	s.mu.Unlock()
+	if pending {
+		return newErr(opName, ErrNotReady, "work pending")
+	}
+	return nil
+}
+
+// Destroy releases the stream. Work already issued still runs to completion;
+// any later call on the stream fails with ErrInvalidResourceHandle.
+func (s *Stream) Destroy() error {
+	const opName = "Stream.Destroy"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.destroyed = true
+	s.mu.Unlock()
+	go func() { // forget the stream once its work is done
+		s.wait()
+		s.dev.mu.Lock()
+		delete(s.dev.streams, s)
+		s.dev.mu.Unlock()
+	}()
+	return nil
+}
+
+// Launch queues a kernel launch: grid blocks of block threads, with args
+// matching k.Params.
+func (s *Stream) Launch(k *Kernel, grid, block Dim3, args ...any) error {
+	return s.launchKernel("Stream.Launch", &KernelParams{Kernel: k, Grid: grid, Block: block, Args: args})
+}
+
+// LaunchKernel queues the kernel launch p.
+func (s *Stream) LaunchKernel(p KernelParams) error { return s.launchKernel("Stream.LaunchKernel", &p) }
+
+func (s *Stream) launchKernel(opName string, p *KernelParams) error {
+	if s == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	}
+	k, code, msg := s.dev.prepareKernel(p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return s.enqueue(opName, op{kind: opKernel, kern: k}, nil)
+}
+
+// LaunchHostFunc queues fn to run on the host after all earlier work in the
+// stream, holding back later work until it returns (cudaLaunchHostFunc).
+// fn must not call gpugraph.
+func (s *Stream) LaunchHostFunc(fn func()) error {
+	const opName = "Stream.LaunchHostFunc"
+	if s == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	}
+	if fn == nil {
+		return newErr(opName, ErrInvalidValue, "nil function")
+	}
+	return s.enqueue(opName, op{kind: opHost, host: fn}, nil)
+}
+
+// Memcpy queues the copy p (cudaMemcpyAsync). A host slice must not be
+// modified or read by the program until the copy has completed.
+func (s *Stream) Memcpy(p MemcpyParams) error {
+	const opName = "Stream.Memcpy"
+	if s == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	}
+	o, code, msg := s.dev.prepareMemcpy(&p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return s.enqueue(opName, o, nil)
+}
+
+// Memset queues the fill p (cudaMemsetAsync).
+func (s *Stream) Memset(p MemsetParams) error {
+	const opName = "Stream.Memset"
+	if s == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	}
+	o, code, msg := s.dev.prepareMemset(&p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return s.enqueue(opName, o, nil)
+}
+
+// Memcpy copies synchronously: it waits for all work on the device, then
+// copies (cudaMemcpy).
+func (d *Device) Memcpy(p MemcpyParams) error {
+	const opName = "Device.Memcpy"
+	if err := d.check(opName); err != nil {
+		return err
+	}
+	o, code, msg := d.prepareMemcpy(&p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return d.runSync(opName, &o)
+}
+
+// Memset fills synchronously after all work on the device (cudaMemset).
+func (d *Device) Memset(p MemsetParams) error {
+	const opName = "Device.Memset"
+	if err := d.check(opName); err != nil {
+		return err
+	}
+	o, code, msg := d.prepareMemset(&p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return d.runSync(opName, &o)
+}
+
+func (d *Device) runSync(opName string, o *op) error {
+	d.syncAll()
+	if e := d.sticky.Load(); e != nil {
+		return withOp(opName, e)
+	}
+	if err := o.run(d); err != nil {
+		return withOp(opName, err)
+	}
+	return nil
+}
