@@ -39,7 +39,7 @@ type Device struct {
 	alloc   *alloc.Allocator
 	refs    map[uintptr]int32 // committed granules: granule index -> live allocations touching it
 	streams map[*Stream]struct{}
-	closed  bool
+	closed  atomic.Bool
 
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
 }
@@ -114,16 +114,13 @@ func (d *Device) syncAll() {
 // later call on the device, its streams, events and graphs fails with
 // ErrContextIsDestroyed.
 func (d *Device) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if d.closed.Load() {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
-	d.mu.Unlock()
 	d.syncAll()
-	d.mu.Lock()
-	d.closed = true
-	d.mu.Unlock()
+	if !d.closed.CompareAndSwap(false, true) {
+		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
+	}
 	unregisterReservation(d.res)
 	return d.res.Release()
 }
@@ -133,10 +130,7 @@ func (d *Device) check(op string) error {
 	if d == nil {
 		return newErr(op, ErrInvalidValue, "nil device")
 	}
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
+	if d.closed.Load() {
 		return newErr(op, ErrContextIsDestroyed, "device is closed")
 	}
 	if e := d.sticky.Load(); e != nil {

@@ -575,3 +575,58 @@ func remove(ns []*Node, n *Node) []*Node {
 	}
 	return ns
 }
+
+// StructurallyEqual reports whether a and b have the same structure: the
+// same number of nodes, the same node types in creation order, the same
+// dependencies (by position, in order), the same kernels with the same
+// launch shapes, and structurally equal child graphs. Argument values,
+// addresses and host functions are not compared. It is the check that a
+// captured graph and a hand-built one describe the same work.
+func StructurallyEqual(a, b *Graph) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	an, err := a.Nodes()
+	if err != nil {
+		return false
+	}
+	bn, err := b.Nodes()
+	if err != nil || len(an) != len(bn) {
+		return false
+	}
+	pos := func(ns []*Node) map[*Node]int {
+		m := make(map[*Node]int, len(ns))
+		for i, n := range ns {
+			m[n] = i
+		}
+		return m
+	}
+	ap, bp := pos(an), pos(bn)
+	for i := range an {
+		x, y := an[i], bn[i]
+		xp, err1 := x.Params()
+		yp, err2 := y.Params()
+		xd, err3 := x.Dependencies()
+		yd, err4 := y.Dependencies()
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || x.typ != y.typ || len(xd) != len(yd) {
+			return false
+		}
+		for j := range xd {
+			if ap[xd[j]] != bp[yd[j]] {
+				return false
+			}
+		}
+		switch xp := xp.(type) {
+		case KernelParams:
+			yk := yp.(KernelParams)
+			if xp.Kernel != yk.Kernel || xp.Grid != yk.Grid || xp.Block != yk.Block || xp.SharedMem != yk.SharedMem {
+				return false
+			}
+		case ChildGraphParams:
+			if !StructurallyEqual(xp.Graph, yp.(ChildGraphParams).Graph) {
+				return false
+			}
+		}
+	}
+	return true
+}

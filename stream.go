@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 )
 
 // Stream is a FIFO queue of device work. Work in one stream runs in the
@@ -20,7 +21,7 @@ type Stream struct {
 	submitted uint64
 	completed uint64
 	waiters   int
-	destroyed bool
+	destroyed atomic.Bool
 }
 
 // NewStream creates a stream.
@@ -47,11 +48,22 @@ func (s *Stream) check(op string) error {
 	if err := s.dev.check(op); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	dead := s.destroyed
-	s.mu.Unlock()
-	if dead {
+	if s.destroyed.Load() {
 		return newErr(op, ErrInvalidResourceHandle, "stream is destroyed")
+	}
+	return nil
+}
+
+// usable is the cheap check of the launch path: a live stream on an open
+// device. The device's sticky error is checked when the work is queued.
+func (s *Stream) usable(op string) error {
+	switch {
+	case s == nil:
+		return newErr(op, ErrInvalidResourceHandle, "nil stream")
+	case s.destroyed.Load():
+		return newErr(op, ErrInvalidResourceHandle, "stream is destroyed")
+	case s.dev.closed.Load():
+		return newErr(op, ErrContextIsDestroyed, "device is closed")
 	}
 	return nil
 }
@@ -64,7 +76,7 @@ func (s *Stream) enqueue(opName string, o op, prepare func() uint64) error {
 		return withOp(opName, e)
 	}
 	s.mu.Lock()
-	if s.destroyed {
+	if s.destroyed.Load() {
 		s.mu.Unlock()
 		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
 	}
@@ -169,7 +181,7 @@ func (s *Stream) Destroy() error {
 		return err
 	}
 	s.mu.Lock()
-	s.destroyed = true
+	s.destroyed.Store(true)
 	s.mu.Unlock()
 	go func() { // forget the stream once its work is done
 		s.wait()
@@ -190,8 +202,8 @@ func (s *Stream) Launch(k *Kernel, grid, block Dim3, args ...any) error {
 func (s *Stream) LaunchKernel(p KernelParams) error { return s.launchKernel("Stream.LaunchKernel", &p) }
 
 func (s *Stream) launchKernel(opName string, p *KernelParams) error {
-	if s == nil {
-		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	if err := s.usable(opName); err != nil {
+		return err
 	}
 	k, code, msg := s.dev.prepareKernel(p)
 	if code != nil {
@@ -205,8 +217,8 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 // fn must not call gpugraph.
 func (s *Stream) LaunchHostFunc(fn func()) error {
 	const opName = "Stream.LaunchHostFunc"
-	if s == nil {
-		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	if err := s.usable(opName); err != nil {
+		return err
 	}
 	if fn == nil {
 		return newErr(opName, ErrInvalidValue, "nil function")
@@ -218,8 +230,8 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 // modified or read by the program until the copy has completed.
 func (s *Stream) Memcpy(p MemcpyParams) error {
 	const opName = "Stream.Memcpy"
-	if s == nil {
-		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	if err := s.usable(opName); err != nil {
+		return err
 	}
 	o, code, msg := s.dev.prepareMemcpy(&p)
 	if code != nil {
@@ -231,8 +243,8 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 // Memset queues the fill p (cudaMemsetAsync).
 func (s *Stream) Memset(p MemsetParams) error {
 	const opName = "Stream.Memset"
-	if s == nil {
-		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	if err := s.usable(opName); err != nil {
+		return err
 	}
 	o, code, msg := s.dev.prepareMemset(&p)
 	if code != nil {

@@ -12,7 +12,7 @@ import (
 // ErrNoSpace means no free range is large enough.
 var ErrNoSpace = errors.New("alloc: out of address space")
 
-type span struct{ off, size uint64 }
+type span struct{ off, size, req uint64 } // req: bytes asked for (live spans)
 
 // Allocator manages offsets in [0, size). It is not safe for concurrent use.
 type Allocator struct {
@@ -24,7 +24,7 @@ type Allocator struct {
 // New returns an allocator for [0, size) whose ranges start at multiples of
 // align (a power of two) and whose sizes are rounded up to align.
 func New(size, align uint64) *Allocator {
-	return &Allocator{align: align, free: []span{{0, size / align * align}}}
+	return &Allocator{align: align, free: []span{{off: 0, size: size / align * align}}}
 }
 
 // Rounded is the size a request of n bytes occupies.
@@ -32,6 +32,7 @@ func (a *Allocator) Rounded(n uint64) uint64 { return (n + a.align - 1) &^ (a.al
 
 // Alloc reserves n bytes (n > 0) and returns the offset of the range.
 func (a *Allocator) Alloc(n uint64) (uint64, error) {
+	req := n
 	n = a.Rounded(n)
 	for i := range a.free {
 		f := &a.free[i]
@@ -47,7 +48,7 @@ func (a *Allocator) Alloc(n uint64) (uint64, error) {
 		j := sort.Search(len(a.live), func(k int) bool { return a.live[k].off > off })
 		a.live = append(a.live, span{})
 		copy(a.live[j+1:], a.live[j:])
-		a.live[j] = span{off, n}
+		a.live[j] = span{off, n, req}
 		return off, nil
 	}
 	return 0, ErrNoSpace
@@ -65,7 +66,7 @@ func (a *Allocator) Free(off uint64) (uint64, bool) {
 	i := sort.Search(len(a.free), func(k int) bool { return a.free[k].off > off })
 	a.free = append(a.free, span{})
 	copy(a.free[i+1:], a.free[i:])
-	a.free[i] = span{off, n}
+	a.free[i] = span{off: off, size: n}
 	// Coalesce with the following, then the preceding, neighbour.
 	if i+1 < len(a.free) && a.free[i].off+a.free[i].size == a.free[i+1].off {
 		a.free[i].size += a.free[i+1].size
@@ -78,17 +79,18 @@ func (a *Allocator) Free(off uint64) (uint64, bool) {
 	return n, true
 }
 
-// Find returns the live allocation containing off.
+// Find returns the live allocation containing off: its start and the size
+// that was asked for (an address in the rounding padding is not found).
 func (a *Allocator) Find(off uint64) (start, size uint64, ok bool) {
 	j := sort.Search(len(a.live), func(k int) bool { return a.live[k].off > off })
 	if j == 0 {
 		return 0, 0, false
 	}
 	s := a.live[j-1]
-	if off >= s.off+s.size {
+	if off >= s.off+s.req {
 		return 0, 0, false
 	}
-	return s.off, s.size, true
+	return s.off, s.req, true
 }
 
 // Live is the number of live allocations.

@@ -26,7 +26,7 @@ func TestAllocFreeCoalesce(t *testing.T) {
 			t.Fatalf("free %d: %d %v", offs[i], n, ok)
 		}
 	}
-	if len(a.free) != 1 || a.free[0] != (span{0, 1024}) {
+	if len(a.free) != 1 || a.free[0] != (span{off: 0, size: 1024}) {
 		t.Fatalf("free list not coalesced: %v", a.free)
 	}
 	if _, ok := a.Free(0); ok {
@@ -42,7 +42,7 @@ func TestFind(t *testing.T) {
 		off   uint64
 		start uint64
 		ok    bool
-	}{{x, x, true}, {x + 511, x, true}, {y, y, true}, {y + 256, 0, false}}
+	}{{x, x, true}, {x + 299, x, true}, {x + 300, 0, false}, {y, y, true}, {y + 256, 0, false}}
 	for _, tc := range tests {
 		s, _, ok := a.Find(tc.off)
 		if ok != tc.ok || (ok && s != tc.start) {

@@ -35,8 +35,8 @@ type Runner struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	stack   []int32
-	helpers int  // active helpers
-	waiting bool // the owner sleeps on cond
+	helpers atomic.Int32 // active helpers; decremented under mu
+	waiting bool         // the owner sleeps on cond
 	helpFn  func()
 }
 
@@ -77,13 +77,13 @@ func (r *Runner) Run() {
 		r.mu.Lock()
 		r.stack = append(r.stack, roots[1:]...)
 		r.queued.Store(int32(len(r.stack)))
-		r.recruitLocked()
 		r.mu.Unlock()
+		r.recruit()
 	}
 	r.work(roots[0], true)
 	// All nodes are done; wait for helpers to leave before the state is reused.
 	r.mu.Lock()
-	for r.helpers > 0 {
+	for r.helpers.Load() > 0 {
 		r.waiting = true
 		r.cond.Wait()
 	}
@@ -98,6 +98,11 @@ func (r *Runner) work(node int32, owner bool) {
 			if node = r.pop(owner); node < 0 {
 				return
 			}
+		}
+		// Work is waiting while this worker is busy: try again to get help
+		// (a helper busy at push time may be idle now).
+		if r.queued.Load() > 0 && int(r.helpers.Load()) < r.pool.size {
+			r.recruit()
 		}
 		r.exec(node)
 		next := int32(-1)
@@ -131,18 +136,28 @@ func (r *Runner) push(s int32) {
 	r.mu.Lock()
 	r.stack = append(r.stack, s)
 	r.queued.Store(int32(len(r.stack)))
-	if r.waiting {
+	waiting := r.waiting
+	if waiting {
 		r.cond.Signal()
-	} else {
-		r.recruitLocked()
 	}
 	r.mu.Unlock()
+	if !waiting {
+		r.recruit()
+	}
 }
 
-func (r *Runner) recruitLocked() {
-	if r.helpers < r.pool.size && r.pool.TryGo(r.helpFn) {
-		r.helpers++
+// recruit offers the run to one idle pool helper, if fewer are helping than
+// the pool has.
+func (r *Runner) recruit() {
+	if int(r.helpers.Add(1)) <= r.pool.size && r.pool.TryGo(r.helpFn) {
+		return
 	}
+	r.mu.Lock()
+	r.helpers.Add(-1)
+	if r.waiting {
+		r.cond.Broadcast()
+	}
+	r.mu.Unlock()
 }
 
 // pop takes a ready node. The owner sleeps until one is ready or the run is
@@ -167,7 +182,7 @@ func (r *Runner) pop(owner bool) int32 {
 		}
 		if r.remaining.Load() == 0 || !owner {
 			if !owner {
-				r.helpers--
+				r.helpers.Add(-1)
 				if r.waiting {
 					r.cond.Broadcast()
 				}

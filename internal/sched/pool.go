@@ -94,14 +94,31 @@ func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
 			}
 		}
 	}
-	for i := 0; i < p.size && i+1 < chunks; i++ {
-		wg.Add(1)
-		if !p.TryGo(func() { defer wg.Done(); run() }) {
-			wg.Done()
-			break
+	// The caller recruits idle helpers before each chunk it takes, so a helper
+	// that was busy when the loop started still joins once it is free.
+	recruited := 0
+	caller := func() {
+		for next.Load() < int64(n) {
+			if recruited < p.size && recruited+1 < chunks {
+				wg.Add(1)
+				if p.TryGo(func() { defer wg.Done(); run() }) {
+					recruited++
+				} else {
+					wg.Done()
+				}
+			}
+			lo := int(next.Add(int64(step))) - step
+			if lo >= n {
+				return
+			}
+			hi := min(lo+step, n)
+			if e := protect(func() { body(lo, hi) }); e != nil {
+				errOnce.Do(func() { perr = e })
+				next.Store(int64(n))
+			}
 		}
 	}
-	run()
+	caller()
 	wg.Wait()
 	return perr
 }
