@@ -1,0 +1,217 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/bench"
+)
+
+// benchConfig selects what the bench command measures.
+type benchConfig struct {
+	Backend   string
+	Sizes     []int
+	Shapes    []bench.Shape
+	Count     int    // runs per measurement; the table shows medians
+	Benchtime string // per run, in go test -benchtime syntax: "1s", "100x"
+}
+
+func defaultBenchConfig() benchConfig {
+	return benchConfig{Backend: gg.BackendHost, Sizes: bench.Sizes, Shapes: bench.Shapes, Count: 5, Benchtime: "1s"}
+}
+
+func benchMain(args []string, stdout, stderr io.Writer) error {
+	cfg := defaultBenchConfig()
+	fs := newFlagSet("bench", stderr)
+	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
+	fs.IntVar(&cfg.Count, "count", cfg.Count, "runs per measurement")
+	fs.StringVar(&cfg.Benchtime, "benchtime", cfg.Benchtime, "time per run, or Nx iterations")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return runBench(stdout, stderr, cfg)
+}
+
+// sample is one run of one benchmark.
+type sample struct {
+	nsPerOp   float64 // one batch of stream launches, or one graph launch
+	nsPerNode float64
+	nodes     int // nodes per op, from the two above (the wavefront rounds N to a square)
+}
+
+// measurements holds every run: stream[size] and graph[size][shape].
+type measurements struct {
+	stream [][]sample
+	graph  [][][]sample
+}
+
+// runBench measures and prints the launch-overhead table to w, with progress
+// notes to progress.
+func runBench(w, progress io.Writer, cfg benchConfig) error {
+	if cfg.Count < 1 || len(cfg.Sizes) == 0 {
+		return fmt.Errorf("need count >= 1 and at least one size")
+	}
+	restore, err := setBenchtime(cfg.Benchtime)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	dev, err := gg.Open(cfg.Backend)
+	if err != nil {
+		return fmt.Errorf("open device: %w", err)
+	}
+	defer dev.Close()
+
+	printBenchHeader(w, dev, cfg)
+	m, err := measure(dev, progress, cfg)
+	if err != nil {
+		return err
+	}
+	return printBenchTable(w, cfg, m)
+}
+
+// setBenchtime makes testing.Benchmark run each benchmark for d, through the
+// test.benchtime flag it reads, and returns a function restoring the old
+// value (testing.Benchmark has no other way to take it).
+func setBenchtime(d string) (restore func(), err error) {
+	testing.Init() // registers test.benchtime; a no-op inside a test binary
+	f := flag.Lookup("test.benchtime")
+	if f == nil {
+		return nil, errors.New("testing package has no test.benchtime flag")
+	}
+	old := f.Value.String()
+	if err := f.Value.Set(d); err != nil {
+		return nil, fmt.Errorf("benchtime %q: %v", d, err)
+	}
+	return func() { f.Value.Set(old) }, nil
+}
+
+func printBenchHeader(w io.Writer, dev *gg.Device, cfg benchConfig) {
+	p := dev.Properties()
+	fmt.Fprintln(w, "gpugraph bench: launch overhead with empty kernels")
+	fmt.Fprintln(w, "  stream: N kernel launches into a stream + Synchronize; graph: one launch of an N-node graph + Synchronize")
+	fmt.Fprintf(w, "date:   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
+	fmt.Fprintf(w, "device: %s, backend %s\n", p.Name, p.Backend)
+	fmt.Fprintf(w, "go:     %s %s/%s, GOMAXPROCS %d, %d CPUs\n",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
+	fmt.Fprintf(w, "runs:   median of %d, benchtime %s each\n\n", cfg.Count, cfg.Benchtime)
+}
+
+// measure runs every benchmark cfg.Count times. Each round takes the stream
+// and graph measurements of a size back to back, so slow drifts of the
+// machine affect both alike.
+func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements, error) {
+	m := measurements{
+		stream: make([][]sample, len(cfg.Sizes)),
+		graph:  make([][][]sample, len(cfg.Sizes)),
+	}
+	for i := range m.graph {
+		m.graph[i] = make([][]sample, len(cfg.Shapes))
+	}
+	for r := range cfg.Count {
+		fmt.Fprintf(progress, "bench: round %d/%d\n", r+1, cfg.Count)
+		for i, n := range cfg.Sizes {
+			s, err := run1(bench.Name("stream", n), bench.StreamLaunches(dev, n))
+			if err != nil {
+				return m, err
+			}
+			m.stream[i] = append(m.stream[i], s)
+			for j, shape := range cfg.Shapes {
+				s, err := run1(bench.Name("graph-"+shape.Name, n), bench.GraphLaunch(dev, shape, n))
+				if err != nil {
+					return m, err
+				}
+				m.graph[i][j] = append(m.graph[i][j], s)
+			}
+		}
+	}
+	return m, nil
+}
+
+// run1 runs one benchmark once.
+func run1(name string, f func(*testing.B)) (sample, error) {
+	r := testing.Benchmark(f)
+	if r.N == 0 { // testing.Benchmark discards the failure message
+		return sample{}, fmt.Errorf("benchmark %s failed", name)
+	}
+	s := sample{nsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), nsPerNode: r.Extra["ns/node"]}
+	if s.nsPerNode > 0 {
+		s.nodes = int(math.Round(s.nsPerOp / s.nsPerNode))
+	}
+	return s, nil
+}
+
+// printBenchTable prints, per size, the stream cost per launch and, per
+// shape, the graph cost per node and its ratio to the stream cost; then the
+// time of one launch of the 10-node graphs.
+func printBenchTable(w io.Writer, cfg benchConfig, m measurements) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"N", "stream ns/op"}
+	for _, s := range cfg.Shapes {
+		head = append(head, s.Name+" ns/node", "ratio")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for i, n := range cfg.Sizes {
+		st := median(nsPerNode(m.stream[i]))
+		row := []string{fmt.Sprint(n), fmt.Sprintf("%.0f", st)}
+		for j := range cfg.Shapes {
+			g := median(nsPerNode(m.graph[i][j]))
+			row = append(row, fmt.Sprintf("%.0f", g), fmt.Sprintf("%.2f", g/st))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "  (ratio: graph ns/node over stream ns/op, of medians; below 1 means the graph launches a node for less)")
+	printTenNode(w, cfg, m)
+	return nil
+}
+
+// printTenNode prints the per-launch time of the 10-node graphs, if 10 is
+// one of the sizes.
+func printTenNode(w io.Writer, cfg benchConfig, m measurements) {
+	i := -1
+	for k, n := range cfg.Sizes {
+		if n == 10 {
+			i = k
+		}
+	}
+	if i < 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nper launch of 10 nodes (median µs, including Synchronize):")
+	fmt.Fprintf(w, "  %-10s %8.2f  (10 launches + Synchronize)\n", "stream", median(nsPerOp(m.stream[i]))/1e3)
+	for j, s := range cfg.Shapes {
+		note := ""
+		if nodes := m.graph[i][j][0].nodes; nodes != 10 {
+			note = fmt.Sprintf("  (%d nodes)", nodes)
+		}
+		fmt.Fprintf(w, "  %-10s %8.2f%s\n", s.Name, median(nsPerOp(m.graph[i][j]))/1e3, note)
+	}
+}
+
+func nsPerNode(ss []sample) []float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = s.nsPerNode
+	}
+	return v
+}
+
+func nsPerOp(ss []sample) []float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = s.nsPerOp
+	}
+	return v
+}
