@@ -93,11 +93,17 @@ func (r *Runner) Run() {
 
 func (r *Runner) work(node int32, owner bool) {
 	d := r.dag
+	var local [popBatch]int32 // nodes taken from the stack, run by this worker
+	nlocal := 0
 	for {
 		if node < 0 {
-			if node = r.pop(owner); node < 0 {
-				return
+			if nlocal == 0 {
+				if nlocal = r.pop(owner, &local); nlocal == 0 {
+					return
+				}
 			}
+			nlocal--
+			node = local[nlocal]
 		}
 		// Work is waiting while this worker is busy: try again to get help
 		// (a helper busy at push time may be idle now).
@@ -107,14 +113,12 @@ func (r *Runner) work(node int32, owner bool) {
 		r.exec(node)
 		next := int32(-1)
 		succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
-		for _, s := range succ {
-			if d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
-				if next < 0 {
-					next = s
-				} else {
-					r.push(s)
-				}
+		if len(succ) == 1 {
+			if s := succ[0]; d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
+				next = s
 			}
+		} else if len(succ) > 1 {
+			next = r.release(succ)
 		}
 		// Every node is an ancestor of a sink, and a sink runs only after its
 		// ancestors have finished, so the run is over when the last sink is.
@@ -132,18 +136,40 @@ func (r *Runner) work(node int32, owner bool) {
 	}
 }
 
-func (r *Runner) push(s int32) {
-	r.mu.Lock()
-	r.stack = append(r.stack, s)
+// release marks one dependency of each successor done and returns the first
+// one that became ready; the others that became ready go on the stack in one
+// critical section (a fan-out of thousands takes the lock once).
+func (r *Runner) release(succ []int32) int32 {
+	d := r.dag
+	next := int32(-1)
+	pushed := false
+	for _, s := range succ {
+		if d.InDegree[s] != 1 && r.pending[s].Add(-1) != 0 {
+			continue
+		}
+		if next < 0 {
+			next = s
+			continue
+		}
+		if !pushed {
+			r.mu.Lock()
+			pushed = true
+		}
+		r.stack = append(r.stack, s)
+	}
+	if !pushed {
+		return next
+	}
 	r.queued.Store(int32(len(r.stack)))
 	waiting := r.waiting
 	if waiting {
-		r.cond.Signal()
+		r.cond.Broadcast()
 	}
 	r.mu.Unlock()
 	if !waiting {
 		r.recruit()
 	}
+	return next
 }
 
 // recruit offers the run to one idle pool helper, if fewer are helping than
@@ -160,9 +186,14 @@ func (r *Runner) recruit() {
 	r.mu.Unlock()
 }
 
-// pop takes a ready node. The owner sleeps until one is ready or the run is
-// over; a helper returns -1 as soon as there is nothing to take.
-func (r *Runner) pop(owner bool) int32 {
+// popBatch bounds how many ready nodes a worker takes from the stack at once.
+const popBatch = 8
+
+// pop takes ready nodes into buf and returns how many: a fair share of the
+// stack, up to popBatch, so that a wide fan-out costs one lock per batch.
+// The owner sleeps until a node is ready or the run is over; a helper
+// returns 0 as soon as there is nothing to take.
+func (r *Runner) pop(owner bool, buf *[popBatch]int32) int {
 	if !owner {
 		// Spin briefly before giving up: for short nodes, the next ready node
 		// usually appears within a few hundred nanoseconds, and waking a
@@ -175,10 +206,11 @@ func (r *Runner) pop(owner bool) int32 {
 	defer r.mu.Unlock()
 	for {
 		if k := len(r.stack); k > 0 {
-			s := r.stack[k-1]
-			r.stack = r.stack[:k-1]
-			r.queued.Store(int32(k - 1))
-			return s
+			take := min(popBatch, max(1, k/(int(r.helpers.Load())+1)))
+			copy(buf[:take], r.stack[k-take:])
+			r.stack = r.stack[:k-take]
+			r.queued.Store(int32(k - take))
+			return take
 		}
 		if r.remaining.Load() == 0 || !owner {
 			if !owner {
@@ -187,7 +219,7 @@ func (r *Runner) pop(owner bool) int32 {
 					r.cond.Broadcast()
 				}
 			}
-			return -1
+			return 0
 		}
 		r.waiting = true
 		r.cond.Wait()
