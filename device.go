@@ -121,8 +121,24 @@ func (d *Device) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
+	d.mu.Lock()
+	ss := make([]*Stream, 0, len(d.streams))
+	for s := range d.streams {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		s.shutdown()
+	}
 	unregisterReservation(d.res)
 	return d.res.Release()
+}
+
+// forget drops a stream whose worker has exited.
+func (d *Device) forget(s *Stream) {
+	d.mu.Lock()
+	delete(d.streams, s)
+	d.mu.Unlock()
 }
 
 // check returns the error every call on a closed or failed device gets.

@@ -20,16 +20,18 @@ func (g *Graph) WriteDOT(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintln(bw, "digraph dot {")
 	next := 0
-	if err := writeDOTGraph(bw, g, &next); err != nil {
+	if _, err := writeDOTGraph(bw, g, &next); err != nil {
 		return err
 	}
 	fmt.Fprintln(bw, "}")
 	return bw.Flush()
 }
 
-func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) error {
+// writeDOTGraph writes g as a cluster and returns the ids of its root nodes,
+// read while g is locked.
+func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) ([]int, error) {
 	if err := g.lock("Graph.WriteDOT"); err != nil {
-		return err
+		return nil, err
 	}
 	defer g.mu.Unlock()
 	*next++
@@ -44,13 +46,12 @@ func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) error {
 		fmt.Fprintf(w, "%q [style=\"solid\" shape=%q label=%q];\n", name(n), shape, dotLabel(n))
 		if n.child != nil {
 			first := *next + 1
-			if err := writeDOTGraph(w, n.child, next); err != nil {
-				return err
+			roots, err := writeDOTGraph(w, n.child, next)
+			if err != nil {
+				return nil, err
 			}
-			for _, r := range n.child.nodes {
-				if len(r.deps) == 0 {
-					fmt.Fprintf(w, "%q -> \"graph_%d_node_%d\" [style=\"dashed\"];\n", name(n), first, r.id)
-				}
+			for _, id := range roots {
+				fmt.Fprintf(w, "%q -> \"graph_%d_node_%d\" [style=\"dashed\"];\n", name(n), first, id)
 			}
 		}
 	}
@@ -60,7 +61,13 @@ func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) error {
 		}
 	}
 	fmt.Fprintln(w, "}")
-	return nil
+	var roots []int
+	for _, n := range g.nodes {
+		if len(n.deps) == 0 {
+			roots = append(roots, n.id)
+		}
+	}
+	return roots, nil
 }
 
 func dotLabel(n *Node) string {

@@ -467,11 +467,21 @@ func (g *Graph) Destroy() error {
 	if g.parent != nil {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
+	g.destroyLocked()
+	return nil
+}
+
+// destroyLocked marks g, its nodes and the graphs embedded in them dead.
+func (g *Graph) destroyLocked() {
 	g.destroyed = true
 	for _, n := range g.nodes {
 		n.dead = true
+		if n.child != nil {
+			n.child.mu.Lock()
+			n.child.destroyLocked()
+			n.child.mu.Unlock()
+		}
 	}
-	return nil
 }
 
 // Clone returns a deep copy of the graph (cudaGraphClone). Find the copy of a

@@ -295,3 +295,16 @@ func TestWriteDOT(t *testing.T) {
 		t.Fatalf("DOT output differs from %s (run with -update):\n%s", golden, buf.String())
 	}
 }
+
+func TestDestroyReachesEmbeddedGraphs(t *testing.T) {
+	d := open(t)
+	g := graph(t, d)
+	child := graph(t, d)
+	must[*gg.Node](t)(child.AddEmptyNode())
+	n := must[*gg.Node](t)(g.AddChildGraphNode(child))
+	emb := must[*gg.Graph](t)(n.ChildGraph())
+	ok(t, g.Destroy())
+	_, err := emb.AddEmptyNode()
+	isCode(t, err, gg.ErrInvalidValue)
+	must[*gg.Node](t)(child.AddEmptyNode()) // the original is the caller's
+}

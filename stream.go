@@ -15,9 +15,12 @@ type Stream struct {
 
 	mu        sync.Mutex
 	cond      sync.Cond // signalled when work completes and someone waits
+	wake      sync.Cond // signalled when work arrives for an idle worker
 	queue     []op      // ring buffer
 	head, n   int
-	active    bool // a goroutine is draining the queue
+	started   bool // the worker goroutine runs
+	idle      bool // the worker waits on wake
+	stop      bool // the worker exits once the queue is empty
 	submitted uint64
 	completed uint64
 	waiters   int
@@ -31,6 +34,7 @@ func (d *Device) NewStream() (*Stream, error) {
 	}
 	s := &Stream{dev: d, queue: make([]op, 16)}
 	s.cond.L = &s.mu
+	s.wake.L = &s.mu
 	d.mu.Lock()
 	d.streams[s] = struct{}{}
 	d.mu.Unlock()
@@ -93,20 +97,34 @@ func (s *Stream) enqueue(opName string, o op, prepare func() uint64) error {
 	s.queue[(s.head+s.n)%len(s.queue)] = o
 	s.n++
 	s.submitted++
-	if !s.active {
-		s.active = true
-		go s.drain()
+	if !s.started {
+		s.started = true
+		go s.worker()
+	} else if s.idle {
+		s.wake.Signal()
 	}
 	s.mu.Unlock()
 	return nil
 }
 
-// drain runs queued work until the queue is empty. One drain goroutine at a
-// time per stream keeps the stream FIFO.
-func (s *Stream) drain() {
+// worker runs the stream's work in order. One long-lived goroutine per
+// stream keeps the stream FIFO and keeps its grown stack from one launch to
+// the next (a fresh goroutine per burst paid for stack growth every graph
+// launch).
+func (s *Stream) worker() {
 	debug.SetPanicOnFault(true) // faults on device memory become errors
 	s.mu.Lock()
-	for s.n > 0 {
+	for {
+		for s.n == 0 {
+			if s.stop {
+				s.mu.Unlock()
+				s.dev.forget(s)
+				return
+			}
+			s.idle = true
+			s.wake.Wait()
+			s.idle = false
+		}
 		o := s.queue[s.head]
 		s.queue[s.head] = op{}
 		s.head = (s.head + 1) % len(s.queue)
@@ -127,8 +145,20 @@ func (s *Stream) drain() {
 			s.cond.Broadcast()
 		}
 	}
-	s.active = false
+}
+
+// shutdown lets the worker exit once the queued work is done.
+func (s *Stream) shutdown() {
+	s.mu.Lock()
+	s.stop = true
+	if s.idle {
+		s.wake.Signal()
+	}
+	started := s.started
 	s.mu.Unlock()
+	if !started {
+		s.dev.forget(s)
+	}
 }
 
 // wait blocks until everything submitted so far has completed.
@@ -183,12 +213,7 @@ func (s *Stream) Destroy() error {
 	s.mu.Lock()
 	s.destroyed.Store(true)
 	s.mu.Unlock()
-	go func() { // forget the stream once its work is done
-		s.wait()
-		s.dev.mu.Lock()
-		delete(s.dev.streams, s)
-		s.dev.mu.Unlock()
-	}()
+	s.shutdown()
 	return nil
 }
 
