@@ -94,6 +94,7 @@ const (
 	opRecord
 	opWait
 	opGraph
+	opCall // internal bookkeeping run in stream order (frees, uploads)
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -140,6 +141,8 @@ func (o *op) run(d *Device) (err *Error) {
 		o.ev.wait(o.seq)
 	case opGraph:
 		return o.launch.run()
+	case opCall:
+		o.host()
 	}
 	return nil
 }
