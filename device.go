@@ -17,15 +17,17 @@ const (
 
 // Properties describe a device, as cudaDeviceProp does.
 type Properties struct {
-	Name                string
-	Backend             string
-	TotalMem            uint64 // bytes of device memory (address space reserved for it on host)
-	MultiProcessorCount int    // blocks that run at once (GOMAXPROCS on host)
-	MaxThreadsPerBlock  int
-	MaxBlockDim         Dim3
-	MaxGridDim          Dim3
-	WarpSize            int
-	SharedMemPerBlock   int
+	Name                 string
+	Backend              string
+	DriverVersion        int    // the CUDA driver API version implemented, as cudaDriverGetVersion
+	MemoryPoolsSupported bool   // stream-ordered allocation and graph memory nodes
+	TotalMem             uint64 // bytes of device memory (address space reserved for it on host)
+	MultiProcessorCount  int    // blocks that run at once (GOMAXPROCS on host)
+	MaxThreadsPerBlock   int
+	MaxBlockDim          Dim3
+	MaxGridDim           Dim3
+	WarpSize             int
+	SharedMemPerBlock    int
 }
 
 // Device is one GPU (or, on the host backend, this machine acting as one).
@@ -42,7 +44,21 @@ type Device struct {
 	closed  atomic.Bool
 
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
+
+	memCheck bool       // graph allocations are inaccessible outside their lifetime
+	gmMu     sync.Mutex // guards gm's creation
+	gm       *graphMem  // graph memory, created with the first alloc node
 }
+
+// Option configures Open.
+type Option func(*Device)
+
+// WithMemCheck turns on the checking mode of graph memory: a graph
+// allocation is accessible only between its alloc node and its free, so a
+// kernel that touches it outside its lifetime fails with ErrIllegalAddress
+// and a report naming the alloc node, instead of silently reading or writing
+// another allocation's memory. Graph allocations are then page-aligned.
+func WithMemCheck() Option { return func(d *Device) { d.memCheck = true } }
 
 // hostMemSize is the address space a host device reserves for device memory.
 // Only what is allocated is committed, so this is cheap.
@@ -50,7 +66,7 @@ const hostMemSize = 64 << 30
 
 // Open opens a device of the named backend; "" means "host". Each call
 // returns an independent device; Close it when done.
-func Open(backend string) (*Device, error) {
+func Open(backend string, opts ...Option) (*Device, error) {
 	switch backend {
 	case "", BackendHost:
 	default:
@@ -63,21 +79,26 @@ func Open(backend string) (*Device, error) {
 	registerReservation(res)
 	d := &Device{
 		props: Properties{
-			Name:                "gpugraph host (" + runtime.GOOS + "/" + runtime.GOARCH + ")",
-			Backend:             BackendHost,
-			TotalMem:            uint64(res.Size()),
-			MultiProcessorCount: runtime.GOMAXPROCS(0),
-			MaxThreadsPerBlock:  1024,
-			MaxBlockDim:         Dim3{1024, 1024, 64},
-			MaxGridDim:          Dim3{1<<31 - 1, 65535, 65535},
-			WarpSize:            32,
-			SharedMemPerBlock:   48 << 10,
+			Name:                 "gpugraph host (" + runtime.GOOS + "/" + runtime.GOARCH + ")",
+			Backend:              BackendHost,
+			DriverVersion:        13000,
+			MemoryPoolsSupported: true,
+			TotalMem:             uint64(res.Size()),
+			MultiProcessorCount:  runtime.GOMAXPROCS(0),
+			MaxThreadsPerBlock:   1024,
+			MaxBlockDim:          Dim3{1024, 1024, 64},
+			MaxGridDim:           Dim3{1<<31 - 1, 65535, 65535},
+			WarpSize:             32,
+			SharedMemPerBlock:    48 << 10,
 		},
 		res:     res,
 		pool:    sched.Default(),
 		alloc:   alloc.New(uint64(res.Size()), allocAlign),
 		refs:    map[uintptr]int32{},
 		streams: map[*Stream]struct{}{},
+	}
+	for _, o := range opts {
+		o(d)
 	}
 	return d, nil
 }
@@ -130,6 +151,7 @@ func (d *Device) Close() error {
 	for _, s := range ss {
 		s.shutdown()
 	}
+	d.gmIfAny().close()
 	unregisterReservation(d.res)
 	return d.res.Release()
 }

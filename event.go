@@ -105,7 +105,7 @@ func (s *Stream) Record(e *Event) error {
 	if err := e.check(opName, s.dev); err != nil {
 		return err
 	}
-	return s.enqueue(opName, op{kind: opRecord, ev: e}, e.issue)
+	return s.enqueue(opName, op{kind: opRecord, ev: e}, func() (uint64, error) { return e.issue(), nil })
 }
 
 // Wait makes all later work in s wait for e's most recent record

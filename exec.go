@@ -7,9 +7,15 @@ import (
 	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
-// InstantiateFlags modify instantiation (cudaGraphInstantiateFlags). None are
-// defined yet; pass 0.
+// InstantiateFlags modify instantiation (cudaGraphInstantiateFlags).
 type InstantiateFlags uint
+
+const (
+	// InstantiateAutoFreeOnLaunch lets the graph be launched again while
+	// allocations of its previous launch are live: the launch frees them
+	// first, in stream order (cudaGraphInstantiateFlagAutoFreeOnLaunch).
+	InstantiateAutoFreeOnLaunch InstantiateFlags = 1
+)
 
 // Exec is an executable graph: a snapshot of a Graph, validated and planned,
 // that can be launched into streams any number of times. Later changes to
@@ -26,12 +32,27 @@ type Exec struct {
 
 	mu        sync.Mutex
 	cond      sync.Cond
-	issued    uint64 // launches issued
-	finished  uint64 // launches finished
+	issued    atomic.Uint64 // launches (and uploads) issued; written under mu
+	finished  atomic.Uint64 // launches finished; written under mu
 	destroyed bool
 
 	cur    *launch // the launch running now; launches never overlap
 	failed atomic.Pointer[Error]
+
+	// Graph memory, for graphs with memory nodes.
+	graph    *Graph        // the graph instantiated, while it has memory nodes
+	mem      bool          // the graph has alloc or free nodes
+	autoFree bool          // InstantiateAutoFreeOnLaunch
+	persist  []*graphAlloc // allocations the graph does not free
+	frees    []foreignFree // free nodes of other graphs' allocations
+	va       *graphVA      // the graph's address space, referenced while e lives
+	bind     binding
+}
+
+// foreignFree is a free node of an allocation made by another graph.
+type foreignFree struct {
+	node *Node
+	a    *graphAlloc
 }
 
 // launch is one Launch of an Exec, queued in a stream.
@@ -41,6 +62,7 @@ type launch struct {
 	rec    []uint64 // record sequence numbers, parallel to e.records
 	wait   []uint64 // wait targets, parallel to e.waits
 	stream *Stream
+	upload bool // an Upload: map memory, run nothing
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -52,13 +74,16 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
-	if flags != 0 {
+	if flags&^InstantiateAutoFreeOnLaunch != 0 {
 		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
-	e := &Exec{dev: g.dev}
+	e := &Exec{dev: g.dev, autoFree: flags&InstantiateAutoFreeOnLaunch != 0}
 	e.cond.L = &e.mu
 	var preds [][]int32
 	if _, err := e.flatten(opName, g, nil, &preds); err != nil {
+		return nil, err
+	}
+	if err := e.instantiateMem(opName, g); err != nil {
 		return nil, err
 	}
 	n := len(e.ops)
@@ -127,7 +152,19 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 				ps[i] = exit[d]
 			}
 		}
-		if n.typ == NodeChildGraph {
+		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
+			o := op{kind: opAlloc, galloc: n.alloc}
+			if n.typ == NodeMemFree {
+				o.kind = opFree
+				if n.alloc.va != g.va {
+					o.seq = seqForeignFree
+					e.frees = append(e.frees, foreignFree{n, n.alloc})
+				}
+			} else if n.alloc.freedBy == nil {
+				e.persist = append(e.persist, n.alloc)
+			}
+			exit[n] = add(o, n, ps)
+		} else if n.typ == NodeChildGraph {
 			in := add(op{kind: opEmpty}, n, ps)
 			inner, err := e.flatten(opName, n.child, []int32{in}, preds)
 			if err != nil {
@@ -171,10 +208,14 @@ func (e *Exec) Launch(s *Stream) error {
 	if len(e.waits) > 0 {
 		l.wait = make([]uint64, len(e.waits))
 	}
-	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() uint64 {
+	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
+		if e.mem {
+			if err := e.dev.gm.issueLaunch(opName, e); err != nil {
+				return 0, err
+			}
+		}
 		e.mu.Lock()
-		e.issued++
-		l.seq = e.issued
+		l.seq = e.issued.Add(1)
 		e.mu.Unlock()
 		for i, x := range e.records {
 			l.rec[i] = e.ops[x].ev.issue()
@@ -182,7 +223,7 @@ func (e *Exec) Launch(s *Stream) error {
 		for i, x := range e.waits {
 			l.wait[i] = e.ops[x].ev.target()
 		}
-		return 0
+		return 0, nil
 	})
 }
 
@@ -202,7 +243,9 @@ func (e *Exec) check(opName string) error {
 	return nil
 }
 
-// Destroy releases the executable graph. Launches already queued still run.
+// Destroy releases the executable graph. Launches already queued still run;
+// the memory the graph has mapped is released when they have finished.
+// Allocations still live are not freed.
 func (e *Exec) Destroy() error {
 	const opName = "Exec.Destroy"
 	if err := e.check(opName); err != nil {
@@ -210,35 +253,94 @@ func (e *Exec) Destroy() error {
 	}
 	e.mu.Lock()
 	e.destroyed = true
+	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
+	if e.mem {
+		g := e.graph
+		g.mu.Lock()
+		g.execs-- // the graph may be instantiated again now, as with the driver
+		g.mu.Unlock()
+		if idle {
+			e.releaseMem()
+		}
+	}
 	return nil
 }
 
-// begin waits for the previous launch of the graph to finish.
-func (l *launch) begin() {
+// Upload maps the graph's memory in stream order, ahead of its first launch,
+// and binds it to s (cudaGraphUpload): a later launch into s needs no
+// remapping, one into another stream does.
+func (e *Exec) Upload(s *Stream) error {
+	const opName = "Exec.Upload"
+	if err := e.check(opName); err != nil {
+		return err
+	}
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if s.dev != e.dev {
+		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
+	}
+	l := &launch{e: e, stream: s, upload: true}
+	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
+		e.mu.Lock()
+		l.seq = e.issued.Add(1)
+		e.mu.Unlock()
+		return 0, nil
+	})
+}
+
+// begin waits for the previous launch of the graph to finish, then frees
+// what AutoFreeOnLaunch frees and maps the graph's memory for this stream.
+func (l *launch) begin() *Error {
 	e := l.e
 	e.mu.Lock()
-	for e.finished != l.seq-1 {
+	for e.finished.Load() != l.seq-1 {
 		e.cond.Wait()
 	}
 	e.mu.Unlock()
 	e.cur = l
 	e.failed.Store(nil)
+	if !e.mem || len(e.bind.chunks) == 0 && !e.autoFree {
+		return nil
+	}
+	gm := e.dev.gm
+	if e.autoFree && !l.upload {
+		for _, a := range e.persist {
+			gm.freed(a, false)
+		}
+	}
+	if err := gm.bind(e, l.stream); err != nil {
+		return newErr("Exec.Launch", ErrMemoryAllocation, "mapping graph memory: %v", err)
+	}
+	return nil
 }
 
 func (l *launch) end() {
 	e := l.e
 	e.cur = nil
 	e.mu.Lock()
-	e.finished = l.seq
+	e.finished.Store(l.seq)
 	e.cond.Broadcast()
+	release := e.destroyed && e.finished.Load() == e.issued.Load()
 	e.mu.Unlock()
+	if release && e.mem {
+		e.releaseMem()
+	}
 }
 
 // run executes the launch on the calling goroutine and the worker pool.
 func (l *launch) run() *Error {
-	l.begin()
-	l.e.run.Run()
+	if err := l.begin(); err != nil {
+		l.end()
+		return err
+	}
+	if !l.upload {
+		l.e.run.Run()
+		if l.e.mem && l.e.failed.Load() == nil {
+			l.e.dev.gm.pinLive(l.e)
+		}
+	}
 	err := l.e.failed.Load()
 	l.end()
 	return err
@@ -247,11 +349,59 @@ func (l *launch) run() *Error {
 // skip retires a launch without running it (the device has failed), still
 // completing its event records so that nobody waits forever.
 func (l *launch) skip() {
-	l.begin()
-	for i, x := range l.e.records {
-		l.e.ops[x].ev.complete(l.rec[i])
+	e := l.e
+	e.mu.Lock()
+	for e.finished.Load() != l.seq-1 {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+	for i, x := range e.records {
+		if !l.upload {
+			e.ops[x].ev.complete(l.rec[i])
+		}
 	}
 	l.end()
+}
+
+// instantiateMem applies the driver's rules for graphs with memory nodes
+// (one instantiation at a time) and prepares the graph's memory mapping.
+func (e *Exec) instantiateMem(opName string, g *Graph) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.memNodes == 0 {
+		return nil
+	}
+	if g.execs > 0 {
+		return newErr(opName, ErrNotSupported, "a graph with memory nodes can have one executable graph at a time")
+	}
+	g.execs++
+	e.graph, e.mem = g, true
+	if g.va != nil {
+		gm := g.dev.gm
+		gm.mu.Lock()
+		e.va = g.va
+		g.va.refs++
+		e.bind.chunks = chunksOf(g.va.allocs)
+		gm.mu.Unlock()
+		e.bind.phys = make([]int, len(e.bind.chunks))
+		for i := range e.bind.phys {
+			e.bind.phys[i] = -1
+		}
+	}
+	return nil
+}
+
+// releaseMem unmaps a destroyed executable graph's memory once its launches
+// are done, and drops its reference on the graph's address space.
+func (e *Exec) releaseMem() {
+	gm := e.dev.gm
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	gm.unbindLocked(e)
+	if e.va != nil {
+		gm.releaseVALocked(e.va)
+		e.va = nil
+	}
 }
 
 // execNode runs flattened node i of the current launch. After a node fails,

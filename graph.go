@@ -20,6 +20,9 @@ type Graph struct {
 	nextID    int
 	destroyed bool
 	clonedBy  map[*Node]*Node // original node -> its clone, for graphs made by Clone
+	memNodes  int             // alloc and free nodes: the driver restricts such graphs
+	execs     int             // live executable graphs instantiated from it
+	va        *graphVA        // address space of its allocations
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -28,8 +31,9 @@ type Node struct {
 	id     int
 	typ    NodeType
 	params NodeParams
-	child  *Graph  // embedded graph of a child graph node
-	deps   []*Node // dependencies, in the order they were added
+	child  *Graph      // embedded graph of a child graph node
+	alloc  *graphAlloc // the allocation an alloc node makes or a free node frees
+	deps   []*Node     // dependencies, in the order they were added
 	outs   []*Node // dependents, in the order they were added
 	dead   bool
 }
@@ -143,6 +147,26 @@ func (g *Graph) AddEventWaitNode(e *Event, deps ...*Node) (*Node, error) {
 	return g.addNode("Graph.AddEventWaitNode", EventWaitParams{e}, deps)
 }
 
+// AddMemAllocNode adds an allocation node (cudaGraphAddMemAllocNode) and
+// returns it with the allocation's address, fixed for the node's life. Work
+// that uses the memory must depend on the node, and be ordered before the
+// free. The allocation is made anew at every launch; it outlives the launch
+// if the graph does not free it.
+func (g *Graph) AddMemAllocNode(p MemAllocParams, deps ...*Node) (*Node, DevicePtr, error) {
+	n, err := g.addNode("Graph.AddMemAllocNode", p, deps)
+	if err != nil {
+		return nil, 0, err
+	}
+	return n, n.params.(MemAllocParams).Ptr, nil
+}
+
+// AddMemFreeNode adds a node that frees the graph allocation at p
+// (cudaGraphAddMemFreeNode): one made by an alloc node of this graph, freed
+// once, or one of another graph that its own graph does not free.
+func (g *Graph) AddMemFreeNode(p DevicePtr, deps ...*Node) (*Node, error) {
+	return g.addNode("Graph.AddMemFreeNode", MemFreeParams{p}, deps)
+}
+
 // AddChildGraphNode adds a node that runs a clone of child
 // (cudaGraphAddChildGraphNode). Later changes to child do not affect it.
 func (g *Graph) AddChildGraphNode(child *Graph, deps ...*Node) (*Node, error) {
@@ -154,22 +178,37 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		return nil, newErr(op, ErrInvalidValue, "nil graph")
 	}
 	var child *Graph
-	if cp, ok := p.(ChildGraphParams); ok {
-		if err := g.checkChild(op, cp.Graph); err != nil {
+	var gm *graphMem
+	switch p := p.(type) {
+	case ChildGraphParams:
+		if err := g.checkChild(op, p.Graph); err != nil {
 			return nil, err
 		}
-		c, _, err := cp.Graph.clone(op)
+		c, _, err := p.Graph.clone(op)
 		if err != nil {
 			return nil, err
 		}
 		child = c
-	} else if _, code, msg := g.dev.prepare(p); code != nil {
-		return nil, newErr(op, code, "%s", msg)
+	case MemAllocParams, MemFreeParams:
+		if err := g.dev.checkMemParams(op, p); err != nil {
+			return nil, err
+		}
+		var err error
+		if gm, err = g.dev.graphMemory(); err != nil {
+			return nil, newErr(op, ErrNotSupported, "graph memory: %v", err)
+		}
+	default:
+		if _, code, msg := g.dev.prepare(p); code != nil {
+			return nil, newErr(op, code, "%s", msg)
+		}
 	}
 	if err := g.lock(op); err != nil {
 		return nil, err
 	}
 	defer g.mu.Unlock()
+	if gm != nil && g.parent != nil {
+		return nil, newErr(op, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
+	}
 	for i, d := range deps {
 		if err := g.checkNodeLocked(op, d); err != nil {
 			return nil, err
@@ -185,6 +224,12 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	if child != nil {
 		n.params = ChildGraphParams{child}
 		child.parent = n
+	}
+	if gm != nil {
+		if err := gm.addMemNode(op, g, n); err != nil {
+			return nil, err
+		}
+		g.memNodes++
 	}
 	g.nextID++
 	for _, d := range deps {
@@ -209,6 +254,12 @@ func (g *Graph) checkChild(op string, c *Graph) error {
 	// CUDA does.
 	if c == g {
 		return newErr(op, ErrInvalidValue, "a graph cannot be its own child")
+	}
+	c.mu.Lock()
+	mem := c.memNodes
+	c.mu.Unlock()
+	if mem > 0 {
+		return newErr(op, ErrNotSupported, "a graph with memory nodes cannot be a child graph")
 	}
 	return nil
 }
@@ -239,6 +290,9 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	if p == nil || p.NodeType() != n.typ {
 		return nodeErr(op, n, ErrInvalidValue, "params of another node type (%T)", p)
+	}
+	if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
+		return nodeErr(op, n, ErrNotSupported, "memory node parameters cannot be changed")
 	}
 	var child *Graph
 	if cp, ok := p.(ChildGraphParams); ok {
@@ -401,6 +455,9 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 		return err
 	}
 	defer g.mu.Unlock()
+	if g.memNodes > 0 {
+		return newErr(op, ErrNotSupported, "edges cannot be removed from a graph with memory nodes")
+	}
 	for i, e := range edges {
 		if err := g.checkEdgeLocked(op, e); err != nil {
 			return err
@@ -444,6 +501,9 @@ func (g *Graph) DestroyNode(n *Node) error {
 	if err := g.checkNodeLocked(op, n); err != nil {
 		return err
 	}
+	if g.memNodes > 0 {
+		return nodeErr(op, n, ErrNotSupported, "nodes cannot be destroyed in a graph with memory nodes")
+	}
 	for _, d := range n.deps {
 		d.outs = remove(d.outs, n)
 	}
@@ -468,6 +528,13 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
+	if g.va != nil {
+		// Live allocations stay: destroying a graph frees nothing.
+		gm := g.dev.gmIfAny()
+		gm.mu.Lock()
+		gm.releaseVALocked(g.va)
+		gm.mu.Unlock()
+	}
 	return nil
 }
 
@@ -496,6 +563,9 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 		return nil, nil, err
 	}
 	defer g.mu.Unlock()
+	if g.memNodes > 0 {
+		return nil, nil, newErr(op, ErrNotSupported, "a graph with memory nodes cannot be cloned")
+	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {
 		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params)}

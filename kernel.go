@@ -242,20 +242,20 @@ func goTypeName(v any) string {
 func (o *kernelOp) run(d *Device) *Error {
 	n := o.grid.Count()
 	if n == 1 {
-		return o.runOne()
+		return o.runOne(d)
 	}
 	k := *o // the method value escapes to the pool; keep o itself on the stack
 	if perr := d.pool.For(n, k.blocks); perr != nil {
-		return panicError(o.k.Name, perr)
+		return d.panicError(o.k.Name, perr)
 	}
 	return nil
 }
 
 // runOne runs a one-block grid on the caller, without allocating.
-func (o *kernelOp) runOne() (err *Error) {
+func (o *kernelOp) runOne(d *Device) (err *Error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = panicError(o.k.Name, p)
+			err = d.panicError(o.k.Name, p)
 		}
 	}()
 	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared)}, o.args)
@@ -287,12 +287,15 @@ func sharedBuf(n int) []byte {
 // panicError turns a panic inside a kernel or host function into the error
 // CUDA would report: an illegal address for bad memory, a launch failure
 // otherwise.
-func panicError(what string, p any) *Error {
+func (d *Device) panicError(what string, p any) *Error {
 	switch e := p.(type) {
 	case IllegalAddressError:
 		return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
 	case runtime.Error:
-		if _, ok := e.(interface{ Addr() uintptr }); ok {
+		if a, ok := e.(interface{ Addr() uintptr }); ok {
+			if report := d.gmIfAny().describe(a.Addr()); report != "" {
+				return newErr("kernel "+what, ErrIllegalAddress, "%v: %s", e, report)
+			}
 			return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
 		}
 	}

@@ -43,7 +43,8 @@ func (d *Device) Malloc(n int) (DevicePtr, error) {
 }
 
 // Free waits for all work on the device, then frees an allocation made by
-// Malloc. Free(0) does nothing, as cudaFree(NULL) does.
+// Malloc, MallocAsync, or a graph (one live after its graph's launch).
+// Free(0) does nothing, as cudaFree(NULL) does.
 func (d *Device) Free(p DevicePtr) error {
 	const op = "Device.Free"
 	if err := d.check(op); err != nil {
@@ -53,6 +54,13 @@ func (d *Device) Free(p DevicePtr) error {
 		return nil
 	}
 	if !d.res.Contains(uintptr(p), 1) {
+		d.syncAll()
+		if handled, err := d.freeGraphAlloc(op, p); handled {
+			return err
+		}
+		// POOLHOOK: if handled, err := d.poolFree(op, p); handled {
+		// POOLHOOK: 	return err
+		// POOLHOOK: }
 		return newErr(op, ErrInvalidValue, "%#x is not device memory of this device", uint64(p))
 	}
 	d.syncAll()
@@ -103,6 +111,12 @@ func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
 		return nil, fmt.Errorf("negative size %d", n)
 	}
 	if !d.res.Contains(uintptr(p), uintptr(n)) {
+		if b, handled, err := d.graphBytes(p, n); handled {
+			return b, err
+		}
+		// POOLHOOK: if b, handled, err := d.poolBytes(p, n); handled {
+		// POOLHOOK: 	return b, err
+		// POOLHOOK: }
 		return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", uint64(p), n)
 	}
 	off := uint64(uintptr(p) - d.res.Addr())

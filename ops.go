@@ -83,6 +83,10 @@ type HostParams struct {
 	Fn func()
 }
 
+// seqForeignFree in an opFree's seq marks the free of another graph's
+// allocation.
+const seqForeignFree = 1
+
 type opKind uint8
 
 const (
@@ -94,7 +98,9 @@ const (
 	opRecord
 	opWait
 	opGraph
-	opCall // internal bookkeeping run in stream order (frees, uploads)
+	opCall  // internal bookkeeping run in stream order (frees, uploads)
+	opAlloc // a graph allocation's lifetime starts
+	opFree  // a graph allocation's lifetime ends
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -110,6 +116,7 @@ type op struct {
 	ev     *Event
 	seq    uint64 // event record sequence number, or wait target
 	launch *launch
+	galloc *graphAlloc // opAlloc, opFree
 }
 
 type memsetOp struct {
@@ -123,7 +130,7 @@ type memsetOp struct {
 func (o *op) run(d *Device) (err *Error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = panicError(o.what(), p)
+			err = d.panicError(o.what(), p)
 		}
 	}()
 	switch o.kind {
@@ -143,6 +150,10 @@ func (o *op) run(d *Device) (err *Error) {
 		return o.launch.run()
 	case opCall:
 		o.host()
+	case opAlloc:
+		d.gm.allocated(o.galloc)
+	case opFree:
+		d.gm.freed(o.galloc, o.seq == seqForeignFree)
 	}
 	return nil
 }

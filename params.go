@@ -15,12 +15,14 @@ const (
 	NodeEmpty       NodeType = 5
 	NodeEventWait   NodeType = 6
 	NodeEventRecord NodeType = 7
+	NodeMemAlloc    NodeType = 10
+	NodeMemFree     NodeType = 11
 )
 
 var nodeTypeNames = map[NodeType]string{
 	NodeKernel: "kernel", NodeMemcpy: "memcpy", NodeMemset: "memset", NodeHost: "host",
 	NodeChildGraph: "child graph", NodeEmpty: "empty", NodeEventWait: "event wait",
-	NodeEventRecord: "event record",
+	NodeEventRecord: "event record", NodeMemAlloc: "mem alloc", NodeMemFree: "mem free",
 }
 
 func (t NodeType) String() string {
@@ -32,7 +34,8 @@ func (t NodeType) String() string {
 
 // NodeParams are the parameters of one node: one of KernelParams,
 // MemcpyParams, MemsetParams, HostParams, ChildGraphParams, EmptyParams,
-// EventRecordParams or EventWaitParams. Graph.AddNode takes any of them.
+// EventRecordParams, EventWaitParams, MemAllocParams or MemFreeParams.
+// Graph.AddNode takes any of them.
 type NodeParams interface {
 	NodeType() NodeType
 }

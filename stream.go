@@ -74,8 +74,10 @@ func (s *Stream) usable(op string) error {
 
 // enqueue appends o to the stream. prepare, if not nil, runs under the
 // stream's lock just before o is queued, and its result becomes o.seq: event
-// records and graph launches take their sequence numbers in queue order.
-func (s *Stream) enqueue(opName string, o op, prepare func() uint64) error {
+// records and graph launches take their sequence numbers in queue order, and
+// launches and frees check and change allocation state atomically with
+// queueing. If prepare fails, nothing is queued.
+func (s *Stream) enqueue(opName string, o op, prepare func() (uint64, error)) error {
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
@@ -85,7 +87,12 @@ func (s *Stream) enqueue(opName string, o op, prepare func() uint64) error {
 		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
 	}
 	if prepare != nil {
-		o.seq = prepare()
+		seq, err := prepare()
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		o.seq = seq
 	}
 	if s.n == len(s.queue) {
 		q := make([]op, 2*len(s.queue))

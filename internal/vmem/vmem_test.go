@@ -60,3 +60,44 @@ func TestCommitDecommitReturnsMemory(t *testing.T) {
 		t.Fatal("Contains is wrong at the edges")
 	}
 }
+
+// TestPhysAliasing maps one physical chunk at two addresses: a write through
+// one is read through the other, and Release zeroes it.
+func TestPhysAliasing(t *testing.T) {
+	r, err := Reserve(4*Granularity, Granularity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	p, err := NewPhys("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Grow(2); err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []uintptr{0, 2 * Granularity} {
+		if err := r.MapChunk(off, p, 1, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := unsafe.Slice((*byte)(r.Pointer(0)), Granularity)
+	b := unsafe.Slice((*byte)(r.Pointer(2*Granularity)), Granularity)
+	a[100] = 42
+	if b[100] != 42 {
+		t.Fatal("the two mappings do not share memory")
+	}
+	if err := p.Release(1); err != nil {
+		t.Fatal(err)
+	}
+	if a[100] != 0 {
+		t.Fatal("released chunk still holds data")
+	}
+	if err := r.Protect(0, 4096, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.UnmapChunk(2 * Granularity); err != nil {
+		t.Fatal(err)
+	}
+}
