@@ -318,6 +318,35 @@ func (gm *graphMem) addUsedLocked(chunks int) {
 	gm.stats.UsedHigh = max(gm.stats.UsedHigh, gm.stats.UsedCurrent)
 }
 
+// stealLocked takes a chunk from the arena of another stream whose graphs are
+// all idle (every launch issued has finished), as the driver reuses memory
+// across streams once earlier executions are done. The graphs bound there
+// see their arena change and remap at their next launch. A stream whose
+// graphs run or are queued keeps its memory, so concurrent launches never
+// share it.
+func (gm *graphMem) stealLocked(to *arena) (int, bool) {
+	for _, ar := range gm.arenas {
+		if ar == to || len(ar.chunks) == 0 || !ar.idle() {
+			continue
+		}
+		c := ar.chunks[len(ar.chunks)-1]
+		ar.chunks = ar.chunks[:len(ar.chunks)-1]
+		ar.gen++
+		return c, true
+	}
+	return 0, false
+}
+
+// idle reports whether no graph bound to the arena is running or queued.
+func (ar *arena) idle() bool {
+	for e := range ar.execs {
+		if e.issued.Load() != e.finished.Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // binding is what an executable graph has mapped.
 type binding struct {
 	chunks []uintptr // chunk offsets the graph's allocations span
@@ -347,6 +376,10 @@ func (gm *graphMem) bind(e *Exec, s *Stream) error {
 		gm.arenas[s] = ar
 	}
 	for len(ar.chunks) < len(b.chunks) {
+		if c, ok := gm.stealLocked(ar); ok {
+			ar.chunks = append(ar.chunks, c) // stays used, in another arena
+			continue
+		}
 		c, err := gm.newChunkLocked()
 		if err != nil {
 			return err
@@ -503,13 +536,7 @@ func (gm *graphMem) trim() {
 		gm.stats.ReservedCurrent -= vmem.Granularity
 	}
 	for s, ar := range gm.arenas {
-		busy := false
-		for e := range ar.execs {
-			if e.issued.Load() != e.finished.Load() {
-				busy = true
-			}
-		}
-		if busy {
+		if !ar.idle() {
 			continue
 		}
 		for e := range ar.execs {

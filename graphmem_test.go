@@ -322,7 +322,17 @@ func TestFootprintSharingAndTrim(t *testing.T) {
 		{"chain again", func() { ok(t, ec.Launch(s1)) }, k * size},
 		{"trim", func() { ok(t, d.TrimGraphMem()) }, 0},
 		{"chain after trim", func() { ok(t, ec.Launch(s1)) }, size},
-		{"parallel in a second stream", func() { ok(t, ep.Launch(s2)) }, size + k*size},
+		// Stream 1 is idle: its memory moves to stream 2.
+		{"parallel in a second stream", func() { ok(t, ep.Launch(s2)) }, k * size},
+		// Stream 2 is busy: stream 1 needs memory of its own.
+		{"chain while the second stream is busy", func() {
+			hold := make(chan struct{})
+			ok(t, s2.LaunchHostFunc(func() { <-hold }))
+			ok(t, ep.Launch(s2))
+			ok(t, ec.Launch(s1))
+			ok(t, s1.Synchronize())
+			close(hold)
+		}, k*size + size},
 		{"trim", func() { ok(t, d.TrimGraphMem()) }, 0},
 		{"upload", func() { ok(t, ep.Upload(s1)) }, k * size},
 		{"launch after upload", func() { ok(t, ep.Launch(s1)) }, k * size},

@@ -4,6 +4,7 @@
 //
 //	gpugraph demo  [--backend host] [--dot FILE] [--n N] [--launches L]
 //	gpugraph bench [--backend host] [--count N] [--benchtime D]
+//	gpugraph mem   [--backend host]
 //	gpugraph help
 //
 // demo builds a real workload with the explicit graph API: a host-to-device
@@ -13,6 +14,10 @@
 // result. It instantiates the graph once, launches it several times, checks
 // every result against the same computation in plain Go, and prints "OK".
 // --dot writes the graph in Graphviz form.
+//
+// mem builds graphs with memory nodes (chains, diamonds, the seed's
+// figures, a training step of a 12-layer perceptron), launches them, and
+// prints the graph memory reserved against the lower bound of each.
 //
 // bench measures launch overhead: N empty kernels issued one by one into a
 // stream against one launch of an N-node graph, for several DAG shapes and
@@ -42,6 +47,8 @@ commands:
          --backend NAME   device backend (default "host")
          --count N        runs per measurement; the table shows medians (default 5)
          --benchtime D    time per run, or Nx iterations, as go test -benchtime (default 1s)
+  mem    print graph memory reserved against its lower bound, per scenario
+         --backend NAME   device backend (default "host")
   help   print this message
 `
 
@@ -63,6 +70,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = demoMain(rest, stdout, stderr)
 	case "bench":
 		err = benchMain(rest, stdout, stderr)
+	case "mem":
+		err = memMain(rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "gpugraph: unknown command %q\n\n%s", cmd, usage)
 		return 2

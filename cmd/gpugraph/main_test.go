@@ -156,3 +156,15 @@ func TestMedian(t *testing.T) {
 		t.Errorf("median(4,1,3,2) = %v", m)
 	}
 }
+
+func TestMemReport(t *testing.T) {
+	var out bytes.Buffer
+	if err := runMem(&out, "host"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"bound MiB", "diamond", "mlp step", "one stream"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
