@@ -84,6 +84,12 @@ func dotLabel(n *Node) string {
 		}
 	case MemcpyParams:
 		lines = append(lines, fmt.Sprintf("%s %d bytes", p.Kind(), p.Size))
+	case MemAllocParams:
+		lines = append(lines, fmt.Sprintf("%d bytes", p.Size))
+	case MemFreeParams:
+		if n.alloc != nil && n.alloc.node != nil {
+			lines = append(lines, fmt.Sprintf("frees node %d of graph %d", n.alloc.node.id, n.alloc.node.g.id))
+		}
 	case MemsetParams:
 		lines = append(lines, fmt.Sprintf("value %#x elem %d", p.Value, p.ElementSize),
 			fmt.Sprintf("%dx%d pitch %d", p.Width, p.Height, p.Pitch))
