@@ -95,7 +95,7 @@ type graphMem struct {
 }
 
 type arena struct {
-	chunks []int
+	chunks []int // physical chunk per slot; -1 where a live allocation took it
 	gen    uint64 // bumped when a chunk is replaced
 	execs  map[*Exec]struct{}
 }
@@ -326,13 +326,17 @@ func (gm *graphMem) addUsedLocked(chunks int) {
 // share it.
 func (gm *graphMem) stealLocked(to *arena) (int, bool) {
 	for _, ar := range gm.arenas {
-		if ar == to || len(ar.chunks) == 0 || !ar.idle() {
+		if ar == to || !ar.idle() {
 			continue
 		}
-		c := ar.chunks[len(ar.chunks)-1]
-		ar.chunks = ar.chunks[:len(ar.chunks)-1]
-		ar.gen++
-		return c, true
+		for j := len(ar.chunks) - 1; j >= 0; j-- {
+			if c := ar.chunks[j]; c >= 0 {
+				ar.chunks = ar.chunks[:j] // slots after j were empty
+				ar.gen++
+				return c, true
+			}
+		}
+		ar.chunks = nil
 	}
 	return 0, false
 }
@@ -376,15 +380,21 @@ func (gm *graphMem) bind(e *Exec, s *Stream) error {
 		gm.arenas[s] = ar
 	}
 	for len(ar.chunks) < len(b.chunks) {
+		ar.chunks = append(ar.chunks, -1)
+	}
+	for i := range b.chunks {
+		if ar.chunks[i] >= 0 {
+			continue
+		}
 		if c, ok := gm.stealLocked(ar); ok {
-			ar.chunks = append(ar.chunks, c) // stays used, in another arena
+			ar.chunks[i] = c // stays used, in another arena
 			continue
 		}
 		c, err := gm.newChunkLocked()
 		if err != nil {
 			return err
 		}
-		ar.chunks = append(ar.chunks, c)
+		ar.chunks[i] = c
 		gm.addUsedLocked(1)
 	}
 	// Chunks holding this graph's own live allocations (kept across an
@@ -510,15 +520,10 @@ func (gm *graphMem) pinLive(e *Exec) {
 			if gm.pins[c]++; gm.pins[c] > 1 {
 				continue // already out of the arena
 			}
-			// The chunk stays used, by the allocation; the arena gets a
-			// fresh one in its place (bind ran at the start of this launch,
-			// so the slot still holds c).
-			if fresh, err := gm.newChunkLocked(); err == nil {
-				ar.chunks[i] = fresh
-				gm.addUsedLocked(1)
-			} else {
-				ar.chunks = ar.chunks[:i] // out of memory: the next bind grows it
-			}
+			// The chunk stays used, by the allocation, and leaves the arena
+			// (bind ran at the start of this launch, so the slot still
+			// holds c); the next bind to the stream fills the slot.
+			ar.chunks[i] = -1
 			ar.gen++
 		}
 	}
@@ -543,8 +548,10 @@ func (gm *graphMem) trim() {
 			gm.unbindLocked(e)
 		}
 		for _, c := range ar.chunks {
-			release(c)
-			gm.addUsedLocked(-1)
+			if c >= 0 {
+				release(c)
+				gm.addUsedLocked(-1)
+			}
 		}
 		delete(gm.arenas, s)
 	}

@@ -434,3 +434,23 @@ func TestMemCheckAllowsCorrectUse(t *testing.T) {
 		t.Fatalf("read %v", out[:2])
 	}
 }
+
+// TestSyncCopyOfUnmappedGraphMemory: a synchronous copy from graph memory
+// that is no longer mapped fails with ErrIllegalAddress instead of crashing.
+func TestSyncCopyOfUnmappedGraphMemory(t *testing.T) {
+	d := open(t)
+	s := stream(t, d)
+	g := graph(t, d)
+	a, p := addAlloc(t, g, mib)
+	addFree(t, g, p, fillNode(t, g, p, 16, 1, a))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	ok(t, d.TrimGraphMem()) // unmaps the idle graph
+	buf := make([]byte, 16)
+	err := d.Memcpy(gg.DtoH(buf, p))
+	isCode(t, err, gg.ErrIllegalAddress)
+	if !strings.Contains(err.Error(), a.String()) {
+		t.Fatalf("report does not name the allocation: %v", err)
+	}
+}

@@ -246,7 +246,7 @@ func (o *kernelOp) run(d *Device) *Error {
 	}
 	k := *o // the method value escapes to the pool; keep o itself on the stack
 	if perr := d.pool.For(n, k.blocks); perr != nil {
-		return d.panicError(o.k.Name, perr)
+		return d.panicError("kernel "+o.k.Name, perr)
 	}
 	return nil
 }
@@ -255,7 +255,7 @@ func (o *kernelOp) run(d *Device) *Error {
 func (o *kernelOp) runOne(d *Device) (err *Error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = d.panicError(o.k.Name, p)
+			err = d.panicError("kernel "+o.k.Name, p)
 		}
 	}()
 	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared)}, o.args)
@@ -290,13 +290,14 @@ func sharedBuf(n int) []byte {
 func (d *Device) panicError(what string, p any) *Error {
 	switch e := p.(type) {
 	case IllegalAddressError:
-		return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
+		return newErr(what, ErrIllegalAddress, "%v", e)
 	case runtime.Error:
 		if a, ok := e.(interface{ Addr() uintptr }); ok {
+			// Go words every fault as a nil dereference; say what it was.
 			if report := d.gmIfAny().describe(a.Addr()); report != "" {
-				return newErr("kernel "+what, ErrIllegalAddress, "%v: %s", e, report)
+				return newErr(what, ErrIllegalAddress, "fault at %#x: %s", a.Addr(), report)
 			}
-			return newErr("kernel "+what, ErrIllegalAddress, "%v", e)
+			return newErr(what, ErrIllegalAddress, "fault at %#x, which is not accessible device memory", a.Addr())
 		}
 	}
 	return newErr(what, ErrLaunchFailure, "panic: %v", p)

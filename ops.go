@@ -161,7 +161,7 @@ func (o *op) run(d *Device) (err *Error) {
 func (o *op) what() string {
 	switch o.kind {
 	case opKernel:
-		return o.kern.k.Name
+		return "kernel " + o.kern.k.Name
 	case opHost:
 		return "host function"
 	case opMemcpy:

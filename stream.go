@@ -313,6 +313,9 @@ func (d *Device) Memset(p MemsetParams) error {
 }
 
 func (d *Device) runSync(opName string, o *op) error {
+	// The copy runs on the caller's goroutine: a fault on device memory
+	// must become an error here too, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	d.syncAll()
 	if e := d.sticky.Load(); e != nil {
 		return withOp(opName, e)
