@@ -113,6 +113,7 @@ func (d *Device) Synchronize() error {
 		return err
 	}
 	d.syncAll()
+	d.poolsAfterSync()
 	if e := d.sticky.Load(); e != nil {
 		return e
 	}
@@ -152,6 +153,7 @@ func (d *Device) Close() error {
 		s.shutdown()
 	}
 	d.gmIfAny().close()
+	d.closePools()
 	unregisterReservation(d.res)
 	return d.res.Release()
 }

@@ -132,6 +132,7 @@ func (e *Event) Synchronize() error {
 		return err
 	}
 	e.wait(e.target())
+	e.dev.poolsAfterSync()
 	if x := e.dev.sticky.Load(); x != nil {
 		return withOp(opName, x)
 	}

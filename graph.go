@@ -34,7 +34,7 @@ type Node struct {
 	child  *Graph      // embedded graph of a child graph node
 	alloc  *graphAlloc // the allocation an alloc node makes or a free node frees
 	deps   []*Node     // dependencies, in the order they were added
-	outs   []*Node // dependents, in the order they were added
+	outs   []*Node     // dependents, in the order they were added
 	dead   bool
 }
 

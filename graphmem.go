@@ -95,7 +95,7 @@ type graphMem struct {
 }
 
 type arena struct {
-	chunks []int // physical chunk per slot; -1 where a live allocation took it
+	chunks []int  // physical chunk per slot; -1 where a live allocation took it
 	gen    uint64 // bumped when a chunk is replaced
 	execs  map[*Exec]struct{}
 }
@@ -798,7 +798,7 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 		return err
 	}
 	if p == 0 {
-		return newErr(opName, ErrInvalidValue, "free of a null pointer")
+		return nil // cudaFreeAsync(NULL) succeeds
 	}
 	if gm := s.dev.gmIfAny(); gm != nil && gm.va.Contains(uintptr(p), 1) {
 		var a *graphAlloc
@@ -812,9 +812,9 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 			return 0, nil
 		})
 	}
-	// POOLHOOK: if handled, err := s.dev.poolFreeAsync(opName, p, s); handled {
-	// POOLHOOK: 	return err
-	// POOLHOOK: }
+	if handled, err := s.dev.poolFreeAsync(opName, p, s); handled {
+		return err
+	}
 	return newErr(opName, ErrInvalidValue, "%#x was not allocated by MallocAsync or by a graph", uint64(p))
 }
 

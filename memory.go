@@ -58,9 +58,9 @@ func (d *Device) Free(p DevicePtr) error {
 		if handled, err := d.freeGraphAlloc(op, p); handled {
 			return err
 		}
-		// POOLHOOK: if handled, err := d.poolFree(op, p); handled {
-		// POOLHOOK: 	return err
-		// POOLHOOK: }
+		if handled, err := d.poolFree(op, p); handled {
+			return err
+		}
 		return newErr(op, ErrInvalidValue, "%#x is not device memory of this device", uint64(p))
 	}
 	d.syncAll()
@@ -114,9 +114,9 @@ func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
 		if b, handled, err := d.graphBytes(p, n); handled {
 			return b, err
 		}
-		// POOLHOOK: if b, handled, err := d.poolBytes(p, n); handled {
-		// POOLHOOK: 	return b, err
-		// POOLHOOK: }
+		if b, handled, err := d.poolBytes(p, n); handled {
+			return b, err
+		}
 		return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", uint64(p), n)
 	}
 	off := uint64(uintptr(p) - d.res.Addr())

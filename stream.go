@@ -188,6 +188,7 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	s.wait()
+	s.dev.poolsAfterSync()
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
