@@ -45,6 +45,10 @@ type Device struct {
 
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
 
+	cap     capState  // stream capture
+	capOnce sync.Once // creates main
+	main    *Scope    // the scope of calls made without one
+
 	memCheck bool       // graph allocations are inaccessible outside their lifetime
 	gmMu     sync.Mutex // guards gm's creation
 	gm       *graphMem  // graph memory, created with the first alloc node
@@ -110,6 +114,9 @@ func (d *Device) Properties() Properties { return d.props }
 // the device's sticky error if an asynchronous operation failed.
 func (d *Device) Synchronize() error {
 	if err := d.check("Device.Synchronize"); err != nil {
+		return err
+	}
+	if err := d.unsafeCall("Device.Synchronize", d.mainScope(), nil); err != nil {
 		return err
 	}
 	d.syncAll()

@@ -26,6 +26,31 @@
 // in parallel, later work in the stream waits for the whole graph, and
 // launches of one Exec never overlap, even in different streams.
 //
+// # Stream capture
+//
+// Ordinary stream code becomes a graph by capture: between
+// Stream.BeginCapture and Stream.EndCapture, work issued to the stream is
+// recorded as nodes instead of run, each depending on the work issued before
+// it. Another stream joins the capture by waiting on an event recorded in a
+// capturing stream (a fork), and must be joined back, by the origin stream
+// waiting on an event recorded in it, before EndCapture. MallocAsync and
+// FreeAsync become memory nodes (the address MallocAsync returns is the
+// graph allocation's), and launching an Exec becomes a child graph node.
+// Operations that cannot be captured (synchronizing or querying a capturing
+// stream or a captured event, waiting on an event recorded outside the
+// capture, synchronous Malloc, Free, Memcpy, Memset, Device.Synchronize)
+// fail with CUDA's error and invalidate the capture: later work in it fails
+// with ErrStreamCaptureInvalidated, and EndCapture returns that error and no
+// graph.
+//
+// CUDA's capture modes decide which host threads may make the unsafe
+// synchronous calls during a capture. Go has no thread identity programs
+// see, so a Scope (Device.NewScope) stands for a host thread: calls made on
+// a Device directly come from the device's main scope. In global mode an
+// unsafe call from any scope in global interaction mode fails; in
+// thread-local mode only one from the scope that began the capture; in
+// relaxed mode none does. See capture.go for the full rule.
+//
 // # Backends
 //
 // Open("host") (the default) runs everything in this process: device memory

@@ -23,18 +23,28 @@ func (c *Code) Name() string { return c.name }
 
 // The errors, with CUDA's numbers and names.
 var (
-	ErrInvalidValue          = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
-	ErrMemoryAllocation      = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
-	ErrInvalidConfiguration  = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
-	ErrInvalidDeviceFunction = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
-	ErrNoDevice              = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
-	ErrInvalidDevice         = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
-	ErrInvalidResourceHandle = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
-	ErrNotReady              = &Code{600, "cudaErrorNotReady", "device not ready"}
-	ErrIllegalAddress        = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
-	ErrContextIsDestroyed    = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
-	ErrLaunchFailure         = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
-	ErrNotSupported          = &Code{801, "cudaErrorNotSupported", "operation not supported"}
+	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
+	ErrMemoryAllocation         = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
+	ErrInvalidConfiguration     = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
+	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
+	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
+	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
+	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
+	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
+	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
+	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
+	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
+	ErrLaunchFailure            = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
+	ErrNotSupported             = &Code{801, "cudaErrorNotSupported", "operation not supported"}
+	ErrStreamCaptureUnsupported = &Code{900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}
+	ErrStreamCaptureInvalidated = &Code{901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"}
+	ErrStreamCaptureMerge       = &Code{902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"}
+	ErrStreamCaptureUnmatched   = &Code{903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"}
+	ErrStreamCaptureUnjoined    = &Code{904, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"}
+	ErrStreamCaptureIsolation   = &Code{905, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"}
+	ErrStreamCaptureImplicit    = &Code{906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"}
+	ErrCapturedEvent            = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
+	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
 )
 
 // Error is what the API returns: the operation, the node it concerns (if

@@ -2,6 +2,7 @@ package gpugraph
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +27,11 @@ type Event struct {
 	completed uint64 // highest record sequence number completed
 	at        time.Time
 	destroyed bool
+
+	inCapture atomic.Bool // capSeq != nil
+	captured  atomic.Bool // the last record was captured, not run
+	capSeq    *captureSeq // guarded by dev.cap.mu
+	capNodes  []*Node     // the nodes the captured record stands for
 }
 
 // NewEvent creates an event.
@@ -105,6 +111,30 @@ func (s *Stream) Record(e *Event) error {
 	if err := e.check(opName, s.dev); err != nil {
 		return err
 	}
+	return s.record(opName, e, false)
+}
+
+// RecordExternal records e as an event record node when s is capturing
+// (cudaEventRecordWithFlags with cudaEventRecordExternal), so that work
+// outside the graph can wait for that point of it; otherwise it is Record.
+func (s *Stream) RecordExternal(e *Event) error {
+	const opName = "Stream.RecordExternal"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if err := e.check(opName, s.dev); err != nil {
+		return err
+	}
+	return s.record(opName, e, true)
+}
+
+func (s *Stream) record(opName string, e *Event, external bool) error {
+	if s.capturing.Load() {
+		if err := s.captureRecord(opName, e, external); err != errCaptureEnded {
+			return err
+		}
+	}
+	e.captured.Store(false)
 	return s.enqueue(opName, op{kind: opRecord, ev: e}, func() (uint64, error) { return e.issue(), nil })
 }
 
@@ -118,6 +148,29 @@ func (s *Stream) Wait(e *Event) error {
 	if err := e.check(opName, s.dev); err != nil {
 		return err
 	}
+	return s.waitEvent(opName, e, false)
+}
+
+// WaitExternal makes s wait on e; when s is capturing, it becomes an event
+// wait node on an event recorded outside the capture (cudaStreamWaitEvent
+// with cudaEventWaitExternal).
+func (s *Stream) WaitExternal(e *Event) error {
+	const opName = "Stream.WaitExternal"
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if err := e.check(opName, s.dev); err != nil {
+		return err
+	}
+	return s.waitEvent(opName, e, true)
+}
+
+func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
+	if s.capturing.Load() || e.inCapture.Load() {
+		if handled, err := s.captureWait(opName, e, external); handled && err != errCaptureEnded {
+			return err
+		}
+	}
 	t := e.target()
 	if t == 0 {
 		return nil
@@ -130,6 +183,11 @@ func (e *Event) Synchronize() error {
 	const opName = "Event.Synchronize"
 	if err := e.check(opName, nil); err != nil {
 		return err
+	}
+	if e.inCapture.Load() || e.captured.Load() {
+		if err := e.eventProhibited(opName, true); err != nil {
+			return err
+		}
 	}
 	e.wait(e.target())
 	e.dev.poolsAfterSync()
@@ -145,6 +203,11 @@ func (e *Event) Query() error {
 	const opName = "Event.Query"
 	if err := e.check(opName, nil); err != nil {
 		return err
+	}
+	if e.inCapture.Load() || e.captured.Load() {
+		if err := e.eventProhibited(opName, true); err != nil {
+			return err
+		}
 	}
 	e.mu.Lock()
 	done := e.completed >= e.recorded
@@ -177,6 +240,11 @@ func ElapsedTime(start, end *Event) (time.Duration, error) {
 	for i, e := range []*Event{start, end} {
 		if err := e.check(opName, nil); err != nil {
 			return 0, err
+		}
+		if e.inCapture.Load() || e.captured.Load() {
+			if err := e.eventProhibited(opName, false); err != nil {
+				return 0, err
+			}
 		}
 		e.mu.Lock()
 		rec, done, t := e.recorded, e.completed >= e.recorded, e.at

@@ -100,3 +100,39 @@ func ExampleGraph_AddDependency() {
 	// gpugraph: Graph.AddDependency: empty node 0: invalid argument (cudaErrorInvalidValue): the edges would make a cycle
 	// true
 }
+
+// Capture stream code into a graph: a fork into a second stream and a join
+// back, then replay. Nothing runs until the graph is launched.
+func ExampleStream_BeginCapture() {
+	dev, _ := gg.Open("host")
+	defer dev.Close()
+	s1, _ := dev.NewStream()
+	s2, _ := dev.NewStream()
+	fork, _ := dev.NewEvent(0)
+	join, _ := dev.NewEvent(0)
+	say := func(msg string) func() { return func() { fmt.Println(msg) } }
+
+	s1.BeginCapture(gg.CaptureModeGlobal)
+	s1.LaunchHostFunc(say("A"))
+	s1.Record(fork)
+	s2.Wait(fork) // s2 joins the capture
+	s2.LaunchHostFunc(say("C, after A"))
+	s2.Record(join)
+	s1.Wait(join) // and is joined back
+	s1.LaunchHostFunc(say("D, after C"))
+	g, err := s1.EndCapture()
+	if err != nil {
+		log.Fatal(err)
+	}
+	nodes, _ := g.Nodes()
+	fmt.Println(len(nodes), "nodes captured")
+
+	exec, _ := g.Instantiate(0)
+	exec.Launch(s1)
+	s1.Synchronize()
+	// Output:
+	// 3 nodes captured
+	// A
+	// C, after A
+	// D, after C
+}

@@ -22,11 +22,12 @@ const (
 // the Graph do not affect it. Launches of one Exec never overlap: each starts
 // after the previous one finished, whatever streams they were launched into.
 type Exec struct {
-	dev   *Device
-	ops   []op    // one per flattened node; child graphs are inlined
-	nodes []*Node // the graph node each op came from (nil for child graph entry/exit)
-	dag   sched.DAG
-	run   *sched.Runner
+	dev    *Device
+	ops    []op         // one per flattened node; child graphs are inlined
+	nodes  []*Node      // the graph node each op came from
+	params []NodeParams // its parameters at instantiation; nil for child graph entry and exit
+	dag    sched.DAG
+	run    *sched.Runner
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
 
@@ -138,6 +139,11 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 	}
 	exit := make(map[*Node]int32, len(order))
 	add := func(o op, n *Node, ps []int32) int32 {
+		var p NodeParams // a snapshot, for launching e into a capture
+		if o.kind != opEmpty || n.typ == NodeEmpty {
+			p = copyParams(n.params)
+		}
+		e.params = append(e.params, p)
 		e.ops = append(e.ops, o)
 		e.nodes = append(e.nodes, n)
 		*preds = append(*preds, ps)
@@ -200,6 +206,11 @@ func (e *Exec) Launch(s *Stream) error {
 	}
 	if s.dev != e.dev {
 		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
+	}
+	if s.capturing.Load() {
+		if err := e.captureLaunch(opName, s); err != errCaptureEnded {
+			return err
+		}
 	}
 	l := &launch{e: e, stream: s}
 	if len(e.records) > 0 {
@@ -280,6 +291,11 @@ func (e *Exec) Upload(s *Stream) error {
 	}
 	if s.dev != e.dev {
 		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
+	}
+	if s.capturing.Load() {
+		if err := s.captureProhibited(opName, ErrStreamCaptureUnsupported, "uploading a graph"); err != errCaptureEnded {
+			return err
+		}
 	}
 	l := &launch{e: e, stream: s, upload: true}
 	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
@@ -428,4 +444,45 @@ func (e *Exec) execNode(i int32) {
 		c.Node = e.nodes[i]
 		e.failed.CompareAndSwap(nil, &c)
 	}
+}
+
+// captureLaunch captures a launch of e as a child graph node holding the
+// graph e was instantiated from, flattened (child graphs inlined). Graphs
+// with memory nodes cannot be launched into a capture, as with the driver.
+func (e *Exec) captureLaunch(opName string, s *Stream) error {
+	if e.mem {
+		return s.captureProhibited(opName, ErrStreamCaptureUnsupported, "launching a graph with memory nodes")
+	}
+	g, err := e.snapshot()
+	if err != nil {
+		return err
+	}
+	_, err = s.captureNode(opName, ChildGraphParams{g})
+	return err
+}
+
+// snapshot rebuilds the graph e runs, from its flattened nodes.
+func (e *Exec) snapshot() (*Graph, error) {
+	g, err := e.dev.NewGraph()
+	if err != nil {
+		return nil, err
+	}
+	preds := make([][]*Node, len(e.ops))
+	nodes := make([]*Node, len(e.ops))
+	d := &e.dag
+	for i := range e.ops {
+		p := e.params[i]
+		if p == nil {
+			p = EmptyParams{}
+		}
+		n, err := g.addNode("Exec.Launch", p, preds[i])
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = n
+		for _, s := range d.Succ[d.SuccOff[i]:d.SuccOff[i+1]] {
+			preds[s] = append(preds[s], n)
+		}
+	}
+	return g, nil
 }

@@ -800,6 +800,11 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if p == 0 {
 		return nil // cudaFreeAsync(NULL) succeeds
 	}
+	if s.capturing.Load() {
+		if _, err := s.captureNode(opName, MemFreeParams{p}); err != errCaptureEnded {
+			return err
+		}
+	}
 	if gm := s.dev.gmIfAny(); gm != nil && gm.va.Contains(uintptr(p), 1) {
 		var a *graphAlloc
 		return s.enqueue(opName, op{kind: opCall, host: func() { gm.freed(a, true) }}, func() (uint64, error) {

@@ -17,9 +17,16 @@ const allocAlign = 256
 
 // Malloc allocates n bytes of device memory. Malloc(0) returns a zero pointer
 // and no error, as cudaMalloc does.
-func (d *Device) Malloc(n int) (DevicePtr, error) {
+func (d *Device) Malloc(n int) (DevicePtr, error) { return d.mainScope().Malloc(n) }
+
+// Malloc allocates device memory, from this scope.
+func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 	const op = "Device.Malloc"
+	d := sc.dev
 	if err := d.check(op); err != nil {
+		return 0, err
+	}
+	if err := d.unsafeCall(op, sc, ErrStreamCaptureUnsupported); err != nil {
 		return 0, err
 	}
 	if n < 0 {
@@ -45,9 +52,16 @@ func (d *Device) Malloc(n int) (DevicePtr, error) {
 // Free waits for all work on the device, then frees an allocation made by
 // Malloc, MallocAsync, or a graph (one live after its graph's launch).
 // Free(0) does nothing, as cudaFree(NULL) does.
-func (d *Device) Free(p DevicePtr) error {
+func (d *Device) Free(p DevicePtr) error { return d.mainScope().Free(p) }
+
+// Free frees device memory, from this scope.
+func (sc *Scope) Free(p DevicePtr) error {
 	const op = "Device.Free"
+	d := sc.dev
 	if err := d.check(op); err != nil {
+		return err
+	}
+	if err := d.unsafeCall(op, sc, ErrStreamCaptureUnsupported); err != nil {
 		return err
 	}
 	if p == 0 {

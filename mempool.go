@@ -397,6 +397,17 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	if e := s.dev.sticky.Load(); e != nil {
 		return 0, withOp(opName, e)
 	}
+	if s.capturing.Load() && n > 0 && p != nil && p.dev == s.dev {
+		// Captured, it becomes an alloc node: its address is the graph
+		// allocation's, usable by the rest of the captured work.
+		node, err := s.captureNode(opName, MemAllocParams{Size: n, Location: p.props.Location})
+		if err != errCaptureEnded {
+			if err != nil {
+				return 0, err
+			}
+			return node.params.(MemAllocParams).Ptr, nil
+		}
+	}
 	switch {
 	case p == nil:
 		return 0, newErr(opName, ErrInvalidValue, "nil memory pool")

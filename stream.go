@@ -25,6 +25,10 @@ type Stream struct {
 	completed uint64
 	waiters   int
 	destroyed atomic.Bool
+
+	capturing atomic.Bool // cap != nil; read without the lock on every operation
+	cap       *captureSeq // guarded by dev.cap.mu
+	capDeps   []*Node     // the capture's dependency set for this stream
 }
 
 // NewStream creates a stream.
@@ -187,6 +191,9 @@ func (s *Stream) Synchronize() error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
+	if err := s.syncProhibited(opName); err != nil {
+		return err
+	}
 	s.wait()
 	s.dev.poolsAfterSync()
 	if e := s.dev.sticky.Load(); e != nil {
@@ -200,6 +207,9 @@ func (s *Stream) Synchronize() error {
 func (s *Stream) Query() error {
 	const opName = "Stream.Query"
 	if err := s.check(opName); err != nil {
+		return err
+	}
+	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -238,6 +248,11 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	if err := s.usable(opName); err != nil {
 		return err
 	}
+	if s.capturing.Load() {
+		if _, err := s.captureNode(opName, *p); err != errCaptureEnded {
+			return err
+		}
+	}
 	k, code, msg := s.dev.prepareKernel(p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
@@ -256,6 +271,11 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	if fn == nil {
 		return newErr(opName, ErrInvalidValue, "nil function")
 	}
+	if s.capturing.Load() {
+		if _, err := s.captureNode(opName, HostParams{fn}); err != errCaptureEnded {
+			return err
+		}
+	}
 	return s.enqueue(opName, op{kind: opHost, host: fn}, nil)
 }
 
@@ -265,6 +285,11 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	const opName = "Stream.Memcpy"
 	if err := s.usable(opName); err != nil {
 		return err
+	}
+	if s.capturing.Load() {
+		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+			return err
+		}
 	}
 	o, code, msg := s.dev.prepareMemcpy(&p)
 	if code != nil {
@@ -279,6 +304,11 @@ func (s *Stream) Memset(p MemsetParams) error {
 	if err := s.usable(opName); err != nil {
 		return err
 	}
+	if s.capturing.Load() {
+		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+			return err
+		}
+	}
 	o, code, msg := s.dev.prepareMemset(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
@@ -288,9 +318,16 @@ func (s *Stream) Memset(p MemsetParams) error {
 
 // Memcpy copies synchronously: it waits for all work on the device, then
 // copies (cudaMemcpy).
-func (d *Device) Memcpy(p MemcpyParams) error {
+func (d *Device) Memcpy(p MemcpyParams) error { return d.mainScope().Memcpy(p) }
+
+// Memcpy copies synchronously, from this scope.
+func (sc *Scope) Memcpy(p MemcpyParams) error {
 	const opName = "Device.Memcpy"
+	d := sc.dev
 	if err := d.check(opName); err != nil {
+		return err
+	}
+	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
 	o, code, msg := d.prepareMemcpy(&p)
@@ -301,9 +338,16 @@ func (d *Device) Memcpy(p MemcpyParams) error {
 }
 
 // Memset fills synchronously after all work on the device (cudaMemset).
-func (d *Device) Memset(p MemsetParams) error {
+func (d *Device) Memset(p MemsetParams) error { return d.mainScope().Memset(p) }
+
+// Memset fills synchronously, from this scope.
+func (sc *Scope) Memset(p MemsetParams) error {
 	const opName = "Device.Memset"
+	d := sc.dev
 	if err := d.check(opName); err != nil {
+		return err
+	}
+	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
 	o, code, msg := d.prepareMemset(&p)
