@@ -1,0 +1,27 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestRun runs the example as main does, in checking mode.
+func TestRun(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(&out); err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, out.String())
+	}
+	if !strings.HasSuffix(out.String(), "OK\n") {
+		t.Fatalf("output does not end in OK:\n%s", out.String())
+	}
+}
+
+// TestRunWithoutMemCheck runs it in the default mode, where graph memory is
+// mapped without access checks and physical memory is shared more tightly.
+func TestRunWithoutMemCheck(t *testing.T) {
+	var out bytes.Buffer
+	if err := runWith(&out); err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, out.String())
+	}
+}
