@@ -153,6 +153,9 @@ func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, 
 	if mode < CaptureModeGlobal || mode > CaptureModeRelaxed {
 		return newErr(opName, ErrInvalidValue, "unknown capture mode %d", mode)
 	}
+	if s.cu != 0 {
+		return newErr(opName, ErrNotSupported, "stream capture is not supported on the cuda backend yet")
+	}
 	owned := g == nil
 	if owned {
 		var err error

@@ -49,6 +49,8 @@ type Device struct {
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one
 
+	cu *cudaDev // the cuda backend's state; nil on host
+
 	memCheck bool       // graph allocations are inaccessible outside their lifetime
 	gmMu     sync.Mutex // guards gm's creation
 	gm       *graphMem  // graph memory, created with the first alloc node
@@ -73,8 +75,10 @@ const hostMemSize = 64 << 30
 func Open(backend string, opts ...Option) (*Device, error) {
 	switch backend {
 	case "", BackendHost:
+	case BackendCUDA:
+		return openCUDA()
 	default:
-		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q)", backend, BackendHost)
+		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
 	}
 	res, err := vmem.Reserve(hostMemSize, 1<<30)
 	if err != nil {
@@ -119,6 +123,9 @@ func (d *Device) Synchronize() error {
 	if err := d.unsafeCall("Device.Synchronize", d.mainScope(), nil); err != nil {
 		return err
 	}
+	if d.cu != nil {
+		return d.cudaSynchronize()
+	}
 	d.syncAll()
 	d.poolsAfterSync()
 	if e := d.sticky.Load(); e != nil {
@@ -158,6 +165,9 @@ func (d *Device) Close() error {
 	d.mu.Unlock()
 	for _, s := range ss {
 		s.shutdown()
+	}
+	if d.cu != nil {
+		return d.cudaSynchronize()
 	}
 	d.gmIfAny().close()
 	d.closePools()

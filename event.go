@@ -28,6 +28,8 @@ type Event struct {
 	at        time.Time
 	destroyed bool
 
+	cu uintptr // the native CUevent on the cuda backend
+
 	inCapture atomic.Bool // capSeq != nil
 	captured  atomic.Bool // the last record was captured, not run
 	capSeq    *captureSeq // guarded by dev.cap.mu
@@ -45,6 +47,11 @@ func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
 	}
 	e := &Event{dev: d, flags: flags}
 	e.cond.L = &e.mu
+	if d.cu != nil {
+		if err := d.cudaNewEvent(e); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -135,6 +142,9 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 		}
 	}
 	e.captured.Store(false)
+	if s.cu != 0 {
+		return s.cudaRecord(opName, e)
+	}
 	return s.enqueue(opName, op{kind: opRecord, ev: e}, func() (uint64, error) { return e.issue(), nil })
 }
 
@@ -171,6 +181,9 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 			return err
 		}
 	}
+	if s.cu != 0 {
+		return s.cudaWait(opName, e)
+	}
 	t := e.target()
 	if t == 0 {
 		return nil
@@ -188,6 +201,9 @@ func (e *Event) Synchronize() error {
 		if err := e.eventProhibited(opName, true); err != nil {
 			return err
 		}
+	}
+	if e.cu != 0 {
+		return e.cudaSynchronize(opName)
 	}
 	e.wait(e.target())
 	e.dev.poolsAfterSync()
@@ -209,6 +225,9 @@ func (e *Event) Query() error {
 			return err
 		}
 	}
+	if e.cu != 0 {
+		return e.cudaQuery(opName)
+	}
 	e.mu.Lock()
 	done := e.completed >= e.recorded
 	e.mu.Unlock()
@@ -227,6 +246,9 @@ func (e *Event) Destroy() error {
 	e.mu.Lock()
 	e.destroyed = true
 	e.mu.Unlock()
+	if e.cu != 0 {
+		return e.cudaDestroy(opName)
+	}
 	return nil
 }
 
@@ -236,6 +258,10 @@ func (e *Event) Destroy() error {
 // (ErrInvalidResourceHandle otherwise).
 func ElapsedTime(start, end *Event) (time.Duration, error) {
 	const opName = "ElapsedTime"
+	if start != nil && end != nil && start.cu != 0 && end.cu != 0 {
+		ms, err := cudaElapsed(opName, start, end)
+		return time.Duration(float64(ms) * float64(time.Millisecond)), err
+	}
 	var at [2]time.Time
 	for i, e := range []*Event{start, end} {
 		if err := e.check(opName, nil); err != nil {

@@ -48,6 +48,7 @@ type Exec struct {
 	frees    []foreignFree // free nodes of other graphs' allocations
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
+	cu       uintptr // the native CUgraphExec on the cuda backend
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -80,6 +81,16 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	}
 	e := &Exec{dev: g.dev, autoFree: flags&InstantiateAutoFreeOnLaunch != 0}
 	e.cond.L = &e.mu
+	if g.dev.cu != nil {
+		if err := g.lock(opName); err != nil {
+			return nil, err
+		}
+		g.mu.Unlock()
+		if err := g.dev.cudaInstantiate(opName, e, g, flags); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
 	var preds [][]int32
 	if _, err := e.flatten(opName, g, nil, &preds); err != nil {
 		return nil, err
@@ -212,6 +223,9 @@ func (e *Exec) Launch(s *Stream) error {
 			return err
 		}
 	}
+	if e.cu != 0 {
+		return e.cudaLaunch(opName, s)
+	}
 	l := &launch{e: e, stream: s}
 	if len(e.records) > 0 {
 		l.rec = make([]uint64, len(e.records))
@@ -266,6 +280,9 @@ func (e *Exec) Destroy() error {
 	e.destroyed = true
 	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
+	if e.cu != 0 {
+		return e.cudaDestroy(opName)
+	}
 	if e.mem {
 		g := e.graph
 		g.mu.Lock()
@@ -296,6 +313,9 @@ func (e *Exec) Upload(s *Stream) error {
 		if err := s.captureProhibited(opName, ErrStreamCaptureUnsupported, "uploading a graph"); err != errCaptureEnded {
 			return err
 		}
+	}
+	if e.cu != 0 {
+		return e.cudaUpload(opName, s)
 	}
 	l := &launch{e: e, stream: s, upload: true}
 	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {

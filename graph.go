@@ -23,6 +23,7 @@ type Graph struct {
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
 	execs     int             // live executable graphs instantiated from it
 	va        *graphVA        // address space of its allocations
+	cu        uintptr         // the native CUgraph on the cuda backend
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -33,6 +34,7 @@ type Node struct {
 	params NodeParams
 	child  *Graph      // embedded graph of a child graph node
 	alloc  *graphAlloc // the allocation an alloc node makes or a free node frees
+	cu     uintptr     // the native CUgraphNode on the cuda backend
 	deps   []*Node     // dependencies, in the order they were added
 	outs   []*Node     // dependents, in the order they were added
 	dead   bool
@@ -48,7 +50,13 @@ func (d *Device) NewGraph() (*Graph, error) {
 	if err := d.check("Device.NewGraph"); err != nil {
 		return nil, err
 	}
-	return &Graph{dev: d, id: graphIDs.Add(1)}, nil
+	g := &Graph{dev: d, id: graphIDs.Add(1)}
+	if d.cu != nil {
+		if err := d.cudaNewGraph(g); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
 }
 
 // Device is the device the graph's work runs on.
@@ -206,6 +214,9 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		return nil, err
 	}
 	defer g.mu.Unlock()
+	if g.dev.cu != nil && (g.parent != nil || gm != nil) {
+		return nil, newErr(op, ErrNotSupported, "memory nodes and editing embedded graphs are not supported on the cuda backend yet")
+	}
 	if gm != nil && g.parent != nil {
 		return nil, newErr(op, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
 	}
@@ -224,6 +235,11 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	if child != nil {
 		n.params = ChildGraphParams{child}
 		child.parent = n
+	}
+	if g.dev.cu != nil {
+		if err := g.dev.cudaAddNode(g, n); err != nil {
+			return nil, withOp(op, err)
+		}
 	}
 	if gm != nil {
 		if err := gm.addMemNode(op, g, n); err != nil {
@@ -293,6 +309,9 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
 		return nodeErr(op, n, ErrNotSupported, "memory node parameters cannot be changed")
+	}
+	if n.g.dev.cu != nil {
+		return nodeErr(op, n, ErrNotSupported, "changing node parameters is not supported on the cuda backend yet")
 	}
 	var child *Graph
 	if cp, ok := p.(ChildGraphParams); ok {
@@ -431,13 +450,22 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		e.To.deps = append(e.To.deps, e.From)
 		e.From.outs = append(e.From.outs, e.To)
 	}
-	if _, bad := topoOrder(g.nodes); bad != nil {
+	undo := func() {
 		for i := len(edges) - 1; i >= 0; i-- {
 			e := edges[i]
 			e.To.deps = e.To.deps[:len(e.To.deps)-1]
 			e.From.outs = e.From.outs[:len(e.From.outs)-1]
 		}
+	}
+	if _, bad := topoOrder(g.nodes); bad != nil {
+		undo()
 		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
+	}
+	if g.dev.cu != nil {
+		if err := g.dev.cudaEdges(op, g, edges, true); err != nil {
+			undo()
+			return err
+		}
 	}
 	return nil
 }
@@ -469,6 +497,11 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 			if f == e {
 				return nodeErr(op, e.To, ErrInvalidValue, "edge from %v listed twice", e.From)
 			}
+		}
+	}
+	if g.dev.cu != nil {
+		if err := g.dev.cudaEdges(op, g, edges, false); err != nil {
+			return err
 		}
 	}
 	for _, e := range edges {
@@ -504,6 +537,11 @@ func (g *Graph) DestroyNode(n *Node) error {
 	if g.memNodes > 0 {
 		return nodeErr(op, n, ErrNotSupported, "nodes cannot be destroyed in a graph with memory nodes")
 	}
+	if g.dev.cu != nil {
+		if err := g.dev.cudaDestroyNode(op, n); err != nil {
+			return err
+		}
+	}
 	for _, d := range n.deps {
 		d.outs = remove(d.outs, n)
 	}
@@ -528,6 +566,9 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
+	if g.dev.cu != nil {
+		g.dev.cudaDestroyGraph(g)
+	}
 	if g.va != nil {
 		// Live allocations stay: destroying a graph frees nothing.
 		gm := g.dev.gmIfAny()
@@ -565,6 +606,9 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 	defer g.mu.Unlock()
 	if g.memNodes > 0 {
 		return nil, nil, newErr(op, ErrNotSupported, "a graph with memory nodes cannot be cloned")
+	}
+	if g.dev.cu != nil && op == "Graph.Clone" {
+		return nil, nil, newErr(op, ErrNotSupported, "cloning is not supported on the cuda backend yet")
 	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {

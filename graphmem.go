@@ -619,6 +619,9 @@ func (d *Device) GraphMemStats() (GraphMemStats, error) {
 	if err := d.check("Device.GraphMemStats"); err != nil {
 		return GraphMemStats{}, err
 	}
+	if d.cu != nil {
+		return GraphMemStats{}, newErr("Device.GraphMemStats", ErrNotSupported, "not supported on the cuda backend yet")
+	}
 	gm := d.gmIfAny()
 	if gm == nil {
 		return GraphMemStats{}, nil
@@ -799,6 +802,9 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	}
 	if p == 0 {
 		return nil // cudaFreeAsync(NULL) succeeds
+	}
+	if s.cu != 0 {
+		return newErr(opName, ErrNotSupported, "stream-ordered allocation is not supported on the cuda backend yet")
 	}
 	if s.capturing.Load() {
 		if _, err := s.captureNode(opName, MemFreeParams{p}); err != errCaptureEnded {

@@ -254,12 +254,12 @@ func TestLiveAllocationKeepsItsMemory(t *testing.T) {
 func TestConcurrentStreamsGetSeparateMemory(t *testing.T) {
 	d := open(t)
 	s1, s2 := stream(t, d), stream(t, d)
-	release := make(chan struct{})
+	release, started := make(chan struct{}), make(chan struct{})
 	var seen float32
 	g1 := graph(t, d)
 	a1, x := addAlloc(t, g1, mib)
 	f1 := fillNode(t, g1, x, 1024, 1, a1)
-	h := must[*gg.Node](t)(g1.AddHostNode(func() { <-release; seen = gg.Slice[float32](x, 1)[0] }, f1))
+	h := must[*gg.Node](t)(g1.AddHostNode(func() { close(started); <-release; seen = gg.Slice[float32](x, 1)[0] }, f1))
 	addFree(t, g1, x, h)
 	g2 := graph(t, d)
 	a2, y := addAlloc(t, g2, mib)
@@ -269,6 +269,7 @@ func TestConcurrentStreamsGetSeparateMemory(t *testing.T) {
 	ok(t, e2.Launch(s1)) // bind g2 to s1 first, so both would share s1's memory
 	ok(t, s1.Synchronize())
 	ok(t, e1.Launch(s1))
+	<-started            // g1 is running, on stream 1's memory
 	ok(t, e2.Launch(s2)) // runs while g1 waits inside its launch
 	ok(t, s2.Synchronize())
 	close(release)

@@ -124,8 +124,11 @@ func (d *Device) prepareKernel(p *KernelParams) (kernelOp, *Code, string) {
 	if k == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
 	}
-	if k.Go == nil {
+	if d.cu == nil && k.Go == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
+	}
+	if d.cu != nil && k.CUDA == "" {
+		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no CUDA body for the cuda backend", k.Name)
 	}
 	pr := &d.props
 	if !dimIn(p.Grid, pr.MaxGridDim) {

@@ -35,6 +35,9 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
+	if d.cu != nil {
+		return d.cudaMalloc(n)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	off, err := d.alloc.Alloc(uint64(n))
@@ -66,6 +69,9 @@ func (sc *Scope) Free(p DevicePtr) error {
 	}
 	if p == 0 {
 		return nil
+	}
+	if d.cu != nil {
+		return d.cudaFree(p)
 	}
 	if !d.res.Contains(uintptr(p), 1) {
 		d.syncAll()

@@ -394,6 +394,9 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 }
 
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
+	if s.cu != 0 {
+		return 0, newErr(opName, ErrNotSupported, "stream-ordered allocation is not supported on the cuda backend yet")
+	}
 	if e := s.dev.sticky.Load(); e != nil {
 		return 0, withOp(opName, e)
 	}

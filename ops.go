@@ -231,32 +231,44 @@ func (d *Device) prepareMemcpy(p *MemcpyParams) (op, *Code, string) {
 
 // prepareMemset checks a memset and resolves its device range.
 func (d *Device) prepareMemset(p *MemsetParams) (op, *Code, string) {
+	sh, code, msg := d.memsetShape(p)
+	if code != nil {
+		return op{}, code, msg
+	}
+	var dst []byte
+	if sh.total > 0 {
+		b, err := d.deviceBytes(p.Dst, sh.total)
+		if err != nil {
+			return op{}, ErrInvalidValue, err.Error()
+		}
+		dst = b
+	}
+	return op{kind: opMemset, dst: dst, set: memsetOp{p.Value, p.ElementSize, p.Width, p.Height, sh.pitch}}, nil, ""
+}
+
+// memsetShape is what a memset touches: rows pitch bytes apart, total bytes
+// from the first to the end of the last row.
+type memsetShape struct{ pitch, total int }
+
+// memsetShape checks a memset's parameters, for every backend.
+func (d *Device) memsetShape(p *MemsetParams) (memsetShape, *Code, string) {
 	switch p.ElementSize {
 	case 1, 2, 4:
 	default:
-		return op{}, ErrInvalidValue, fmt.Sprintf("element size %d is not 1, 2 or 4", p.ElementSize)
+		return memsetShape{}, ErrInvalidValue, fmt.Sprintf("element size %d is not 1, 2 or 4", p.ElementSize)
 	}
 	if p.ElementSize < 4 && p.Value>>(8*p.ElementSize) != 0 {
-		return op{}, ErrInvalidValue, fmt.Sprintf("value %#x does not fit in %d bytes", p.Value, p.ElementSize)
+		return memsetShape{}, ErrInvalidValue, fmt.Sprintf("value %#x does not fit in %d bytes", p.Value, p.ElementSize)
 	}
 	if p.Width < 0 || p.Height < 1 {
-		return op{}, ErrInvalidValue, fmt.Sprintf("width %d, height %d", p.Width, p.Height)
+		return memsetShape{}, ErrInvalidValue, fmt.Sprintf("width %d, height %d", p.Width, p.Height)
 	}
 	rowBytes := p.Width * p.ElementSize
 	pitch := p.Pitch
 	if p.Height == 1 {
 		pitch = rowBytes
 	} else if pitch < rowBytes {
-		return op{}, ErrInvalidValue, fmt.Sprintf("pitch %d is less than a row (%d bytes)", pitch, rowBytes)
+		return memsetShape{}, ErrInvalidValue, fmt.Sprintf("pitch %d is less than a row (%d bytes)", pitch, rowBytes)
 	}
-	total := pitch*(p.Height-1) + rowBytes
-	var dst []byte
-	if total > 0 {
-		b, err := d.deviceBytes(p.Dst, total)
-		if err != nil {
-			return op{}, ErrInvalidValue, err.Error()
-		}
-		dst = b
-	}
-	return op{kind: opMemset, dst: dst, set: memsetOp{p.Value, p.ElementSize, p.Width, p.Height, pitch}}, nil, ""
+	return memsetShape{pitch, pitch*(p.Height-1) + rowBytes}, nil, ""
 }

@@ -26,6 +26,8 @@ type Stream struct {
 	waiters   int
 	destroyed atomic.Bool
 
+	cu uintptr // the native CUstream on the cuda backend
+
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
 	cap       *captureSeq // guarded by dev.cap.mu
 	capDeps   []*Node     // the capture's dependency set for this stream
@@ -39,6 +41,11 @@ func (d *Device) NewStream() (*Stream, error) {
 	s := &Stream{dev: d, queue: make([]op, 16)}
 	s.cond.L = &s.mu
 	s.wake.L = &s.mu
+	if d.cu != nil {
+		if err := d.cudaNewStream(s); err != nil {
+			return nil, err
+		}
+	}
 	d.mu.Lock()
 	d.streams[s] = struct{}{}
 	d.mu.Unlock()
@@ -194,6 +201,9 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
+	if s.cu != 0 {
+		return s.cudaSynchronize(opName)
+	}
 	s.wait()
 	s.dev.poolsAfterSync()
 	if e := s.dev.sticky.Load(); e != nil {
@@ -211,6 +221,9 @@ func (s *Stream) Query() error {
 	}
 	if err := s.syncProhibited(opName); err != nil {
 		return err
+	}
+	if s.cu != 0 {
+		return s.cudaQuery(opName)
 	}
 	s.mu.Lock()
 	pending := s.completed < s.submitted
@@ -232,6 +245,9 @@ func (s *Stream) Destroy() error {
 	s.destroyed.Store(true)
 	s.mu.Unlock()
 	s.shutdown()
+	if s.cu != 0 {
+		return s.cudaDestroy(opName)
+	}
 	return nil
 }
 
@@ -252,6 +268,9 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 		if _, err := s.captureNode(opName, *p); err != errCaptureEnded {
 			return err
 		}
+	}
+	if s.cu != 0 {
+		return s.cudaLaunch(opName, p)
 	}
 	k, code, msg := s.dev.prepareKernel(p)
 	if code != nil {
@@ -276,6 +295,9 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
+	if s.cu != 0 {
+		return s.cudaHostFunc(opName, fn)
+	}
 	return s.enqueue(opName, op{kind: opHost, host: fn}, nil)
 }
 
@@ -290,6 +312,9 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
 			return err
 		}
+	}
+	if s.cu != 0 {
+		return s.cudaMemcpy(opName, &p)
 	}
 	o, code, msg := s.dev.prepareMemcpy(&p)
 	if code != nil {
@@ -308,6 +333,9 @@ func (s *Stream) Memset(p MemsetParams) error {
 		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
 			return err
 		}
+	}
+	if s.cu != 0 {
+		return s.cudaMemset(opName, &p)
 	}
 	o, code, msg := s.dev.prepareMemset(&p)
 	if code != nil {
@@ -330,6 +358,9 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
+	if d.cu != nil {
+		return d.cudaMemcpySync(opName, &p)
+	}
 	o, code, msg := d.prepareMemcpy(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
@@ -349,6 +380,9 @@ func (sc *Scope) Memset(p MemsetParams) error {
 	}
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
+	}
+	if d.cu != nil {
+		return d.cudaMemsetSync(opName, &p)
 	}
 	o, code, msg := d.prepareMemset(&p)
 	if code != nil {

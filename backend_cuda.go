@@ -1,0 +1,654 @@
+//go:build linux
+
+package gpugraph
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/cuda"
+)
+
+// The cuda backend: the same API on an NVIDIA GPU through the driver API.
+// Streams, events, graphs and executable graphs are the driver's own, so
+// launches cost what native launches cost and work enqueued on a stream's
+// native handle by other libraries is ordered (and captured) with ours.
+//
+// Every call makes the device's primary context current on the calling OS
+// thread, with the goroutine locked to it for the call: a context is
+// current per thread, and goroutines move between threads.
+
+// BackendCUDA names the cuda backend in Open.
+const BackendCUDA = "cuda"
+
+type cudaDev struct {
+	drv          *cuda.Driver
+	ord          int
+	ctx          uintptr
+	major, minor int
+	cm           *cuda.CMem // kernel parameter arrays, one call at a time
+
+	mu     sync.Mutex
+	funcs  map[*Kernel]uintptr
+	allocs []cudaAlloc // live cuMemAlloc allocations by address, for range checks
+}
+
+type cudaAlloc struct {
+	p    DevicePtr
+	size int
+}
+
+func openCUDA() (*Device, error) {
+	const op = "Open"
+	drv, err := cuda.Load()
+	if err != nil {
+		return nil, newErr(op, ErrNoDevice, "%v", err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil || n == 0 {
+		return nil, newErr(op, ErrNoDevice, "no CUDA device: %v", err)
+	}
+	dev, err := drv.DeviceGet(0)
+	if err != nil {
+		return nil, cudaErr(op, err)
+	}
+	ctx, err := drv.PrimaryContext(dev)
+	if err != nil {
+		return nil, cudaErr(op, err)
+	}
+	cm, err := cuda.NewCMem(1 << 20)
+	if err != nil {
+		return nil, newErr(op, ErrMemoryAllocation, "%v", err)
+	}
+	c := &cudaDev{drv: drv, ord: dev, ctx: ctx, cm: cm, funcs: map[*Kernel]uintptr{}}
+	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
+	c.major, c.minor = attr(cuda.AttrComputeCapMajor), attr(cuda.AttrComputeCapMinor)
+	name, _ := drv.DeviceName(dev)
+	mem, _ := drv.TotalMem(dev)
+	d := &Device{
+		props: Properties{
+			Name: name, Backend: BackendCUDA, DriverVersion: drv.Version(),
+			MemoryPoolsSupported: attr(cuda.AttrMemoryPoolsSupported) != 0,
+			TotalMem:             mem,
+			MultiProcessorCount:  attr(cuda.AttrMultiprocessorCount),
+			MaxThreadsPerBlock:   attr(cuda.AttrMaxThreadsPerBlock),
+			MaxBlockDim:          Dim3{attr(cuda.AttrMaxBlockDimX), attr(cuda.AttrMaxBlockDimY), attr(cuda.AttrMaxBlockDimZ)},
+			MaxGridDim:           Dim3{attr(cuda.AttrMaxGridDimX), attr(cuda.AttrMaxGridDimY), attr(cuda.AttrMaxGridDimZ)},
+			WarpSize:             attr(cuda.AttrWarpSize),
+			SharedMemPerBlock:    attr(cuda.AttrMaxSharedPerBlock),
+		},
+		cu:      c,
+		streams: map[*Stream]struct{}{},
+	}
+	return d, nil
+}
+
+// do runs f with the device's context current on a locked OS thread.
+func (c *cudaDev) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.drv.SetCurrent(c.ctx); err != nil {
+		return err
+	}
+	return f()
+}
+
+// cudaErr maps a driver error to the Code of the same name.
+func cudaErr(op string, err error) error {
+	var r *cuda.Result
+	if !errors.As(err, &r) {
+		return newErr(op, ErrLaunchFailure, "%v", err)
+	}
+	code, ok := cudaCodes[r.Code]
+	if !ok {
+		code = &Code{r.Code, r.Name, "CUDA driver error"}
+	}
+	return newErr(op, code, "%s", r.Call)
+}
+
+// cudaCodes maps CUresult values to the Codes with CUDA runtime names.
+var cudaCodes = map[int]*Code{
+	1: ErrInvalidValue, 2: ErrMemoryAllocation, 100: ErrNoDevice, 101: ErrInvalidDevice,
+	400: ErrInvalidResourceHandle, 401: ErrIllegalState, 600: ErrNotReady, 700: ErrIllegalAddress,
+	701: ErrInvalidConfiguration, 709: ErrContextIsDestroyed, 719: ErrLaunchFailure, 801: ErrNotSupported,
+	900: ErrStreamCaptureUnsupported, 901: ErrStreamCaptureInvalidated, 902: ErrStreamCaptureMerge,
+	903: ErrStreamCaptureUnmatched, 904: ErrStreamCaptureUnjoined, 905: ErrStreamCaptureIsolation,
+	906: ErrStreamCaptureImplicit, 907: ErrCapturedEvent, 908: ErrStreamCaptureWrongThread,
+	500: ErrInvalidDeviceFunction, 218: ErrInvalidDeviceFunction, 209: ErrInvalidDeviceFunction,
+}
+
+// function returns k's CUDA function, compiling k.CUDA (CUDA C++ with NVRTC,
+// or PTX as is) on first use on this device.
+func (c *cudaDev) function(k *Kernel) (uintptr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.funcs[k]; ok {
+		return f, nil
+	}
+	var image []byte
+	if strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version") {
+		image = append([]byte(k.CUDA), 0)
+	} else {
+		nv, err := cuda.LoadNVRTC()
+		if err != nil {
+			return 0, err
+		}
+		if image, err = nv.Compile(k.CUDA, k.Name, c.major, c.minor); err != nil {
+			return 0, fmt.Errorf("kernel %q: %v", k.Name, err)
+		}
+	}
+	var f uintptr
+	err := c.do(func() error {
+		mod, err := c.drv.ModuleLoadData(image)
+		if err != nil {
+			return err
+		}
+		f, err = c.drv.ModuleGetFunction(mod, k.Name)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.funcs[k] = f
+	return f, nil
+}
+
+// checkRange reports whether [p, p+n) lies inside one live allocation.
+func (c *cudaDev) checkRange(p DevicePtr, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > p }) - 1
+	if i < 0 || p+DevicePtr(n) > c.allocs[i].p+DevicePtr(c.allocs[i].size) {
+		return fmt.Errorf("[%#x, +%d) is not inside a live allocation of this device", uint64(p), n)
+	}
+	return nil
+}
+
+func (c *cudaDev) malloc(n int) (DevicePtr, error) {
+	var p uint64
+	err := c.do(func() error { var err error; p, err = c.drv.MemAlloc(n); return err })
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > DevicePtr(p) })
+	c.allocs = append(c.allocs, cudaAlloc{})
+	copy(c.allocs[i+1:], c.allocs[i:])
+	c.allocs[i] = cudaAlloc{DevicePtr(p), n}
+	c.mu.Unlock()
+	return DevicePtr(p), nil
+}
+
+func (c *cudaDev) free(p DevicePtr) (bool, error) {
+	c.mu.Lock()
+	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p >= p })
+	if i == len(c.allocs) || c.allocs[i].p != p {
+		c.mu.Unlock()
+		return false, nil
+	}
+	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
+	c.mu.Unlock()
+	return true, c.do(func() error { return c.drv.Call("cuMemFree_v2", uintptr(p)) })
+}
+
+// cudaKernel checks a launch for the cuda backend and resolves its function.
+func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) {
+	k, code, msg := d.prepareKernel(p)
+	if code != nil {
+		return k, 0, code, msg
+	}
+	f, err := d.cu.function(k.k)
+	if err != nil {
+		return k, 0, ErrInvalidDeviceFunction, err.Error()
+	}
+	return k, f, nil, ""
+}
+
+func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
+
+// launch launches a kernel into a native stream.
+func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.drv.SetCurrent(c.ctx); err != nil {
+		return err
+	}
+	c.cm.Lock()
+	defer c.cm.Unlock()
+	return c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, c.cm.Params(k.args.w))
+}
+
+// cudaCopy checks a copy on the cuda backend and returns the memcpy
+// direction's driver call and its arguments.
+func (d *Device) cudaCopy(p *MemcpyParams) (string, []uintptr, *Code, string) {
+	if p.Size < 0 {
+		return "", nil, ErrInvalidValue, fmt.Sprintf("negative size %d", p.Size)
+	}
+	check := func(name string, dev DevicePtr, host []byte) string {
+		if host != nil {
+			if dev != 0 {
+				return name + ": both a device pointer and a host slice given"
+			}
+			if len(host) < p.Size {
+				return fmt.Sprintf("%s: host slice of %d bytes is shorter than the copy (%d)", name, len(host), p.Size)
+			}
+			return ""
+		}
+		if p.Size > 0 {
+			if err := d.cu.checkRange(dev, p.Size); err != nil {
+				return name + ": " + err.Error()
+			}
+		}
+		return ""
+	}
+	if msg := check("destination", p.Dst, p.DstHost); msg != "" {
+		return "", nil, ErrInvalidValue, msg
+	}
+	if msg := check("source", p.Src, p.SrcHost); msg != "" {
+		return "", nil, ErrInvalidValue, msg
+	}
+	hostPtr := func(b []byte) uintptr {
+		if len(b) == 0 {
+			return 0
+		}
+		return uintptr(unsafe.Pointer(&b[0]))
+	}
+	switch p.Kind() {
+	case "HtoD":
+		return "cuMemcpyHtoDAsync_v2", []uintptr{uintptr(p.Dst), hostPtr(p.SrcHost), uintptr(p.Size)}, nil, ""
+	case "DtoH":
+		return "cuMemcpyDtoHAsync_v2", []uintptr{hostPtr(p.DstHost), uintptr(p.Src), uintptr(p.Size)}, nil, ""
+	case "DtoD":
+		return "cuMemcpyDtoDAsync_v2", []uintptr{uintptr(p.Dst), uintptr(p.Src), uintptr(p.Size)}, nil, ""
+	}
+	return "", nil, ErrNotSupported, "host-to-host copies are not supported on the cuda backend"
+}
+
+// cudaMemset checks a memset on the cuda backend and returns its call.
+func (d *Device) cudaMemset(p *MemsetParams) (string, []uintptr, *Code, string) {
+	o, code, msg := d.memsetShape(p)
+	if code != nil {
+		return "", nil, code, msg
+	}
+	if p.Height == 1 {
+		// cuMemsetD2D* wants a pitch of at least a row even for one row.
+		o.pitch = max(o.pitch, 1)
+	}
+	if o.total > 0 {
+		if err := d.cu.checkRange(p.Dst, o.total); err != nil {
+			return "", nil, ErrInvalidValue, err.Error()
+		}
+	}
+	name := map[int]string{1: "cuMemsetD2D8Async", 2: "cuMemsetD2D16Async", 4: "cuMemsetD2D32Async"}[p.ElementSize]
+	return name, []uintptr{uintptr(p.Dst), uintptr(o.pitch), uintptr(p.Value), uintptr(p.Width), uintptr(p.Height)}, nil, ""
+}
+
+// Host functions run through one C callback; userData indexes hostFuncs.
+var (
+	hostCallbackOnce sync.Once
+	hostCallback     uintptr
+	hostFuncs        sync.Map // uintptr -> *hostFunc
+	hostFuncIDs      atomic.Uintptr
+)
+
+type hostFunc struct {
+	fn      func()
+	oneShot bool
+	dev     *Device
+}
+
+func cudaHostCallback() uintptr {
+	hostCallbackOnce.Do(func() {
+		hostCallback = purego.NewCallback(func(id uintptr) uintptr {
+			v, ok := hostFuncs.Load(id)
+			if !ok {
+				return 0
+			}
+			h := v.(*hostFunc)
+			if h.oneShot {
+				hostFuncs.Delete(id)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						h.dev.fail(newErr("host function", ErrLaunchFailure, "panic: %v", p))
+					}
+				}()
+				h.fn()
+			}()
+			return 0
+		})
+	})
+	return hostCallback
+}
+
+func registerHostFunc(d *Device, fn func(), oneShot bool) uintptr {
+	id := hostFuncIDs.Add(1)
+	hostFuncs.Store(id, &hostFunc{fn, oneShot, d})
+	return id
+}
+
+// Native graph nodes.
+
+// cudaAddNode adds n's native node to g's native graph.
+func (d *Device) cudaAddNode(g *Graph, n *Node) error {
+	c := d.cu
+	deps := make([]uintptr, len(n.deps))
+	for i, x := range n.deps {
+		deps[i] = x.cu
+	}
+	var h uintptr
+	err := c.do(func() error {
+		var err error
+		switch p := n.params.(type) {
+		case KernelParams:
+			k, f, code, msg := d.cudaKernel(&p)
+			if code != nil {
+				return newErr("", code, "%s", msg)
+			}
+			c.cm.Lock()
+			defer c.cm.Unlock()
+			kp := (*cuda.KernelNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.KernelNodeParams{}))))
+			*kp = cuda.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
+				BlockX: uint32(k.block.X), BlockY: uint32(k.block.Y), BlockZ: uint32(k.block.Z),
+				SharedMemBytes: uint32(k.shared), KernelParams: c.cm.Params(k.args.w)}
+			h, err = c.drv.AddKernelNode(g.cu, deps, kp)
+		case EmptyParams:
+			h, err = c.drv.AddEmptyNode(g.cu, deps)
+		case ChildGraphParams:
+			h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu)
+		case EventRecordParams:
+			h, err = c.drv.AddEventNode(true, g.cu, deps, p.Event.cu)
+		case EventWaitParams:
+			h, err = c.drv.AddEventNode(false, g.cu, deps, p.Event.cu)
+		case MemsetParams:
+			o, code, msg := d.memsetShape(&p)
+			if code != nil {
+				return newErr("", code, "%s", msg)
+			}
+			c.cm.Lock()
+			defer c.cm.Unlock()
+			mp := (*cuda.MemsetNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemsetNodeParams{}))))
+			*mp = cuda.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
+				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
+			h, err = c.drv.AddMemsetNode(g.cu, deps, mp, c.ctx)
+		case MemcpyParams:
+			c.cm.Lock()
+			defer c.cm.Unlock()
+			mp := (*cuda.Memcpy3D)(c.cm.Alloc(int(unsafe.Sizeof(cuda.Memcpy3D{}))))
+			*mp = cuda.Memcpy3D{WidthInBytes: uint64(p.Size), Height: 1, Depth: 1}
+			if p.SrcHost != nil {
+				mp.SrcMemoryType, mp.SrcHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.SrcHost[0]))
+			} else {
+				mp.SrcMemoryType, mp.SrcDevice = cuda.MemoryTypeDevice, uint64(p.Src)
+			}
+			if p.DstHost != nil {
+				mp.DstMemoryType, mp.DstHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.DstHost[0]))
+			} else {
+				mp.DstMemoryType, mp.DstDevice = cuda.MemoryTypeDevice, uint64(p.Dst)
+			}
+			h, err = c.drv.AddMemcpyNode(g.cu, deps, mp, c.ctx)
+		case HostParams:
+			c.cm.Lock()
+			defer c.cm.Unlock()
+			hp := (*[2]uintptr)(c.cm.Alloc(16))
+			hp[0], hp[1] = cudaHostCallback(), registerHostFunc(d, p.Fn, false)
+			var node uintptr
+			err = c.drv.Call("cuGraphAddHostNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(hp)))
+			h = node
+		default:
+			return newErr("", ErrNotSupported, "%v nodes are not supported on the cuda backend yet", n.typ)
+		}
+		return err
+	})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e
+		}
+		return cudaErr("", err)
+	}
+	n.cu = h
+	return nil
+}
+
+func cudaDeps(deps []uintptr) uintptr {
+	if len(deps) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&deps[0]))
+}
+
+// Dispatch from the public API. Each runs after the API's own checks.
+
+var errCUDANotYet = "is not supported on the cuda backend yet"
+
+func (d *Device) cudaSynchronize() error {
+	return d.cuCall("Device.Synchronize", func() error { return d.cu.drv.Call("cuCtxSynchronize") })
+}
+
+// cuCall runs f in the device's context and maps its error.
+func (d *Device) cuCall(op string, f func() error) error {
+	if err := d.cu.do(f); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return withOp(op, e)
+		}
+		return cudaErr(op, err)
+	}
+	return nil
+}
+
+func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
+	p, err := d.cu.malloc(n)
+	if err != nil {
+		return 0, cudaErr("Device.Malloc", err)
+	}
+	return p, nil
+}
+
+func (d *Device) cudaFree(p DevicePtr) error {
+	ok, err := d.cu.free(p)
+	if !ok {
+		return newErr("Device.Free", ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
+	}
+	if err != nil {
+		return cudaErr("Device.Free", err)
+	}
+	return nil
+}
+
+func (d *Device) cudaMemcpySync(op string, p *MemcpyParams) error {
+	call, args, code, msg := d.cudaCopy(p)
+	if code != nil {
+		return newErr(op, code, "%s", msg)
+	}
+	return d.cuCall(op, func() error {
+		if err := d.cu.drv.Call("cuCtxSynchronize"); err != nil {
+			return err
+		}
+		if err := d.cu.drv.Call(call, append(args, 0)...); err != nil {
+			return err
+		}
+		return d.cu.drv.Call("cuStreamSynchronize", 0)
+	})
+}
+
+func (d *Device) cudaMemsetSync(op string, p *MemsetParams) error {
+	call, args, code, msg := d.cudaMemset(p)
+	if code != nil {
+		return newErr(op, code, "%s", msg)
+	}
+	return d.cuCall(op, func() error {
+		if err := d.cu.drv.Call("cuCtxSynchronize"); err != nil {
+			return err
+		}
+		if err := d.cu.drv.Call(call, append(args, 0)...); err != nil {
+			return err
+		}
+		return d.cu.drv.Call("cuStreamSynchronize", 0)
+	})
+}
+
+func (d *Device) cudaNewStream(s *Stream) error {
+	return d.cuCall("Device.NewStream", func() error {
+		var err error
+		s.cu, err = d.cu.drv.StreamCreate(1) // CU_STREAM_NON_BLOCKING: no implicit legacy-stream sync
+		return err
+	})
+}
+
+func (d *Device) cudaNewEvent(e *Event) error {
+	flags := 0
+	if e.flags&EventDisableTiming != 0 {
+		flags = 2 // CU_EVENT_DISABLE_TIMING
+	}
+	return d.cuCall("Device.NewEvent", func() error {
+		var err error
+		e.cu, err = d.cu.drv.EventCreate(flags)
+		return err
+	})
+}
+
+func (d *Device) cudaNewGraph(g *Graph) error {
+	return d.cuCall("Device.NewGraph", func() error {
+		var err error
+		g.cu, err = d.cu.drv.GraphCreate()
+		return err
+	})
+}
+
+func (d *Device) cudaEdges(op string, g *Graph, edges []Edge, add bool) error {
+	from, to := make([]uintptr, len(edges)), make([]uintptr, len(edges))
+	for i, e := range edges {
+		from[i], to[i] = e.From.cu, e.To.cu
+	}
+	name := "cuGraphRemoveDependencies_v2"
+	if add {
+		name = "cuGraphAddDependencies_v2"
+	}
+	return d.cuCall(op, func() error {
+		return d.cu.drv.Call(name, g.cu, cudaDeps(from), cudaDeps(to), 0, uintptr(len(edges)))
+	})
+}
+
+func (d *Device) cudaDestroyNode(op string, n *Node) error {
+	return d.cuCall(op, func() error { return d.cu.drv.Call("cuGraphDestroyNode", n.cu) })
+}
+
+func (d *Device) cudaDestroyGraph(g *Graph) {
+	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.Call("cuGraphDestroy", g.cu) })
+}
+
+func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, flags InstantiateFlags) error {
+	return d.cuCall(op, func() error {
+		var err error
+		e.cu, err = d.cu.drv.Instantiate(g.cu, uint64(flags))
+		return err
+	})
+}
+
+func (s *Stream) cudaLaunch(op string, p *KernelParams) error {
+	d := s.dev
+	k, f, code, msg := d.cudaKernel(p)
+	if code != nil {
+		return newErr(op, code, "%s", msg)
+	}
+	if err := d.cu.launch(k, f, s.cu); err != nil {
+		return cudaErr(op, err)
+	}
+	return nil
+}
+
+func (s *Stream) cudaHostFunc(op string, fn func()) error {
+	id := registerHostFunc(s.dev, fn, true)
+	return s.dev.cuCall(op, func() error {
+		return s.dev.cu.drv.Call("cuLaunchHostFunc", s.cu, cudaHostCallback(), id)
+	})
+}
+
+func (s *Stream) cudaMemcpy(op string, p *MemcpyParams) error {
+	call, args, code, msg := s.dev.cudaCopy(p)
+	if code != nil {
+		return newErr(op, code, "%s", msg)
+	}
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call(call, append(args, s.cu)...) })
+}
+
+func (s *Stream) cudaMemset(op string, p *MemsetParams) error {
+	call, args, code, msg := s.dev.cudaMemset(p)
+	if code != nil {
+		return newErr(op, code, "%s", msg)
+	}
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call(call, append(args, s.cu)...) })
+}
+
+func (s *Stream) cudaRecord(op string, e *Event) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuEventRecord", e.cu, s.cu) })
+}
+
+func (s *Stream) cudaWait(op string, e *Event) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamWaitEvent", s.cu, e.cu, 0) })
+}
+
+func (s *Stream) cudaSynchronize(op string) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamSynchronize", s.cu) })
+}
+
+func (s *Stream) cudaQuery(op string) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamQuery", s.cu) })
+}
+
+func (s *Stream) cudaDestroy(op string) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamDestroy_v2", s.cu) })
+}
+
+func (e *Event) cudaSynchronize(op string) error {
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventSynchronize", e.cu) })
+}
+
+func (e *Event) cudaQuery(op string) error {
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventQuery", e.cu) })
+}
+
+func (e *Event) cudaDestroy(op string) error {
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventDestroy_v2", e.cu) })
+}
+
+func cudaElapsed(op string, start, end *Event) (float32, error) {
+	var ms float32
+	err := start.dev.cuCall(op, func() error {
+		var err error
+		ms, err = start.dev.cu.drv.ElapsedTime(start.cu, end.cu)
+		return err
+	})
+	return ms, err
+}
+
+func (e *Exec) cudaLaunch(op string, s *Stream) error {
+	c := e.dev.cu
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := c.drv.SetCurrent(c.ctx); err != nil {
+		return cudaErr(op, err)
+	}
+	if err := c.drv.GraphLaunch(e.cu, s.cu); err != nil {
+		return cudaErr(op, err)
+	}
+	return nil
+}
+
+func (e *Exec) cudaUpload(op string, s *Stream) error {
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphUpload", e.cu, s.cu) })
+}
+
+func (e *Exec) cudaDestroy(op string) error {
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphExecDestroy", e.cu) })
+}

@@ -1,0 +1,172 @@
+//go:build linux
+
+// Package cuda binds the CUDA driver API (libcuda.so.1) and NVRTC
+// (libnvrtc) at run time with purego, so the module builds with
+// CGO_ENABLED=0 and needs no CUDA toolkit to compile. Every call goes
+// through purego.SyscallN on a function pointer looked up once; the
+// reflection path of purego.RegisterLibFunc (about 1 µs a call) is never
+// used.
+//
+// The package is a thin layer: handles are uintptrs, errors are Result
+// values with the driver's name. Semantics live in package gpugraph.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Result is a CUresult other than CUDA_SUCCESS.
+type Result struct {
+	Code int
+	Name string
+	Call string
+}
+
+func (r *Result) Error() string { return fmt.Sprintf("%s: %s (%d)", r.Call, r.Name, r.Code) }
+
+// ErrNoDriver is returned by Load when libcuda.so.1 cannot be loaded.
+var ErrNoDriver = errors.New("cuda: libcuda.so.1 not found (no NVIDIA driver)")
+
+// Driver holds the driver's entry points.
+type Driver struct {
+	lib uintptr
+	fn  map[string]uintptr
+}
+
+var (
+	loadOnce sync.Once
+	driver   *Driver
+	loadErr  error
+)
+
+// Load loads libcuda.so.1 and calls cuInit, once per process.
+func Load() (*Driver, error) {
+	loadOnce.Do(func() {
+		lib, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			loadErr = fmt.Errorf("%w: %v", ErrNoDriver, err)
+			return
+		}
+		d := &Driver{lib: lib, fn: map[string]uintptr{}}
+		for _, name := range driverSymbols {
+			// A symbol this driver lacks fails only the calls that need it.
+			if p, err := purego.Dlsym(lib, name); err == nil {
+				d.fn[name] = p
+			}
+		}
+		if err := d.Call("cuInit", 0); err != nil {
+			loadErr = err
+			return
+		}
+		driver = d
+	})
+	return driver, loadErr
+}
+
+// driverSymbols are the entry points used, with the versioned names the
+// driver exports for the current ABI.
+var driverSymbols = []string{
+	"cuInit", "cuDriverGetVersion", "cuGetErrorName",
+	"cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceTotalMem_v2", "cuDeviceGetAttribute",
+	"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
+	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
+	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
+	"cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async",
+	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchHostFunc",
+	"cuGraphCreate", "cuGraphDestroy", "cuGraphAddKernelNode_v2", "cuGraphAddEmptyNode", "cuGraphAddChildGraphNode",
+	"cuGraphAddMemsetNode", "cuGraphAddMemcpyNode", "cuGraphAddHostNode", "cuGraphAddEventRecordNode", "cuGraphAddEventWaitNode",
+	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphUpload", "cuGraphExecDestroy",
+	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
+	"cuGraphAddDependencies_v2", "cuGraphRemoveDependencies_v2", "cuGraphDestroyNode", "cuCtxGetCurrent",
+}
+
+// Call calls the named driver function, which must be in driverSymbols.
+func (d *Driver) Call(name string, args ...uintptr) error {
+	f := d.fn[name]
+	if f == 0 {
+		return &Result{Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Call: name + " (not exported by this driver)"}
+	}
+	r, _, _ := purego.SyscallN(f, args...)
+	return d.check(name, r)
+}
+
+// Fn returns an entry point, for hot paths that call SyscallN themselves.
+func (d *Driver) Fn(name string) uintptr { return d.fn[name] }
+
+func (d *Driver) check(call string, r uintptr) error {
+	if r == 0 {
+		return nil
+	}
+	var s *byte
+	purego.SyscallN(d.fn["cuGetErrorName"], r, uintptr(unsafe.Pointer(&s)))
+	return &Result{Code: int(r), Name: GoString(s), Call: call}
+}
+
+// Check turns the result of a hot-path SyscallN into an error.
+func (d *Driver) Check(call string, r uintptr) error { return d.check(call, r) }
+
+// GoString copies a NUL-terminated C string.
+func GoString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	var n int
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
+// CString returns a NUL-terminated copy of s in Go memory holding no Go
+// pointers, which C may read during the call.
+func CString(s string) *byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return &b[0]
+}
+
+// Attribute numbers of cuDeviceGetAttribute used here.
+const (
+	AttrMaxThreadsPerBlock   = 1
+	AttrMaxBlockDimX         = 2
+	AttrMaxBlockDimY         = 3
+	AttrMaxBlockDimZ         = 4
+	AttrMaxGridDimX          = 5
+	AttrMaxGridDimY          = 6
+	AttrMaxGridDimZ          = 7
+	AttrMaxSharedPerBlock    = 8
+	AttrWarpSize             = 10
+	AttrMultiprocessorCount  = 16
+	AttrComputeCapMajor      = 75
+	AttrComputeCapMinor      = 76
+	AttrMemoryPoolsSupported = 115
+)
+
+// Attribute returns a device attribute.
+func (d *Driver) Attribute(attr int, dev int) (int, error) {
+	var v int32
+	err := d.Call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
+	return int(v), err
+}
+
+// Version returns cuDriverGetVersion.
+func (d *Driver) Version() int {
+	var v int32
+	d.Call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
+	return int(v)
+}
+
+// DeviceName returns the name of device ordinal dev.
+func (d *Driver) DeviceName(dev int) (string, error) {
+	buf := make([]byte, 256)
+	if err := d.Call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), 256, uintptr(dev)); err != nil {
+		return "", err
+	}
+	return GoString(&buf[0]), nil
+}

@@ -1,0 +1,107 @@
+//go:build linux
+
+package cuda
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"testing"
+	"unsafe"
+)
+
+const testSrc = `
+extern "C" __global__ void empty() {}
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a * x[i] + y[i];
+}`
+
+type env struct {
+	d      *Driver
+	ctx    uintptr
+	stream uintptr
+	mod    uintptr
+	empty  uintptr
+	saxpy  uintptr
+	cm     *CMem
+}
+
+func setup(tb testing.TB) *env {
+	tb.Helper()
+	d, err := Load()
+	if errors.Is(err, ErrNoDriver) {
+		tb.Skip("no NVIDIA driver (libcuda.so.1): the cuda tests run on the GPU machine")
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	runtime.LockOSThread()
+	tb.Cleanup(runtime.UnlockOSThread)
+	dev, err := d.DeviceGet(0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, err := d.PrimaryContext(dev)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.SetCurrent(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	major, _ := d.Attribute(AttrComputeCapMajor, dev)
+	minor, _ := d.Attribute(AttrComputeCapMinor, dev)
+	nv, err := LoadNVRTC()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ptx, err := nv.Compile(testSrc, "test", major, minor)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &env{d: d, ctx: ctx}
+	if e.mod, err = d.ModuleLoadData(ptx); err != nil {
+		tb.Fatal(err)
+	}
+	e.empty, _ = d.ModuleGetFunction(e.mod, "empty")
+	e.saxpy, _ = d.ModuleGetFunction(e.mod, "saxpy")
+	if e.stream, err = d.StreamCreate(1); err != nil { // non-blocking
+		tb.Fatal(err)
+	}
+	if e.cm, err = NewCMem(1 << 16); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+func TestSaxpy(t *testing.T) {
+	e := setup(t)
+	d := e.d
+	const n = 1 << 16
+	x, _ := d.MemAlloc(4 * n)
+	y, _ := d.MemAlloc(4 * n)
+	hx, hy := make([]float32, n), make([]float32, n)
+	for i := range hx {
+		hx[i], hy[i] = float32(i), 1
+	}
+	must(t, d.Call("cuMemcpyHtoDAsync_v2", uintptr(x), uintptr(unsafe.Pointer(&hx[0])), 4*n, e.stream))
+	must(t, d.Call("cuMemcpyHtoDAsync_v2", uintptr(y), uintptr(unsafe.Pointer(&hy[0])), 4*n, e.stream))
+	e.cm.Lock()
+	params := e.cm.Params([]uint64{n, uint64(math.Float32bits(2)), x, y})
+	must(t, d.Launch(e.saxpy, [3]uint32{n / 256, 1, 1}, [3]uint32{256, 1, 1}, 0, e.stream, params))
+	e.cm.Unlock()
+	must(t, d.Call("cuMemcpyDtoHAsync_v2", uintptr(unsafe.Pointer(&hy[0])), uintptr(y), 4*n, e.stream))
+	must(t, d.Call("cuStreamSynchronize", e.stream))
+	for i, v := range hy {
+		if v != 2*float32(i)+1 {
+			t.Fatalf("y[%d] = %v", i, v)
+		}
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
