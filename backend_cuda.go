@@ -37,6 +37,7 @@ type cudaDev struct {
 
 	mu     sync.Mutex
 	funcs  map[*Kernel]uintptr
+	fast   sync.Map            // *Kernel -> uintptr, read without the lock on every launch
 	allocs []cudaAlloc // live cuMemAlloc allocations by address, for range checks
 }
 
@@ -127,6 +128,9 @@ var cudaCodes = map[int]*Code{
 // function returns k's CUDA function, compiling k.CUDA (CUDA C++ with NVRTC,
 // or PTX as is) on first use on this device.
 func (c *cudaDev) function(k *Kernel) (uintptr, error) {
+	if f, ok := c.fast.Load(k); ok {
+		return f.(uintptr), nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.funcs[k]; ok {
@@ -157,6 +161,7 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 		return 0, err
 	}
 	c.funcs[k] = f
+	c.fast.Store(k, f)
 	return f, nil
 }
 
@@ -213,16 +218,29 @@ func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) 
 
 func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
 
-// launch launches a kernel into a native stream.
+// launch launches a kernel into a native stream. Stream-bound calls take
+// their context from the stream (measured: cuLaunchKernel and cuGraphLaunch
+// succeed with no current context), so the hot path makes no
+// cuCtxSetCurrent call; only if the driver objects, because another
+// context is current on this thread, is the call repeated with ours made
+// current.
 func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := c.drv.SetCurrent(c.ctx); err != nil {
-		return err
-	}
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	return c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, c.cm.Params(k.args.w))
+	params := c.cm.Params(k.args.w)
+	err := c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, params)
+	if !contextError(err) {
+		return err
+	}
+	return c.do(func() error {
+		return c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, params)
+	})
+}
+
+// contextError reports a driver error that a current context would fix.
+func contextError(err error) bool {
+	var r *cuda.Result
+	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
 }
 
 // cudaCopy checks a copy on the cuda backend and returns the memcpy
@@ -363,13 +381,26 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 		case EmptyParams:
 			h, err = c.drv.AddEmptyNode(g.cu, deps)
 		case ChildGraphParams:
-			h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu)
+			if h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
+				var emb uintptr
+				err = c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&emb)))
+				p.Graph.cu = emb
+			}
 		case EventRecordParams:
+			if err := p.Event.check("", d); err != nil {
+				return err
+			}
 			h, err = c.drv.AddEventNode(true, g.cu, deps, p.Event.cu)
 		case EventWaitParams:
+			if err := p.Event.check("", d); err != nil {
+				return err
+			}
 			h, err = c.drv.AddEventNode(false, g.cu, deps, p.Event.cu)
 		case MemsetParams:
 			o, code, msg := d.memsetShape(&p)
+			if code == nil {
+				_, _, code, msg = d.cudaMemset(&p)
+			}
 			if code != nil {
 				return newErr("", code, "%s", msg)
 			}
@@ -380,6 +411,9 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
 			h, err = c.drv.AddMemsetNode(g.cu, deps, mp, c.ctx)
 		case MemcpyParams:
+			if _, _, code, msg := d.cudaCopy(&p); code != nil {
+				return newErr("", code, "%s", msg)
+			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
 			mp := (*cuda.Memcpy3D)(c.cm.Alloc(int(unsafe.Sizeof(cuda.Memcpy3D{}))))
@@ -396,6 +430,9 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			}
 			h, err = c.drv.AddMemcpyNode(g.cu, deps, mp, c.ctx)
 		case HostParams:
+			if p.Fn == nil {
+				return newErr("", ErrInvalidValue, "nil host function")
+			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
 			hp := (*[2]uintptr)(c.cm.Alloc(16))
@@ -634,12 +671,11 @@ func cudaElapsed(op string, start, end *Event) (float32, error) {
 
 func (e *Exec) cudaLaunch(op string, s *Stream) error {
 	c := e.dev.cu
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := c.drv.SetCurrent(c.ctx); err != nil {
-		return cudaErr(op, err)
+	err := c.drv.GraphLaunch(e.cu, s.cu) // context from the stream, as launch
+	if contextError(err) {
+		err = c.do(func() error { return c.drv.GraphLaunch(e.cu, s.cu) })
 	}
-	if err := c.drv.GraphLaunch(e.cu, s.cu); err != nil {
+	if err != nil {
 		return cudaErr(op, err)
 	}
 	return nil

@@ -196,6 +196,9 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		// On cuda the driver clones the native graph; cudaAddNode then
+		// points the Go clone at the embedded native graph.
+		c.cu = p.Graph.cu
 		child = c
 	case MemAllocParams, MemFreeParams:
 		if err := g.dev.checkMemParams(op, p); err != nil {
@@ -206,6 +209,9 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 			return nil, newErr(op, ErrNotSupported, "graph memory: %v", err)
 		}
 	default:
+		if g.dev.cu != nil {
+			break // cudaAddNode checks parameters as it makes the native node
+		}
 		if _, code, msg := g.dev.prepare(p); code != nil {
 			return nil, newErr(op, code, "%s", msg)
 		}

@@ -105,3 +105,44 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkRawLaunch is the floor of a Go launch: one cuLaunchKernel
+// through purego.SyscallN, the parameter array laid out in C memory.
+func BenchmarkRawLaunch(b *testing.B) {
+	e := setup(b)
+	e.cm.Lock()
+	params := e.cm.Params(nil)
+	e.cm.Unlock()
+	i := 0
+	for b.Loop() {
+		if err := e.d.Launch(e.empty, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, e.stream, params); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%1000 == 0 {
+			e.d.Call("cuStreamSynchronize", e.stream)
+		}
+	}
+	e.d.Call("cuStreamSynchronize", e.stream)
+}
+
+// TestLaunchWithoutCurrentContext: do stream-bound calls need the context
+// current on the calling thread? (They take it from the stream if not.)
+func TestLaunchWithoutCurrentContext(t *testing.T) {
+	e := setup(t)
+	must(t, e.d.SetCurrent(0))
+	defer e.d.SetCurrent(e.ctx)
+	e.cm.Lock()
+	params := e.cm.Params(nil)
+	e.cm.Unlock()
+	err := e.d.Launch(e.empty, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, e.stream, params)
+	t.Logf("cuLaunchKernel with no current context: %v", err)
+	err2 := e.d.Call("cuStreamSynchronize", e.stream)
+	t.Logf("cuStreamSynchronize with no current context: %v", err2)
+	g, _ := func() (uintptr, error) { e.d.SetCurrent(e.ctx); defer e.d.SetCurrent(0); return e.d.GraphCreate() }()
+	e.d.SetCurrent(e.ctx)
+	n, _ := e.d.AddEmptyNode(g, nil)
+	_ = n
+	x, _ := e.d.Instantiate(g, 0)
+	e.d.SetCurrent(0)
+	t.Logf("cuGraphLaunch with no current context: %v", e.d.GraphLaunch(x, e.stream))
+}

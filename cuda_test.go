@@ -1,0 +1,239 @@
+package gpugraph_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/bench"
+)
+
+// openCUDA opens the cuda backend or skips: these tests run on the GPU
+// machine (see docs/gpu.md), and CI has no GPU.
+func openCUDA(t *testing.T) *gg.Device {
+	t.Helper()
+	d, err := gg.Open("cuda")
+	if errors.Is(err, gg.ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+var saxpyCUDA = &gg.Kernel{
+	Name:   "saxpy",
+	Params: []gg.ParamType{gg.Int32, gg.Float32, gg.Pointer, gg.Pointer},
+	Go: func(b gg.Block, a gg.Args) {
+		n := a.Int(0)
+		x, y := gg.Slice[float32](a.Ptr(2), n), gg.Slice[float32](a.Ptr(3), n)
+		for t := 0; t < b.Dim.X; t++ {
+			if i := b.Idx.X*b.Dim.X + t; i < n {
+				y[i] += a.Float32(1) * x[i]
+			}
+		}
+	},
+	CUDA: `extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+		int i = blockIdx.x * blockDim.x + threadIdx.x;
+		if (i < n) y[i] = a * x[i] + y[i];
+	}`,
+}
+
+func TestCUDAStreamWork(t *testing.T) {
+	d := openCUDA(t)
+	p := d.Properties()
+	t.Logf("%s, driver %d, %d SMs, %d MiB", p.Name, p.DriverVersion, p.MultiProcessorCount, p.TotalMem>>20)
+	s := stream(t, d)
+	const n = 1 << 20
+	x := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	y := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	hx, hy := make([]float32, n), make([]float32, n)
+	for i := range hx {
+		hx[i] = float32(i % 1000)
+	}
+	start := must[*gg.Event](t)(d.NewEvent(0))
+	end := must[*gg.Event](t)(d.NewEvent(0))
+	ok(t, s.Record(start))
+	ok(t, s.Memcpy(gg.HtoD(x, gg.Bytes(hx))))
+	ok(t, s.Memset(gg.Memset32(y, math.Float32bits(1), n)))
+	ok(t, s.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(2), x, y))
+	ok(t, s.Memcpy(gg.DtoH(gg.Bytes(hy), y)))
+	ran := false
+	ok(t, s.LaunchHostFunc(func() { ran = true }))
+	ok(t, s.Record(end))
+	ok(t, s.Synchronize())
+	for i, v := range hy {
+		if want := 2*float32(i%1000) + 1; v != want {
+			t.Fatalf("y[%d] = %v, want %v", i, v, want)
+		}
+	}
+	if !ran {
+		t.Fatal("host function did not run")
+	}
+	dt := must[time.Duration](t)(gg.ElapsedTime(start, end))
+	t.Logf("8 MiB in and out plus saxpy: %v", dt)
+	ok(t, s.Query())
+	isCode(t, d.Free(x+4), gg.ErrInvalidValue)
+	isCode(t, s.Memcpy(gg.HtoD(x+4, make([]byte, 4*n))), gg.ErrInvalidValue)
+	isCode(t, s.Launch(saxpyCUDA, gg.Dim3{}, gg.Dim1(256), n, float32(2), x, y), gg.ErrInvalidConfiguration)
+	ok(t, d.Free(x))
+	ok(t, d.Free(y))
+}
+
+func TestCUDAGraph(t *testing.T) {
+	d := openCUDA(t)
+	s := stream(t, d)
+	const n = 1 << 16
+	x := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	y := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	hx, hy := make([]float32, n), make([]float32, n)
+	g := graph(t, d)
+	cp := must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(x, gg.Bytes(hx))))
+	ms := must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(y, 0, n)))
+	k := must[*gg.Node](t)(g.AddKernelNode(gg.KernelParams{Kernel: saxpyCUDA, Grid: gg.Dim1(n / 256), Block: gg.Dim1(256), Args: []any{n, float32(3), x, y}}, cp, ms))
+	child := graph(t, d)
+	must[*gg.Node](t)(child.AddKernelNode(gg.KernelParams{Kernel: saxpyCUDA, Grid: gg.Dim1(n / 256), Block: gg.Dim1(256), Args: []any{n, float32(1), x, y}}))
+	c := must[*gg.Node](t)(g.AddChildGraphNode(child, k))
+	out := must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoH(gg.Bytes(hy), y), c))
+	launches := 0
+	must[*gg.Node](t)(g.AddHostNode(func() { launches++ }, out))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	for l := 1; l <= 3; l++ {
+		for i := range hx {
+			hx[i] = float32(l * i % 777)
+		}
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+		for i, v := range hy {
+			if want := 4 * float32(l*i%777); v != want {
+				t.Fatalf("launch %d: y[%d] = %v, want %v", l, i, v, want)
+			}
+		}
+	}
+	if launches != 3 {
+		t.Fatalf("host node ran %d times", launches)
+	}
+	// Edges edited after creation reach the native graph.
+	h := graph(t, d)
+	a := must[*gg.Node](t)(h.AddEmptyNode())
+	b := must[*gg.Node](t)(h.AddEmptyNode())
+	ok(t, h.AddDependency(a, b))
+	isCode(t, h.AddDependency(b, a), gg.ErrInvalidValue)
+	ok(t, h.RemoveDependencies(gg.Edge{From: a, To: b}))
+	ok(t, h.DestroyNode(b))
+	must[*gg.Exec](t)(h.Instantiate(0))
+}
+
+// BenchmarkCUDALaunch mirrors tools/bench/launch.cu on the cuda backend:
+// the host cost of the launch call alone (1000 calls; the Synchronize after
+// them is not timed), for a stream kernel launch and for graph launches of chains
+// of empty kernels, and the GPU time per node of the chain. Run with
+//
+//	gpugraph.test -test.run '^$' -test.bench CUDALaunch
+func BenchmarkCUDALaunch(b *testing.B) {
+	d, err := gg.Open("cuda")
+	if err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	defer d.Close()
+	s, _ := d.NewStream()
+	one := gg.Dim1(1)
+	b.Run("stream-call", func(b *testing.B) {
+		for b.Loop() {
+			for i := 0; i < 1000; i++ {
+				if err := s.Launch(bench.Empty, one, one); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			s.Synchronize()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/launch")
+	})
+	for _, n := range bench.Sizes {
+		g, _, err := bench.BuildGraph(d, bench.Shapes[0], n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := g.Instantiate(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bench.Name("graph-call", n), func(b *testing.B) {
+			if n > 1 {
+				// 1000 queued launches of a larger graph take longer on the
+				// GPU than to issue: the call would measure the queue.
+				b.Skip("call cost measured at n=1")
+			}
+			for b.Loop() {
+				for i := 0; i < 1000; i++ {
+					if err := e.Launch(s); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				s.Synchronize()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/launch")
+		})
+		b.Run(bench.Name("graph-gpu", n), func(b *testing.B) {
+			start, _ := d.NewEvent(0)
+			end, _ := d.NewEvent(0)
+			var total time.Duration
+			for b.Loop() {
+				s.Record(start)
+				for i := 0; i < 20; i++ {
+					e.Launch(s)
+				}
+				s.Record(end)
+				end.Synchronize()
+				dt, _ := gg.ElapsedTime(start, end)
+				total += dt
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/20/float64(n), "gpu-ns/node")
+		})
+	}
+}
+
+// BenchmarkCUDAChainLaunchSync splits one launch of an n-node chain plus
+// Synchronize into GPU time (events around the single launch) and wall time.
+func BenchmarkCUDAChainLaunchSync(b *testing.B) {
+	d, err := gg.Open("cuda")
+	if err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	defer d.Close()
+	s, _ := d.NewStream()
+	for _, n := range []int{100, 1000} {
+		g, _, _ := bench.BuildGraph(d, bench.Shapes[0], n)
+		e, _ := g.Instantiate(0)
+		start, _ := d.NewEvent(0)
+		end, _ := d.NewEvent(0)
+		b.Run(bench.Name("chain", n), func(b *testing.B) {
+			var gpu time.Duration
+			for b.Loop() {
+				s.Record(start)
+				e.Launch(s)
+				s.Record(end)
+				s.Synchronize()
+				dt, _ := gg.ElapsedTime(start, end)
+				gpu += dt
+			}
+			b.ReportMetric(float64(gpu.Nanoseconds())/float64(b.N), "gpu-ns/launch")
+		})
+		b.Run(bench.Name("chain-nosync-events", n), func(b *testing.B) {
+			for b.Loop() {
+				e.Launch(s)
+				end.Synchronize()
+				s.Record(end)
+				end.Synchronize()
+			}
+		})
+	}
+}
