@@ -35,9 +35,12 @@ type cudaDev struct {
 	major, minor int
 	cm           *cuda.CMem // kernel parameter arrays, one call at a time
 
+	capOnce  sync.Once
+	capCalls chan func() // run on the OS thread that begins and ends captures
+
 	mu     sync.Mutex
 	funcs  map[*Kernel]uintptr
-	fast   sync.Map            // *Kernel -> uintptr, read without the lock on every launch
+	fast   sync.Map    // *Kernel -> uintptr, read without the lock on every launch
 	allocs []cudaAlloc // live cuMemAlloc allocations by address, for range checks
 }
 
@@ -687,4 +690,105 @@ func (e *Exec) cudaUpload(op string, s *Stream) error {
 
 func (e *Exec) cudaDestroy(op string) error {
 	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphExecDestroy", e.cu) })
+}
+
+// Stream capture on the cuda backend is the driver's own: work anyone
+// enqueues on the native stream, gpugraph or another library, is captured.
+// The driver ties global and thread-local captures to the OS thread that
+// began them, and goroutines move between threads, so every capture begins
+// and ends on one OS thread per device, owned by a goroutine.
+
+func (c *cudaDev) onCaptureThread(f func() error) error {
+	c.capOnce.Do(func() {
+		c.capCalls = make(chan func(), 1)
+		go func() {
+			runtime.LockOSThread()
+			c.drv.SetCurrent(c.ctx)
+			for f := range c.capCalls {
+				f()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	c.capCalls <- func() { done <- f() }
+	return <-done
+}
+
+func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error {
+	c := s.dev.cu
+	err := c.onCaptureThread(func() error { return c.drv.Call("cuStreamBeginCapture_v2", s.cu, uintptr(mode)) })
+	if err != nil {
+		return cudaErr(op, err)
+	}
+	return nil
+}
+
+func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
+	c := s.dev.cu
+	var h uintptr
+	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.EndCapture(s.cu); return err })
+	if err != nil {
+		return nil, cudaErr(op, err)
+	}
+	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: h}
+	if err := c.do(func() error { return c.mirror(g) }); err != nil {
+		return nil, cudaErr(op, err)
+	}
+	return g, nil
+}
+
+// mirror builds the Go view of a native graph: its nodes in the driver's
+// order, their types and dependencies.
+func (c *cudaDev) mirror(g *Graph) error {
+	var n uintptr
+	if err := c.drv.Call("cuGraphGetNodes", g.cu, 0, uintptr(unsafe.Pointer(&n))); err != nil {
+		return err
+	}
+	handles := make([]uintptr, n)
+	if n > 0 {
+		if err := c.drv.Call("cuGraphGetNodes", g.cu, uintptr(unsafe.Pointer(&handles[0])), uintptr(unsafe.Pointer(&n))); err != nil {
+			return err
+		}
+	}
+	byHandle := map[uintptr]*Node{}
+	for i, h := range handles {
+		var t int32
+		if err := c.drv.Call("cuGraphNodeGetType", h, uintptr(unsafe.Pointer(&t))); err != nil {
+			return err
+		}
+		node := &Node{g: g, id: i, typ: NodeType(t), params: NativeNodeParams{NodeType(t), h}, cu: h}
+		byHandle[h] = node
+		g.nodes = append(g.nodes, node)
+	}
+	g.nextID = len(handles)
+	for _, node := range g.nodes {
+		var k uintptr
+		if err := c.drv.Call("cuGraphNodeGetDependencies_v2", node.cu, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil {
+			return err
+		}
+		if k == 0 {
+			continue
+		}
+		deps := make([]uintptr, k)
+		if err := c.drv.Call("cuGraphNodeGetDependencies_v2", node.cu, uintptr(unsafe.Pointer(&deps[0])), 0, uintptr(unsafe.Pointer(&k))); err != nil {
+			return err
+		}
+		for _, d := range deps[:k] {
+			if dn := byHandle[d]; dn != nil {
+				node.deps = append(node.deps, dn)
+				dn.outs = append(dn.outs, node)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
+	c := s.dev.cu
+	var st int32
+	err := c.do(func() error { return c.drv.Call("cuStreamIsCapturing", s.cu, uintptr(unsafe.Pointer(&st))) })
+	if err != nil {
+		return CaptureInfo{}, cudaErr(op, err)
+	}
+	return CaptureInfo{Status: CaptureStatus(st)}, nil
 }

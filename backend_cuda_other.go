@@ -69,6 +69,9 @@ func (e *Exec) cudaLaunch(op string, s *Stream) error { panic("unreachable") }
 
 func (e *Exec) cudaUpload(op string, s *Stream) error { panic("unreachable") }
 
-func (e *Exec) cudaDestroy(op string) error               { panic("unreachable") }
-func (d *Device) cudaAddNode(g *Graph, n *Node) error     { panic("unreachable") }
-func (s *Stream) cudaHostFunc(op string, fn func()) error { panic("unreachable") }
+func (e *Exec) cudaDestroy(op string) error                          { panic("unreachable") }
+func (d *Device) cudaAddNode(g *Graph, n *Node) error                { panic("unreachable") }
+func (s *Stream) cudaHostFunc(op string, fn func()) error            { panic("unreachable") }
+func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error { panic("unreachable") }
+func (s *Stream) cudaEndCapture(op string) (*Graph, error)           { panic("unreachable") }
+func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error)     { panic("unreachable") }

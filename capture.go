@@ -154,7 +154,10 @@ func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, 
 		return newErr(opName, ErrInvalidValue, "unknown capture mode %d", mode)
 	}
 	if s.cu != 0 {
-		return newErr(opName, ErrNotSupported, "stream capture is not supported on the cuda backend yet")
+		if g != nil {
+			return newErr(opName, ErrNotSupported, "capture into an existing graph is not supported on the cuda backend yet")
+		}
+		return s.cudaBeginCapture(opName, mode)
 	}
 	owned := g == nil
 	if owned {
@@ -227,6 +230,9 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	if err := s.check(opName); err != nil {
 		return nil, err
 	}
+	if s.cu != 0 {
+		return s.cudaEndCapture(opName)
+	}
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -291,6 +297,9 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 	const opName = "Stream.CaptureInfo"
 	if err := s.check(opName); err != nil {
 		return CaptureInfo{}, err
+	}
+	if s.cu != 0 {
+		return s.cudaCaptureInfo(opName)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()

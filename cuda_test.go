@@ -8,6 +8,7 @@ import (
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
+	"github.com/gpugraph/gpugraph/internal/cuda"
 )
 
 // openCUDA opens the cuda backend or skips: these tests run on the GPU
@@ -236,4 +237,64 @@ func BenchmarkCUDAChainLaunchSync(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestCUDACapture: capture is the driver's, so work enqueued on the native
+// stream handle by code outside gpugraph is captured too.
+func TestCUDACapture(t *testing.T) {
+	d := openCUDA(t)
+	drv, err := cuda.Load()
+	ok(t, err)
+	s1, s2 := stream(t, d), stream(t, d)
+	const n = 1 << 16
+	x := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	y := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	z := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	hx := make([]float32, n)
+	for i := range hx {
+		hx[i] = float32(i % 100)
+	}
+	ok(t, d.Memcpy(gg.HtoD(x, gg.Bytes(hx))))
+	fork := must[*gg.Event](t)(d.NewEvent(0))
+	join := must[*gg.Event](t)(d.NewEvent(0))
+
+	ok(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	if st := must[gg.CaptureStatus](t)(s1.IsCapturing()); st != gg.CaptureStatusActive {
+		t.Fatalf("status %v", st)
+	}
+	ok(t, s1.Memset(gg.Memset32(y, 0, n)))
+	ok(t, s1.Record(fork))
+	ok(t, s2.Wait(fork))
+	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(2), x, y))
+	// A call made directly on the raw handle, as another CUDA library would.
+	ok(t, drv.Call("cuMemsetD32Async", uintptr(z), uintptr(math.Float32bits(5)), n, s2.NativeStream()))
+	ok(t, s2.Record(join))
+	ok(t, s1.Wait(join))
+	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(1), z, y)) // y += z
+	g := must[*gg.Graph](t)(s1.EndCapture())
+
+	nodes := must[[]*gg.Node](t)(g.Nodes())
+	types := map[gg.NodeType]int{}
+	for _, nd := range nodes {
+		types[nd.Type()]++
+	}
+	if len(nodes) != 4 || types[gg.NodeMemset] != 2 || types[gg.NodeKernel] != 2 {
+		t.Fatalf("captured nodes %v", nodes)
+	}
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.Launch(s1))
+	ok(t, s1.Synchronize())
+	hy := make([]float32, n)
+	ok(t, d.Memcpy(gg.DtoH(gg.Bytes(hy), y)))
+	for i, v := range hy {
+		if want := 2*float32(i%100) + 5; v != want {
+			t.Fatalf("y[%d] = %v, want %v: the raw call was not captured", i, v, want)
+		}
+	}
+
+	// Prohibited operations are the driver's.
+	ok(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	isCode(t, s1.Synchronize(), gg.ErrStreamCaptureUnsupported)
+	_, err = s1.EndCapture()
+	isCode(t, err, gg.ErrStreamCaptureInvalidated)
 }

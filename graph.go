@@ -748,12 +748,12 @@ func StructurallyEqual(a, b *Graph) bool {
 		}
 		switch xp := xp.(type) {
 		case KernelParams:
-			yk := yp.(KernelParams)
-			if xp.Kernel != yk.Kernel || xp.Grid != yk.Grid || xp.Block != yk.Block || xp.SharedMem != yk.SharedMem {
+			// Nodes the driver made (NativeNodeParams) compare by type only.
+			if yk, ok := yp.(KernelParams); ok && (xp.Kernel != yk.Kernel || xp.Grid != yk.Grid || xp.Block != yk.Block || xp.SharedMem != yk.SharedMem) {
 				return false
 			}
 		case ChildGraphParams:
-			if !StructurallyEqual(xp.Graph, yp.(ChildGraphParams).Graph) {
+			if yc, ok := yp.(ChildGraphParams); ok && !StructurallyEqual(xp.Graph, yc.Graph) {
 				return false
 			}
 		}

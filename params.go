@@ -40,6 +40,15 @@ type NodeParams interface {
 	NodeType() NodeType
 }
 
+// NativeNodeParams stand for the parameters of a node the driver made (a
+// node captured on the cuda backend), which gpugraph does not read back.
+type NativeNodeParams struct {
+	Type NodeType
+	Node uintptr // the CUgraphNode
+}
+
+func (p NativeNodeParams) NodeType() NodeType { return p.Type }
+
 // EmptyParams describe an empty node: no work, only ordering.
 type EmptyParams struct{}
 

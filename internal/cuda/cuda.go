@@ -84,7 +84,7 @@ var driverSymbols = []string{
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphUpload", "cuGraphExecDestroy",
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphAddDependencies_v2", "cuGraphRemoveDependencies_v2", "cuGraphDestroyNode", "cuCtxGetCurrent",
-	"cuGraphChildGraphNodeGetGraph",
+	"cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
