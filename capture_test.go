@@ -13,10 +13,10 @@ func kp(k *gg.Kernel, args ...any) gg.KernelParams {
 }
 
 var (
-	kA = &gg.Kernel{Name: "A", Go: func(gg.Block, gg.Args) {}}
-	kB = &gg.Kernel{Name: "B", Go: func(gg.Block, gg.Args) {}}
-	kC = &gg.Kernel{Name: "C", Go: func(gg.Block, gg.Args) {}}
-	kD = &gg.Kernel{Name: "D", Go: func(gg.Block, gg.Args) {}}
+	kA = &gg.Kernel{Name: "A", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void A() {}`}
+	kB = &gg.Kernel{Name: "B", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void B() {}`}
+	kC = &gg.Kernel{Name: "C", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void C() {}`}
+	kD = &gg.Kernel{Name: "D", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void D() {}`}
 )
 
 func status(t *testing.T, s *gg.Stream) gg.CaptureStatus {

@@ -148,7 +148,7 @@ func GraphLaunch(d *gg.Device, shape Shape, n int) func(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g.Destroy()
+		defer g.Destroy()
 		defer ex.Destroy()
 		s, err := d.NewStream()
 		if err != nil {

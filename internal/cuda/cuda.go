@@ -88,6 +88,13 @@ var driverSymbols = []string{
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
+//
+// uintptrescapes makes every pointer converted to uintptr in a call of Call
+// (out-parameters such as uintptr(unsafe.Pointer(&n))) live on the heap for
+// the call: without it a stack variable may move when the stack grows, and
+// the driver writes the result to the old stack.
+//
+//go:uintptrescapes
 func (d *Driver) Call(name string, args ...uintptr) error {
 	f := d.fn[name]
 	if f == 0 {

@@ -60,6 +60,9 @@ func LoadNVRTC() (*NVRTC, error) {
 	return nvrtc, nvrtcErr
 }
 
+// call calls an NVRTC function; see Driver.Call for uintptrescapes.
+//
+//go:uintptrescapes
 func (n *NVRTC) call(name string, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(n.fn[name], args...)
 	if r == 0 {
