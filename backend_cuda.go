@@ -185,13 +185,25 @@ func (c *cudaDev) malloc(n int) (DevicePtr, error) {
 	if err != nil {
 		return 0, err
 	}
+	c.track(DevicePtr(p), n)
+	return DevicePtr(p), nil
+}
+
+// track records an allocation for the range checks of copies and memsets:
+// cuMemAlloc, MallocAsync and graph allocations (whose addresses are fixed
+// for their node's life).
+func (c *cudaDev) track(p DevicePtr, n int) {
 	c.mu.Lock()
-	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > DevicePtr(p) })
+	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > p })
 	c.allocs = append(c.allocs, cudaAlloc{})
 	copy(c.allocs[i+1:], c.allocs[i:])
-	c.allocs[i] = cudaAlloc{DevicePtr(p), n}
+	if i > 0 && c.allocs[i-1].p == p { // an address reused (graph allocations)
+		c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
+		c.allocs[i-1].size = max(c.allocs[i-1].size, n)
+	} else {
+		c.allocs[i] = cudaAlloc{p, n}
+	}
 	c.mu.Unlock()
-	return DevicePtr(p), nil
 }
 
 func (c *cudaDev) free(p DevicePtr) (bool, error) {
@@ -443,6 +455,32 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			var node uintptr
 			err = c.drv.Call("cuGraphAddHostNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(hp)))
 			h = node
+		case MemAllocParams:
+			c.cm.Lock()
+			defer c.cm.Unlock()
+			ap := (*cuda.MemAllocNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAllocNodeParams{}))))
+			*ap = cuda.MemAllocNodeParams{AllocType: 1, LocationType: 1, LocationID: int32(c.ord), Bytesize: uint64(p.Size)}
+			var descs []cuda.MemAccessDesc
+			for _, a := range p.Access {
+				descs = append(descs, cuda.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
+			}
+			if len(descs) > 0 {
+				arr := unsafe.Slice((*cuda.MemAccessDesc)(c.cm.Alloc(len(descs)*int(unsafe.Sizeof(cuda.MemAccessDesc{})))), len(descs))
+				copy(arr, descs)
+				ap.AccessDescs, ap.AccessDescCount = uintptr(unsafe.Pointer(&arr[0])), uint64(len(descs))
+			}
+			var node uintptr
+			if err = c.drv.Call("cuGraphAddMemAllocNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(ap))); err == nil {
+				h = node
+				p.Ptr = DevicePtr(ap.Dptr)
+				p.Access = append([]MemAccessDesc(nil), p.Access...)
+				n.params = p
+				c.track(p.Ptr, p.Size)
+			}
+		case MemFreeParams:
+			var node uintptr
+			err = c.drv.Call("cuGraphAddMemFreeNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(p.Ptr))
+			h = node
 		default:
 			return newErr("", ErrNotSupported, "%v nodes are not supported on the cuda backend yet", n.typ)
 		}
@@ -497,12 +535,68 @@ func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
 func (d *Device) cudaFree(p DevicePtr) error {
 	ok, err := d.cu.free(p)
 	if !ok {
-		return newErr("Device.Free", ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
+		// Graph allocations and MallocAsync memory are the driver's to
+		// check: cuMemFree frees them (and refuses what is not live).
+		err = d.cu.do(func() error { return d.cu.drv.Call("cuMemFree_v2", uintptr(p)) })
 	}
 	if err != nil {
 		return cudaErr("Device.Free", err)
 	}
 	return nil
+}
+
+func (s *Stream) cudaMallocAsync(op string, n int) (DevicePtr, error) {
+	var p uint64
+	err := s.dev.cuCall(op, func() error {
+		return s.dev.cu.drv.Call("cuMemAllocAsync", uintptr(unsafe.Pointer(&p)), uintptr(n), s.cu)
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.dev.cu.track(DevicePtr(p), n)
+	return DevicePtr(p), nil
+}
+
+func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error {
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuMemFreeAsync", uintptr(p), s.cu) })
+}
+
+// Graph memory attributes (CUgraphMem_attribute).
+const (
+	graphMemUsedCurrent = iota
+	graphMemUsedHigh
+	graphMemReservedCurrent
+	graphMemReservedHigh
+)
+
+func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) {
+	var v [4]uint64
+	err := d.cuCall(op, func() error {
+		for i := range v {
+			if err := d.cu.drv.Call("cuDeviceGetGraphMemAttribute", uintptr(d.cu.ord), uintptr(i), uintptr(unsafe.Pointer(&v[i]))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return GraphMemStats{UsedCurrent: v[graphMemUsedCurrent], UsedHigh: v[graphMemUsedHigh],
+		ReservedCurrent: v[graphMemReservedCurrent], ReservedHigh: v[graphMemReservedHigh]}, err
+}
+
+func (d *Device) cudaResetGraphMemHigh(op string) error {
+	var zero uint64
+	return d.cuCall(op, func() error {
+		for _, a := range []int{graphMemUsedHigh, graphMemReservedHigh} {
+			if err := d.cu.drv.Call("cuDeviceSetGraphMemAttribute", uintptr(d.cu.ord), uintptr(a), uintptr(unsafe.Pointer(&zero))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (d *Device) cudaTrimGraphMem(op string) error {
+	return d.cuCall(op, func() error { return d.cu.drv.Call("cuDeviceGraphMemTrim", uintptr(d.cu.ord)) })
 }
 
 func (d *Device) cudaMemcpySync(op string, p *MemcpyParams) error {

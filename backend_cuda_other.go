@@ -69,9 +69,14 @@ func (e *Exec) cudaLaunch(op string, s *Stream) error { panic("unreachable") }
 
 func (e *Exec) cudaUpload(op string, s *Stream) error { panic("unreachable") }
 
-func (e *Exec) cudaDestroy(op string) error                          { panic("unreachable") }
-func (d *Device) cudaAddNode(g *Graph, n *Node) error                { panic("unreachable") }
-func (s *Stream) cudaHostFunc(op string, fn func()) error            { panic("unreachable") }
-func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error { panic("unreachable") }
-func (s *Stream) cudaEndCapture(op string) (*Graph, error)           { panic("unreachable") }
-func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error)     { panic("unreachable") }
+func (e *Exec) cudaDestroy(op string) error                           { panic("unreachable") }
+func (d *Device) cudaAddNode(g *Graph, n *Node) error                 { panic("unreachable") }
+func (s *Stream) cudaHostFunc(op string, fn func()) error             { panic("unreachable") }
+func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error  { panic("unreachable") }
+func (s *Stream) cudaEndCapture(op string) (*Graph, error)            { panic("unreachable") }
+func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error)      { panic("unreachable") }
+func (s *Stream) cudaMallocAsync(op string, n int) (DevicePtr, error) { panic("unreachable") }
+func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error          { panic("unreachable") }
+func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error)  { panic("unreachable") }
+func (d *Device) cudaResetGraphMemHigh(op string) error               { panic("unreachable") }
+func (d *Device) cudaTrimGraphMem(op string) error                    { panic("unreachable") }

@@ -141,3 +141,80 @@ func TestConformanceCaptureErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceMemoryNodes: the graph memory rules every backend shares
+// (docs/driver-memnodes.txt for the driver's answers).
+func TestConformanceMemoryNodes(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		const size = 4 << 20
+		// Address reuse along dependency order.
+		g := graph(t, d)
+		a, pa := addAlloc(t, g, size)
+		fa := addFree(t, g, pa, a)
+		_, pb := addAlloc(t, g, size, fa)
+		cn, pc := addAlloc(t, g, size, a)
+		if pb != pa || pc == pa {
+			t.Fatalf("a %#x, b (after a's free) %#x, c (not after it) %#x", pa, pb, pc)
+		}
+		// Refusals.
+		_, _, err := g.AddMemAllocNode(gg.MemAllocParams{Size: 0})
+		isCode(t, err, gg.ErrInvalidValue)
+		fc := addFree(t, g, pc, cn)
+		_, err = g.AddMemFreeNode(pc, fc) // a second free of c
+		isCode(t, err, gg.ErrInvalidValue)
+		_, err = g.Clone()
+		isCode(t, err, gg.ErrNotSupported)
+		e := must[*gg.Exec](t)(g.Instantiate(0))
+		_, err = g.Instantiate(0)
+		isCode(t, err, gg.ErrNotSupported)
+		ok(t, e.Destroy())
+
+		// Relaunch with a live allocation, then AutoFreeOnLaunch.
+		h := graph(t, d)
+		an, x := addAlloc(t, h, size)
+		must[*gg.Node](t)(h.AddMemsetNode(gg.Memset32(x, 7, size/4), an))
+		eh := must[*gg.Exec](t)(h.Instantiate(0))
+		ok(t, eh.Launch(s))
+		isCode(t, eh.Launch(s), gg.ErrInvalidValue)
+		ok(t, s.Synchronize())
+		out := make([]uint32, 4)
+		ok(t, d.Memcpy(gg.DtoH(gg.Bytes(out), x)))
+		if out[0] != 7 {
+			t.Fatalf("graph allocation read %v after the launch", out)
+		}
+		ok(t, s.FreeAsync(x))
+		ok(t, eh.Launch(s))
+		ok(t, s.Synchronize())
+		ok(t, d.Free(x))
+		ok(t, eh.Destroy())
+		ea := must[*gg.Exec](t)(h.Instantiate(gg.InstantiateAutoFreeOnLaunch))
+		ok(t, ea.Launch(s))
+		ok(t, ea.Launch(s))
+		ok(t, s.Synchronize())
+		ok(t, d.Free(x))
+
+		// Graphs launched into one stream share memory; trim returns it.
+		ok(t, d.TrimGraphMem())
+		ok(t, d.ResetGraphMemHigh())
+		var execs []*gg.Exec
+		for i := 0; i < 3; i++ {
+			gi := graph(t, d)
+			n, p := addAlloc(t, gi, 64<<20)
+			must[*gg.Node](t)(gi.AddMemFreeNode(p, must[*gg.Node](t)(gi.AddMemsetNode(gg.Memset8(p, 1, 64<<20), n))))
+			execs = append(execs, must[*gg.Exec](t)(gi.Instantiate(0)))
+		}
+		for _, e := range execs {
+			ok(t, e.Launch(s))
+		}
+		ok(t, s.Synchronize())
+		st := must[gg.GraphMemStats](t)(d.GraphMemStats())
+		if st.ReservedCurrent != 64<<20 {
+			t.Fatalf("three 64 MiB graphs in one stream reserve %d MiB, want 64", st.ReservedCurrent>>20)
+		}
+		ok(t, d.TrimGraphMem())
+		if st := must[gg.GraphMemStats](t)(d.GraphMemStats()); st.ReservedCurrent != 0 {
+			t.Fatalf("after trim: reserved %d", st.ReservedCurrent)
+		}
+	})
+}

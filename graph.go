@@ -187,6 +187,7 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	}
 	var child *Graph
 	var gm *graphMem
+	memNode := false
 	switch p := p.(type) {
 	case ChildGraphParams:
 		if err := g.checkChild(op, p.Graph); err != nil {
@@ -204,6 +205,10 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		if err := g.dev.checkMemParams(op, p); err != nil {
 			return nil, err
 		}
+		memNode = true
+		if g.dev.cu != nil {
+			break // the driver places and checks it (cudaAddNode)
+		}
 		var err error
 		if gm, err = g.dev.graphMemory(); err != nil {
 			return nil, newErr(op, ErrNotSupported, "graph memory: %v", err)
@@ -220,10 +225,10 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		return nil, err
 	}
 	defer g.mu.Unlock()
-	if g.dev.cu != nil && (g.parent != nil || gm != nil) {
-		return nil, newErr(op, ErrNotSupported, "memory nodes and editing embedded graphs are not supported on the cuda backend yet")
+	if g.dev.cu != nil && g.parent != nil {
+		return nil, newErr(op, ErrNotSupported, "editing embedded graphs is not supported on the cuda backend yet")
 	}
-	if gm != nil && g.parent != nil {
+	if memNode && g.parent != nil {
 		return nil, newErr(op, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
 	}
 	for i, d := range deps {
@@ -251,6 +256,8 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		if err := gm.addMemNode(op, g, n); err != nil {
 			return nil, err
 		}
+	}
+	if memNode {
 		g.memNodes++
 	}
 	g.nextID++

@@ -620,7 +620,7 @@ func (d *Device) GraphMemStats() (GraphMemStats, error) {
 		return GraphMemStats{}, err
 	}
 	if d.cu != nil {
-		return GraphMemStats{}, newErr("Device.GraphMemStats", ErrNotSupported, "not supported on the cuda backend yet")
+		return d.cudaGraphMemStats("Device.GraphMemStats")
 	}
 	gm := d.gmIfAny()
 	if gm == nil {
@@ -637,6 +637,9 @@ func (d *Device) ResetGraphMemHigh() error {
 	if err := d.check("Device.ResetGraphMemHigh"); err != nil {
 		return err
 	}
+	if d.cu != nil {
+		return d.cudaResetGraphMemHigh("Device.ResetGraphMemHigh")
+	}
 	if gm := d.gmIfAny(); gm != nil {
 		gm.mu.Lock()
 		gm.stats.UsedHigh, gm.stats.ReservedHigh = gm.stats.UsedCurrent, gm.stats.ReservedCurrent
@@ -652,6 +655,9 @@ func (d *Device) ResetGraphMemHigh() error {
 func (d *Device) TrimGraphMem() error {
 	if err := d.check("Device.TrimGraphMem"); err != nil {
 		return err
+	}
+	if d.cu != nil {
+		return d.cudaTrimGraphMem("Device.TrimGraphMem")
 	}
 	if gm := d.gmIfAny(); gm != nil {
 		gm.trim()
@@ -804,7 +810,7 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 		return nil // cudaFreeAsync(NULL) succeeds
 	}
 	if s.cu != 0 {
-		return newErr(opName, ErrNotSupported, "stream-ordered allocation is not supported on the cuda backend yet")
+		return s.cudaFreeAsync(opName, p)
 	}
 	if s.capturing.Load() {
 		if _, err := s.captureNode(opName, MemFreeParams{p}); err != errCaptureEnded {

@@ -395,7 +395,16 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
 	if s.cu != 0 {
-		return 0, newErr(opName, ErrNotSupported, "stream-ordered allocation is not supported on the cuda backend yet")
+		if p != s.dev.DefaultMemPool() {
+			return 0, newErr(opName, ErrNotSupported, "explicit memory pools are not supported on the cuda backend yet")
+		}
+		if n < 0 {
+			return 0, newErr(opName, ErrInvalidValue, "negative size %d", n)
+		}
+		if n == 0 {
+			return 0, nil
+		}
+		return s.cudaMallocAsync(opName, n)
 	}
 	if e := s.dev.sticky.Load(); e != nil {
 		return 0, withOp(opName, e)

@@ -209,3 +209,28 @@ func depsPtr(deps []uintptr) uintptr {
 	}
 	return uintptr(unsafe.Pointer(&deps[0]))
 }
+
+// MemAllocNodeParams is CUDA_MEM_ALLOC_NODE_PARAMS (v1) with its
+// CUmemPoolProps inlined: 88 bytes of pool properties, then the access
+// descriptors, the size, and the address the driver returns.
+type MemAllocNodeParams struct {
+	AllocType       int32 // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+	HandleTypes     int32
+	LocationType    int32 // CU_MEM_LOCATION_TYPE_DEVICE = 1
+	LocationID      int32
+	Win32Security   uintptr
+	MaxSize         uint64
+	Usage           uint16
+	Reserved        [54]byte
+	AccessDescs     uintptr
+	AccessDescCount uint64
+	Bytesize        uint64
+	Dptr            uint64
+}
+
+// MemAccessDesc is CUmemAccessDesc.
+type MemAccessDesc struct {
+	LocationType int32
+	LocationID   int32
+	Flags        int32 // CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+}

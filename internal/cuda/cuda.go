@@ -85,6 +85,8 @@ var driverSymbols = []string{
 	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
 	"cuGraphAddDependencies_v2", "cuGraphRemoveDependencies_v2", "cuGraphDestroyNode", "cuCtxGetCurrent",
 	"cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2",
+	"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuMemAllocAsync", "cuMemFreeAsync",
+	"cuDeviceGetGraphMemAttribute", "cuDeviceSetGraphMemAttribute", "cuDeviceGraphMemTrim",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
