@@ -601,22 +601,17 @@ func (d *Device) cudaTrimGraphMem(op string) error {
 
 func (d *Device) cudaMemcpySync(op string, p *MemcpyParams) error {
 	call, args, code, msg := d.cudaCopy(p)
-	if code != nil {
-		return newErr(op, code, "%s", msg)
-	}
-	return d.cuCall(op, func() error {
-		if err := d.cu.drv.Call("cuCtxSynchronize"); err != nil {
-			return err
-		}
-		if err := d.cu.drv.Call(call, append(args, 0)...); err != nil {
-			return err
-		}
-		return d.cu.drv.Call("cuStreamSynchronize", 0)
-	})
+	return d.cudaSyncCall(op, call, args, code, msg)
 }
 
 func (d *Device) cudaMemsetSync(op string, p *MemsetParams) error {
 	call, args, code, msg := d.cudaMemset(p)
+	return d.cudaSyncCall(op, call, args, code, msg)
+}
+
+// cudaSyncCall runs a checked async copy or memset synchronously, after all
+// work on the device, as cudaMemcpy and cudaMemset do.
+func (d *Device) cudaSyncCall(op, call string, args []uintptr, code *Code, msg string) error {
 	if code != nil {
 		return newErr(op, code, "%s", msg)
 	}

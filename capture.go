@@ -370,12 +370,9 @@ func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	seq := s.cap
-	if seq == nil { // the capture ended meanwhile
-		return nil, errCaptureEnded
-	}
-	if seq.invalid != nil {
-		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+	seq, err := s.activeLocked(opName)
+	if err != nil {
+		return nil, err
 	}
 	n, err := seq.graph.addNode(opName, p, s.capDeps)
 	if err != nil {
@@ -386,6 +383,19 @@ func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
 	}
 	s.capDeps = append(s.capDeps[:0], n)
 	return n, nil
+}
+
+// activeLocked returns the capture s is in, errCaptureEnded if it has ended
+// meanwhile, or the invalidation error.
+func (s *Stream) activeLocked(opName string) (*captureSeq, error) {
+	seq := s.cap
+	if seq == nil {
+		return nil, errCaptureEnded
+	}
+	if seq.invalid != nil {
+		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+	}
+	return seq, nil
 }
 
 // errCaptureEnded tells a stream operation that raced with EndCapture to
@@ -466,12 +476,9 @@ func (s *Stream) captureRecord(opName string, e *Event, external bool) error {
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	seq := s.cap
-	if seq == nil {
-		return errCaptureEnded
-	}
-	if seq.invalid != nil {
-		return newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+	seq, err := s.activeLocked(opName)
+	if err != nil {
+		return err
 	}
 	e.capSeq, e.capNodes = seq, append([]*Node(nil), s.capDeps...)
 	e.captured.Store(true)

@@ -98,30 +98,8 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	if err := e.instantiateMem(opName, g); err != nil {
 		return nil, err
 	}
-	n := len(e.ops)
 	d := &e.dag
-	d.InDegree = make([]int32, n)
-	d.SuccOff = make([]int32, n+1)
-	for i, ps := range preds {
-		d.InDegree[i] = int32(len(ps))
-		if len(ps) == 0 {
-			d.Roots = append(d.Roots, int32(i))
-		}
-		for _, p := range ps {
-			d.SuccOff[p+1]++
-		}
-	}
-	for i := 0; i < n; i++ {
-		d.SuccOff[i+1] += d.SuccOff[i]
-	}
-	d.Succ = make([]int32, d.SuccOff[n])
-	fill := append([]int32(nil), d.SuccOff[:n]...)
-	for i, ps := range preds {
-		for _, p := range ps {
-			d.Succ[fill[p]] = int32(i)
-			fill[p]++
-		}
-	}
+	*d = *sched.NewDAG(preds)
 	for i := range e.ops {
 		switch e.ops[i].kind {
 		case opRecord:
@@ -209,14 +187,8 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 // work in s waits for it; it starts after the previous launch of e finished.
 func (e *Exec) Launch(s *Stream) error {
 	const opName = "Exec.Launch"
-	if err := e.check(opName); err != nil {
+	if err := e.checkStream(opName, s); err != nil {
 		return err
-	}
-	if err := s.check(opName); err != nil {
-		return err
-	}
-	if s.dev != e.dev {
-		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
 	}
 	if s.capturing.Load() {
 		if err := e.captureLaunch(opName, s); err != errCaptureEnded {
@@ -250,6 +222,20 @@ func (e *Exec) Launch(s *Stream) error {
 		}
 		return 0, nil
 	})
+}
+
+// checkStream validates e and a stream to launch or upload it into.
+func (e *Exec) checkStream(opName string, s *Stream) error {
+	if err := e.check(opName); err != nil {
+		return err
+	}
+	if err := s.check(opName); err != nil {
+		return err
+	}
+	if s.dev != e.dev {
+		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
+	}
+	return nil
 }
 
 func (e *Exec) check(opName string) error {
@@ -300,14 +286,8 @@ func (e *Exec) Destroy() error {
 // remapping, one into another stream does.
 func (e *Exec) Upload(s *Stream) error {
 	const opName = "Exec.Upload"
-	if err := e.check(opName); err != nil {
+	if err := e.checkStream(opName, s); err != nil {
 		return err
-	}
-	if err := s.check(opName); err != nil {
-		return err
-	}
-	if s.dev != e.dev {
-		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
 	}
 	if s.capturing.Load() {
 		if err := s.captureProhibited(opName, ErrStreamCaptureUnsupported, "uploading a graph"); err != errCaptureEnded {

@@ -14,6 +14,34 @@ type DAG struct {
 	Roots    []int32
 }
 
+// NewDAG compiles predecessor lists (preds[i] are the nodes i depends on)
+// into a DAG.
+func NewDAG(preds [][]int32) *DAG {
+	n := len(preds)
+	d := &DAG{InDegree: make([]int32, n), SuccOff: make([]int32, n+1)}
+	for i, ps := range preds {
+		d.InDegree[i] = int32(len(ps))
+		if len(ps) == 0 {
+			d.Roots = append(d.Roots, int32(i))
+		}
+		for _, p := range ps {
+			d.SuccOff[p+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		d.SuccOff[i+1] += d.SuccOff[i]
+	}
+	d.Succ = make([]int32, d.SuccOff[n])
+	fill := append([]int32(nil), d.SuccOff[:n]...)
+	for i, ps := range preds {
+		for _, p := range ps {
+			d.Succ[fill[p]] = int32(i)
+			fill[p]++
+		}
+	}
+	return d
+}
+
 // Runner executes a DAG repeatedly. All per-run state is allocated once, so a
 // run allocates nothing. Runs of one Runner must not overlap.
 //

@@ -81,8 +81,26 @@ func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
 		wg      sync.WaitGroup
 		errOnce sync.Once
 	)
-	run := func() {
+	// run takes chunks until none is left; before each, the caller (beforeChunk
+	// set) recruits an idle helper, so a helper that was busy when the loop
+	// started still joins once it is free.
+	var run func(beforeChunk func())
+	recruited := 0
+	recruit := func() {
+		if recruited < p.size && recruited+1 < chunks {
+			wg.Add(1)
+			if p.TryGo(func() { defer wg.Done(); run(nil) }) {
+				recruited++
+			} else {
+				wg.Done()
+			}
+		}
+	}
+	run = func(beforeChunk func()) {
 		for {
+			if beforeChunk != nil && next.Load() < int64(n) {
+				beforeChunk()
+			}
 			lo := int(next.Add(int64(step))) - step
 			if lo >= n {
 				return
@@ -94,31 +112,7 @@ func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
 			}
 		}
 	}
-	// The caller recruits idle helpers before each chunk it takes, so a helper
-	// that was busy when the loop started still joins once it is free.
-	recruited := 0
-	caller := func() {
-		for next.Load() < int64(n) {
-			if recruited < p.size && recruited+1 < chunks {
-				wg.Add(1)
-				if p.TryGo(func() { defer wg.Done(); run() }) {
-					recruited++
-				} else {
-					wg.Done()
-				}
-			}
-			lo := int(next.Add(int64(step))) - step
-			if lo >= n {
-				return
-			}
-			hi := min(lo+step, n)
-			if e := protect(func() { body(lo, hi) }); e != nil {
-				errOnce.Do(func() { perr = e })
-				next.Store(int64(n))
-			}
-		}
-	}
-	caller()
+	run(recruit)
 	wg.Wait()
 	return perr
 }
