@@ -62,6 +62,15 @@
 // CUDA's sticky errors, an asynchronous failure makes every later call on the
 // device return that error.
 //
+// Open("cuda") drives an NVIDIA GPU through the CUDA driver API, loaded at
+// run time (no cgo, no toolkit to build). Streams, events, graphs, captures
+// and memory nodes are the driver's own; kernels run their CUDA body,
+// compiled with NVRTC on first use. NativeStream and its siblings give the
+// driver handles to code that calls other CUDA libraries; work such code
+// enqueues on a capturing stream is captured too. Not yet on cuda: explicit
+// memory pools, Clone, SetParams, capture into an existing graph, and
+// editing a child graph's embedded graph (ErrNotSupported).
+//
 // # Kernels
 //
 // A Kernel is defined once, with a Go body for the host backend and CUDA
