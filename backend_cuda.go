@@ -816,18 +816,28 @@ func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
 	c := s.dev.cu
 	var h uintptr
 	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.EndCapture(s.cu); return err })
+	into := s.capInto
+	s.capInto = nil
 	if err != nil {
 		return nil, cudaErr(op, err)
 	}
-	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: h}
+	g := into
+	if g == nil {
+		g = &Graph{dev: s.dev, id: graphIDs.Add(1), cu: h}
+	} else {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+	}
 	if err := c.do(func() error { return c.mirror(g) }); err != nil {
 		return nil, cudaErr(op, err)
 	}
 	return g, nil
 }
 
-// mirror builds the Go view of a native graph: its nodes in the driver's
-// order, their types and dependencies.
+// mirror brings the Go view of a native graph up to date: nodes the Go
+// side knows keep their identity, nodes the driver added (by capture) are
+// appended in the driver's order with NativeNodeParams, and every node's
+// dependencies are read back. g must be locked or not yet shared.
 func (c *cudaDev) mirror(g *Graph) error {
 	var n uintptr
 	if err := c.drv.Call("cuGraphGetNodes", g.cu, 0, uintptr(unsafe.Pointer(&n))); err != nil {
@@ -840,29 +850,29 @@ func (c *cudaDev) mirror(g *Graph) error {
 		}
 	}
 	byHandle := map[uintptr]*Node{}
-	for i, h := range handles {
+	for _, node := range g.nodes {
+		byHandle[node.cu] = node
+		node.deps, node.outs = nil, nil
+	}
+	for _, h := range handles {
+		if byHandle[h] != nil {
+			continue
+		}
 		var t int32
 		if err := c.drv.Call("cuGraphNodeGetType", h, uintptr(unsafe.Pointer(&t))); err != nil {
 			return err
 		}
-		node := &Node{g: g, id: i, typ: NodeType(t), params: NativeNodeParams{NodeType(t), h}, cu: h}
+		node := &Node{g: g, id: g.nextID, typ: NodeType(t), params: NativeNodeParams{NodeType(t), h}, cu: h}
+		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
 	}
-	g.nextID = len(handles)
 	for _, node := range g.nodes {
-		var k uintptr
-		if err := c.drv.Call("cuGraphNodeGetDependencies_v2", node.cu, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil {
+		deps, err := c.nodeDeps(node.cu)
+		if err != nil {
 			return err
 		}
-		if k == 0 {
-			continue
-		}
-		deps := make([]uintptr, k)
-		if err := c.drv.Call("cuGraphNodeGetDependencies_v2", node.cu, uintptr(unsafe.Pointer(&deps[0])), 0, uintptr(unsafe.Pointer(&k))); err != nil {
-			return err
-		}
-		for _, d := range deps[:k] {
+		for _, d := range deps {
 			if dn := byHandle[d]; dn != nil {
 				node.deps = append(node.deps, dn)
 				dn.outs = append(dn.outs, node)
@@ -872,12 +882,116 @@ func (c *cudaDev) mirror(g *Graph) error {
 	return nil
 }
 
+func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, error) {
+	var k uintptr
+	if err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil || k == 0 {
+		return nil, err
+	}
+	deps := make([]uintptr, k)
+	err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, uintptr(unsafe.Pointer(&deps[0])), 0, uintptr(unsafe.Pointer(&k)))
+	return deps[:k], err
+}
+
+// cudaBeginCaptureToGraph captures into g after deps.
+func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode CaptureMode) error {
+	c := s.dev.cu
+	hs := make([]uintptr, len(deps))
+	for i, n := range deps {
+		hs[i] = n.cu
+	}
+	err := c.onCaptureThread(func() error {
+		return c.drv.Call("cuStreamBeginCaptureToGraph", s.cu, g.cu, cudaDeps(hs), 0, uintptr(len(hs)), uintptr(mode))
+	})
+	if err != nil {
+		return cudaErr(op, err)
+	}
+	s.capInto = g
+	return nil
+}
+
+// cudaUpdateCaptureDependencies sets or adds to the capture's dependencies.
+func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags UpdateCaptureFlags) error {
+	hs := make([]uintptr, len(nodes))
+	for i, n := range nodes {
+		hs[i] = n.cu
+	}
+	return s.dev.cuCall(op, func() error {
+		return s.dev.cu.drv.Call("cuStreamUpdateCaptureDependencies_v2", s.cu, cudaDeps(hs), 0, uintptr(len(hs)), uintptr(flags))
+	})
+}
+
+// cudaClone clones g natively; the clone's nodes keep the originals'
+// parameters and ids, found with cuGraphNodeFindInClone.
+func (g *Graph) cudaClone(op string) (*Graph, error) {
+	c := g.dev.cu
+	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
+	err := c.do(func() error {
+		if err := c.drv.Call("cuGraphClone", uintptr(unsafe.Pointer(&cl.cu)), g.cu); err != nil {
+			return err
+		}
+		for _, n := range g.nodes {
+			var h uintptr
+			if err := c.drv.Call("cuGraphNodeFindInClone", uintptr(unsafe.Pointer(&h)), n.cu, cl.cu); err != nil {
+				return err
+			}
+			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h}
+			if n.child != nil {
+				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
+				if err := c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&m.child.cu))); err != nil {
+					return err
+				}
+				if err := c.mirror(m.child); err != nil {
+					return err
+				}
+				m.params = ChildGraphParams{m.child}
+			}
+			cl.clonedBy[n] = m
+			cl.nodes = append(cl.nodes, m)
+		}
+		return c.mirror(cl) // dependencies
+	})
+	if err != nil {
+		return nil, cudaErr(op, err)
+	}
+	return cl, nil
+}
+
+// cudaCaptureInfo reports a native capture. Graph is a Go view of the graph
+// being built, made for this call; Dependencies are nodes of that view.
 func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 	c := s.dev.cu
-	var st int32
-	err := c.do(func() error { return c.drv.Call("cuStreamIsCapturing", s.cu, uintptr(unsafe.Pointer(&st))) })
+	var (
+		st    int32
+		id    uint64
+		graph uintptr
+		deps  uintptr // const CUgraphNode*, owned by the driver
+		n     uintptr
+	)
+	err := c.do(func() error {
+		return c.drv.Call("cuStreamGetCaptureInfo_v3", s.cu, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&id)),
+			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), 0, uintptr(unsafe.Pointer(&n)))
+	})
 	if err != nil {
 		return CaptureInfo{}, cudaErr(op, err)
 	}
-	return CaptureInfo{Status: CaptureStatus(st)}, nil
+	info := CaptureInfo{Status: CaptureStatus(st), ID: id}
+	if st != int32(CaptureStatusActive) || graph == 0 {
+		return info, nil
+	}
+	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: graph}
+	if err := c.do(func() error { return c.mirror(g) }); err != nil {
+		return CaptureInfo{}, cudaErr(op, err)
+	}
+	info.Graph = g
+	if n > 0 {
+		hs := unsafe.Slice(*(**uintptr)(unsafe.Pointer(&deps)), n) // deps is a C pointer
+		for _, h := range hs {
+			for _, node := range g.nodes {
+				if node.cu == h {
+					info.Dependencies = append(info.Dependencies, node)
+				}
+			}
+		}
+	}
+	return info, nil
 }

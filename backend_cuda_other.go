@@ -80,3 +80,10 @@ func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error          { panic("u
 func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error)  { panic("unreachable") }
 func (d *Device) cudaResetGraphMemHigh(op string) error               { panic("unreachable") }
 func (d *Device) cudaTrimGraphMem(op string) error                    { panic("unreachable") }
+func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode CaptureMode) error {
+	panic("unreachable")
+}
+func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags UpdateCaptureFlags) error {
+	panic("unreachable")
+}
+func (g *Graph) cudaClone(op string) (*Graph, error) { panic("unreachable") }

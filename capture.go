@@ -155,7 +155,7 @@ func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, 
 	}
 	if s.cu != 0 {
 		if g != nil {
-			return newErr(opName, ErrNotSupported, "capture into an existing graph is not supported on the cuda backend yet")
+			return s.cudaBeginCaptureToGraph(opName, g, deps, mode)
 		}
 		return s.cudaBeginCapture(opName, mode)
 	}
@@ -327,6 +327,9 @@ func (s *Stream) UpdateCaptureDependencies(nodes []*Node, flags UpdateCaptureFla
 	}
 	if flags != AddCaptureDependencies && flags != SetCaptureDependencies {
 		return newErr(opName, ErrInvalidValue, "unknown flags %d", flags)
+	}
+	if s.cu != 0 {
+		return s.cudaUpdateCaptureDependencies(opName, nodes, flags)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()

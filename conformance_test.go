@@ -218,3 +218,43 @@ func TestConformanceMemoryNodes(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceCaptureToGraphAndClone: capture into an existing graph with
+// dependencies updated mid-capture, capture info, and cloning.
+func TestConformanceCaptureToGraphAndClone(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		g := graph(t, d)
+		a := must[*gg.Node](t)(g.AddKernelNode(kp(kA)))
+		b := must[*gg.Node](t)(g.AddKernelNode(kp(kB)))
+		ok(t, s.BeginCaptureToGraph(g, []*gg.Node{a}, gg.CaptureModeGlobal))
+		ok(t, s.LaunchKernel(kp(kC))) // after a
+		info := must[gg.CaptureInfo](t)(s.CaptureInfo())
+		if info.Status != gg.CaptureStatusActive || info.ID == 0 || len(info.Dependencies) != 1 || info.Dependencies[0].Type() != gg.NodeKernel {
+			t.Fatalf("capture info %+v", info)
+		}
+		ok(t, s.UpdateCaptureDependencies([]*gg.Node{b}, gg.AddCaptureDependencies))
+		ok(t, s.LaunchKernel(kp(kD))) // after c and b
+		if got := endOK(t, s); got != g {
+			t.Fatal("EndCapture did not return the graph captured into")
+		}
+		h := graph(t, d)
+		ha := must[*gg.Node](t)(h.AddKernelNode(kp(kA)))
+		hb := must[*gg.Node](t)(h.AddKernelNode(kp(kB)))
+		hc := must[*gg.Node](t)(h.AddKernelNode(kp(kC), ha))
+		must[*gg.Node](t)(h.AddKernelNode(kp(kD), hc, hb))
+		if !gg.StructurallyEqual(g, h) {
+			t.Fatal("capture into a graph differs from the explicit one")
+		}
+		c := must[*gg.Graph](t)(h.Clone())
+		if !gg.StructurallyEqual(c, h) {
+			t.Fatal("clone differs")
+		}
+		if m := must[*gg.Node](t)(c.ClonedNode(hc)); m.ID() != hc.ID() || m.Type() != gg.NodeKernel {
+			t.Fatalf("ClonedNode %v", m)
+		}
+		e := must[*gg.Exec](t)(c.Instantiate(0))
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+	})
+}

@@ -620,8 +620,12 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 	if g.memNodes > 0 {
 		return nil, nil, newErr(op, ErrNotSupported, "a graph with memory nodes cannot be cloned")
 	}
-	if g.dev.cu != nil && op == "Graph.Clone" {
-		return nil, nil, newErr(op, ErrNotSupported, "cloning is not supported on the cuda backend yet")
+	if g.dev.cu != nil && op == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
+		c, err := g.cudaClone(op)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.clonedBy, nil
 	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {

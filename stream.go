@@ -26,7 +26,8 @@ type Stream struct {
 	waiters   int
 	destroyed atomic.Bool
 
-	cu uintptr // the native CUstream on the cuda backend
+	cu      uintptr // the native CUstream on the cuda backend
+	capInto *Graph  // the graph a native BeginCaptureToGraph captures into
 
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
 	cap       *captureSeq // guarded by dev.cap.mu

@@ -87,6 +87,8 @@ var driverSymbols = []string{
 	"cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2",
 	"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuMemAllocAsync", "cuMemFreeAsync",
 	"cuDeviceGetGraphMemAttribute", "cuDeviceSetGraphMemAttribute", "cuDeviceGraphMemTrim",
+	"cuStreamBeginCaptureToGraph", "cuStreamGetCaptureInfo_v3", "cuStreamUpdateCaptureDependencies_v2",
+	"cuGraphClone", "cuGraphNodeFindInClone",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
