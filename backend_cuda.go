@@ -128,8 +128,8 @@ var cudaCodes = map[int]*Code{
 	500: ErrInvalidDeviceFunction, 218: ErrInvalidDeviceFunction, 209: ErrInvalidDeviceFunction,
 }
 
-// function returns k's CUDA function, compiling k.CUDA (CUDA C++ with NVRTC,
-// or PTX as is) on first use on this device.
+// function returns k's CUDA function, compiling k.CUDA (CUDA C++ with NVRTC;
+// PTX text and cubin images load as they are) on first use on this device.
 func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 	if f, ok := c.fast.Load(k); ok {
 		return f.(uintptr), nil
@@ -140,9 +140,12 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 		return f, nil
 	}
 	var image []byte
-	if strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version") {
+	switch {
+	case strings.HasPrefix(k.CUDA, "\x7fELF"): // a cubin
+		image = []byte(k.CUDA)
+	case strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version"): // PTX
 		image = append([]byte(k.CUDA), 0)
-	} else {
+	default:
 		nv, err := cuda.LoadNVRTC()
 		if err != nil {
 			return 0, err
@@ -371,16 +374,32 @@ func registerHostFunc(d *Device, fn func(), oneShot bool) uintptr {
 // Native graph nodes.
 
 // cudaAddNode adds n's native node to g's native graph.
-func (d *Device) cudaAddNode(g *Graph, n *Node) error {
+func (d *Device) cudaAddNode(g *Graph, n *Node) error { return d.cudaNode(g, n, n.params, false) }
+
+// cudaSetParams sets the parameters of n's native node to p.
+func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(n.g, n, p, true) }
+
+// cudaNode makes n's native node from params, or with set, changes the
+// parameters of the existing one (cuGraph*NodeSetParams).
+func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool) error {
 	c := d.cu
 	deps := make([]uintptr, len(n.deps))
 	for i, x := range n.deps {
 		deps[i] = x.cu
 	}
-	var h uintptr
+	h := n.cu
+	setter := func(name string, args ...uintptr) error {
+		return c.drv.Call(name, append([]uintptr{n.cu}, args...)...)
+	}
 	err := c.do(func() error {
 		var err error
-		switch p := n.params.(type) {
+		if set {
+			switch params.(type) {
+			case ChildGraphParams, MemAllocParams, MemFreeParams:
+				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
+			}
+		}
+		switch p := params.(type) {
 		case KernelParams:
 			k, f, code, msg := d.cudaKernel(&p)
 			if code != nil {
@@ -392,8 +411,14 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			*kp = cuda.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
 				BlockX: uint32(k.block.X), BlockY: uint32(k.block.Y), BlockZ: uint32(k.block.Z),
 				SharedMemBytes: uint32(k.shared), KernelParams: c.cm.Params(k.args.w)}
+			if set {
+				return setter("cuGraphKernelNodeSetParams_v2", uintptr(unsafe.Pointer(kp)))
+			}
 			h, err = c.drv.AddKernelNode(g.cu, deps, kp)
 		case EmptyParams:
+			if set {
+				return nil
+			}
 			h, err = c.drv.AddEmptyNode(g.cu, deps)
 		case ChildGraphParams:
 			if h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
@@ -405,10 +430,16 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			if err := p.Event.check("", d); err != nil {
 				return err
 			}
+			if set {
+				return setter("cuGraphEventRecordNodeSetEvent", p.Event.cu)
+			}
 			h, err = c.drv.AddEventNode(true, g.cu, deps, p.Event.cu)
 		case EventWaitParams:
 			if err := p.Event.check("", d); err != nil {
 				return err
+			}
+			if set {
+				return setter("cuGraphEventWaitNodeSetEvent", p.Event.cu)
 			}
 			h, err = c.drv.AddEventNode(false, g.cu, deps, p.Event.cu)
 		case MemsetParams:
@@ -424,6 +455,9 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			mp := (*cuda.MemsetNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemsetNodeParams{}))))
 			*mp = cuda.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
 				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
+			if set {
+				return setter("cuGraphMemsetNodeSetParams", uintptr(unsafe.Pointer(mp)))
+			}
 			h, err = c.drv.AddMemsetNode(g.cu, deps, mp, c.ctx)
 		case MemcpyParams:
 			if _, _, code, msg := d.cudaCopy(&p); code != nil {
@@ -443,6 +477,9 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			} else {
 				mp.DstMemoryType, mp.DstDevice = cuda.MemoryTypeDevice, uint64(p.Dst)
 			}
+			if set {
+				return setter("cuGraphMemcpyNodeSetParams", uintptr(unsafe.Pointer(mp)))
+			}
 			h, err = c.drv.AddMemcpyNode(g.cu, deps, mp, c.ctx)
 		case HostParams:
 			if p.Fn == nil {
@@ -452,6 +489,9 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error {
 			defer c.cm.Unlock()
 			hp := (*[2]uintptr)(c.cm.Alloc(16))
 			hp[0], hp[1] = cudaHostCallback(), registerHostFunc(d, p.Fn, false)
+			if set {
+				return setter("cuGraphHostNodeSetParams", uintptr(unsafe.Pointer(hp)))
+			}
 			var node uintptr
 			err = c.drv.Call("cuGraphAddHostNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(hp)))
 			h = node

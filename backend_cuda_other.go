@@ -86,4 +86,5 @@ func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode
 func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags UpdateCaptureFlags) error {
 	panic("unreachable")
 }
-func (g *Graph) cudaClone(op string) (*Graph, error) { panic("unreachable") }
+func (g *Graph) cudaClone(op string) (*Graph, error)        { panic("unreachable") }
+func (d *Device) cudaSetParams(n *Node, p NodeParams) error { panic("unreachable") }

@@ -258,3 +258,73 @@ func TestConformanceCaptureToGraphAndClone(t *testing.T) {
 		ok(t, s.Synchronize())
 	})
 }
+
+// TestConformanceTwoStreams: graphs running at the same time in two streams
+// need memory of their own; trim returns all of it once they are done.
+func TestConformanceTwoStreams(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s1, s2 := stream(t, d), stream(t, d)
+		const size = 64 << 20
+		ok(t, d.TrimGraphMem())
+		ok(t, d.ResetGraphMemHigh())
+		hold := make(chan struct{})
+		var execs []*gg.Exec
+		for i := 0; i < 2; i++ {
+			g := graph(t, d)
+			n, p := addAlloc(t, g, size)
+			m := must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(p, 1, size), n))
+			if i == 0 { // the first graph waits inside its launch
+				m = must[*gg.Node](t)(g.AddHostNode(func() { <-hold }, m))
+			}
+			must[*gg.Node](t)(g.AddMemFreeNode(p, m))
+			execs = append(execs, must[*gg.Exec](t)(g.Instantiate(0)))
+		}
+		ok(t, execs[0].Launch(s1))
+		ok(t, execs[1].Launch(s2))
+		ok(t, s2.Synchronize())
+		close(hold)
+		ok(t, s1.Synchronize())
+		st := must[gg.GraphMemStats](t)(d.GraphMemStats())
+		if st.ReservedHigh < 2*size {
+			t.Fatalf("two graphs running at once reserved %d MiB at most, want at least %d", st.ReservedHigh>>20, 2*size>>20)
+		}
+		ok(t, d.TrimGraphMem())
+		if st := must[gg.GraphMemStats](t)(d.GraphMemStats()); st.ReservedCurrent != 0 {
+			t.Fatalf("after trim: reserved %d", st.ReservedCurrent)
+		}
+	})
+}
+
+// TestConformanceSetParams: a node's new parameters reach later
+// instantiations, not executable graphs made before.
+func TestConformanceSetParams(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		p := must[gg.DevicePtr](t)(d.Malloc(64))
+		g := graph(t, d)
+		n := must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(p, 1, 16)))
+		e1 := must[*gg.Exec](t)(g.Instantiate(0))
+		ok(t, n.SetParams(gg.Memset32(p, 2, 16)))
+		isCode(t, n.SetParams(gg.Memset32(p, 2, 17)), gg.ErrInvalidValue)
+		isCode(t, n.SetParams(gg.EmptyParams{}), gg.ErrInvalidValue)
+		e2 := must[*gg.Exec](t)(g.Instantiate(0))
+		read := func() uint32 {
+			out := make([]uint32, 16)
+			ok(t, d.Memcpy(gg.DtoH(gg.Bytes(out), p)))
+			return out[15]
+		}
+		ok(t, e1.Launch(s))
+		ok(t, s.Synchronize())
+		if v := read(); v != 1 {
+			t.Fatalf("the executable graph made before SetParams wrote %d, want 1", v)
+		}
+		ok(t, e2.Launch(s))
+		ok(t, s.Synchronize())
+		if v := read(); v != 2 {
+			t.Fatalf("the executable graph made after SetParams wrote %d, want 2", v)
+		}
+		if got := must[gg.NodeParams](t)(n.Params()); got != gg.NodeParams(gg.Memset32(p, 2, 16)) {
+			t.Fatalf("params %+v", got)
+		}
+	})
+}

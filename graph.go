@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -323,9 +324,7 @@ func (n *Node) SetParams(p NodeParams) error {
 	if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
 		return nodeErr(op, n, ErrNotSupported, "memory node parameters cannot be changed")
 	}
-	if n.g.dev.cu != nil {
-		return nodeErr(op, n, ErrNotSupported, "changing node parameters is not supported on the cuda backend yet")
-	}
+
 	var child *Graph
 	if cp, ok := p.(ChildGraphParams); ok {
 		if err := n.g.checkChild(op, cp.Graph); err != nil {
@@ -339,8 +338,10 @@ func (n *Node) SetParams(p NodeParams) error {
 			return err
 		}
 		child = c
-	} else if _, code, msg := n.g.dev.prepare(p); code != nil {
-		return nodeErr(op, n, code, "%s", msg)
+	} else if n.g.dev.cu == nil {
+		if _, code, msg := n.g.dev.prepare(p); code != nil {
+			return nodeErr(op, n, code, "%s", msg)
+		}
 	}
 	if err := n.g.lock(op); err != nil {
 		return err
@@ -348,6 +349,20 @@ func (n *Node) SetParams(p NodeParams) error {
 	defer n.g.mu.Unlock()
 	if err := n.g.checkNodeLocked(op, n); err != nil {
 		return err
+	}
+	if n.g.dev.cu != nil {
+		if child != nil {
+			return nodeErr(op, n, ErrNotSupported, "changing the graph of a child graph node is not supported on the cuda backend yet")
+		}
+		if err := n.g.dev.cudaSetParams(n, p); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				c := *e
+				c.Op, c.Node = op, n
+				return &c
+			}
+			return err
+		}
 	}
 	if child != nil {
 		child.parent = n

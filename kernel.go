@@ -53,8 +53,9 @@ type Kernel struct {
 	// Go is the body on the host backend, called once per thread block;
 	// it loops over the block's threads itself. Blocks run in parallel.
 	Go func(b Block, args Args)
-	// CUDA is CUDA C++ source (an extern "C" __global__ function named Name)
-	// or PTX, used by the cuda backend.
+	// CUDA is the body on the cuda backend: CUDA C++ source (an extern "C"
+	// __global__ function named Name, compiled with NVRTC), PTX text, or a
+	// cubin image.
 	CUDA string
 }
 

@@ -89,6 +89,8 @@ var driverSymbols = []string{
 	"cuDeviceGetGraphMemAttribute", "cuDeviceSetGraphMemAttribute", "cuDeviceGraphMemTrim",
 	"cuStreamBeginCaptureToGraph", "cuStreamGetCaptureInfo_v3", "cuStreamUpdateCaptureDependencies_v2",
 	"cuGraphClone", "cuGraphNodeFindInClone",
+	"cuGraphKernelNodeSetParams_v2", "cuGraphMemcpyNodeSetParams", "cuGraphMemsetNodeSetParams",
+	"cuGraphHostNodeSetParams", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
