@@ -76,7 +76,18 @@ func Open(backend string, opts ...Option) (*Device, error) {
 	switch backend {
 	case "", BackendHost:
 	case BackendCUDA:
-		return openCUDA()
+		d, err := openCUDA()
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range opts {
+			o(d)
+		}
+		if d.memCheck {
+			d.Close()
+			return nil, newErr("Open", ErrNotSupported, "the checking mode of graph memory is a host backend feature")
+		}
+		return d, nil
 	default:
 		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
 	}

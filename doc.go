@@ -68,8 +68,8 @@
 // compiled with NVRTC on first use. NativeStream and its siblings give the
 // driver handles to code that calls other CUDA libraries; work such code
 // enqueues on a capturing stream is captured too. Not yet on cuda: explicit
-// memory pools, SetParams, and editing a child graph's embedded graph
-// (ErrNotSupported).
+// memory pools, editing a child graph's embedded graph or changing the graph
+// of a child graph node, and the checking mode (ErrNotSupported).
 //
 // # Kernels
 //
