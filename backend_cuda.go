@@ -38,6 +38,9 @@ type cudaDev struct {
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
 
+	poolOnce sync.Once
+	defPool  *MemPool // the device's default CUmemoryPool
+
 	mu     sync.Mutex
 	funcs  map[*Kernel]uintptr
 	fast   sync.Map    // *Kernel -> uintptr, read without the lock on every launch
@@ -585,10 +588,10 @@ func (d *Device) cudaFree(p DevicePtr) error {
 	return nil
 }
 
-func (s *Stream) cudaMallocAsync(op string, n int) (DevicePtr, error) {
+func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, error) {
 	var p uint64
 	err := s.dev.cuCall(op, func() error {
-		return s.dev.cu.drv.Call("cuMemAllocAsync", uintptr(unsafe.Pointer(&p)), uintptr(n), s.cu)
+		return s.dev.cu.drv.Call("cuMemAllocFromPoolAsync", uintptr(unsafe.Pointer(&p)), uintptr(n), pool.cu, s.cu)
 	})
 	if err != nil {
 		return 0, err
@@ -1034,4 +1037,60 @@ func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// Memory pools on the cuda backend are the driver's (CUmemoryPool).
+
+func (d *Device) cudaDefaultPool() *MemPool {
+	c := d.cu
+	c.poolOnce.Do(func() {
+		c.defPool = &MemPool{dev: d, isDefault: true}
+		d.cuCall("Device.DefaultMemPool", func() error {
+			return c.drv.Call("cuDeviceGetDefaultMemPool", uintptr(unsafe.Pointer(&c.defPool.cu)), uintptr(c.ord))
+		})
+	})
+	return c.defPool
+}
+
+func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
+	c := d.cu
+	p := &MemPool{dev: d, props: props}
+	var pp cuda.MemPoolProps
+	pp.AllocType, pp.LocationType, pp.LocationID, pp.MaxSize = 1, 1, int32(props.Location), props.MaxSize
+	err := d.cuCall(op, func() error {
+		c.cm.Lock()
+		defer c.cm.Unlock()
+		cp := (*cuda.MemPoolProps)(c.cm.Alloc(int(unsafe.Sizeof(pp))))
+		*cp = pp
+		return c.drv.Call("cuMemPoolCreate", uintptr(unsafe.Pointer(&p.cu)), uintptr(unsafe.Pointer(cp)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *MemPool) cudaCall(op, name string, args ...uintptr) error {
+	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.Call(name, args...) })
+}
+
+func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error {
+	return p.cudaCall(op, "cuMemPoolSetAttribute", p.cu, uintptr(attr), uintptr(unsafe.Pointer(&v)))
+}
+
+func (p *MemPool) cudaAttr(attr int) uint64 {
+	var v uint64
+	p.cudaCall("MemPool.Stats", "cuMemPoolGetAttribute", p.cu, uintptr(attr), uintptr(unsafe.Pointer(&v)))
+	return v
+}
+
+func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error {
+	c := p.dev.cu
+	return p.dev.cuCall(op, func() error {
+		c.cm.Lock()
+		defer c.cm.Unlock()
+		desc := (*cuda.MemAccessDesc)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAccessDesc{}))))
+		*desc = cuda.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
+		return c.drv.Call("cuMemPoolSetAccess", p.cu, uintptr(unsafe.Pointer(desc)), 1)
+	})
 }

@@ -69,17 +69,19 @@ func (e *Exec) cudaLaunch(op string, s *Stream) error { panic("unreachable") }
 
 func (e *Exec) cudaUpload(op string, s *Stream) error { panic("unreachable") }
 
-func (e *Exec) cudaDestroy(op string) error                           { panic("unreachable") }
-func (d *Device) cudaAddNode(g *Graph, n *Node) error                 { panic("unreachable") }
-func (s *Stream) cudaHostFunc(op string, fn func()) error             { panic("unreachable") }
-func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error  { panic("unreachable") }
-func (s *Stream) cudaEndCapture(op string) (*Graph, error)            { panic("unreachable") }
-func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error)      { panic("unreachable") }
-func (s *Stream) cudaMallocAsync(op string, n int) (DevicePtr, error) { panic("unreachable") }
-func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error          { panic("unreachable") }
-func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error)  { panic("unreachable") }
-func (d *Device) cudaResetGraphMemHigh(op string) error               { panic("unreachable") }
-func (d *Device) cudaTrimGraphMem(op string) error                    { panic("unreachable") }
+func (e *Exec) cudaDestroy(op string) error                          { panic("unreachable") }
+func (d *Device) cudaAddNode(g *Graph, n *Node) error                { panic("unreachable") }
+func (s *Stream) cudaHostFunc(op string, fn func()) error            { panic("unreachable") }
+func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error { panic("unreachable") }
+func (s *Stream) cudaEndCapture(op string) (*Graph, error)           { panic("unreachable") }
+func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error)     { panic("unreachable") }
+func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, error) {
+	panic("unreachable")
+}
+func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error         { panic("unreachable") }
+func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) { panic("unreachable") }
+func (d *Device) cudaResetGraphMemHigh(op string) error              { panic("unreachable") }
+func (d *Device) cudaTrimGraphMem(op string) error                   { panic("unreachable") }
 func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode CaptureMode) error {
 	panic("unreachable")
 }
@@ -88,3 +90,11 @@ func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags U
 }
 func (g *Graph) cudaClone(op string) (*Graph, error)        { panic("unreachable") }
 func (d *Device) cudaSetParams(n *Node, p NodeParams) error { panic("unreachable") }
+func (d *Device) cudaDefaultPool() *MemPool                 { panic("unreachable") }
+func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
+	panic("unreachable")
+}
+func (p *MemPool) cudaCall(op, name string, args ...uintptr) error              { panic("unreachable") }
+func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error              { panic("unreachable") }
+func (p *MemPool) cudaAttr(attr int) uint64                                     { panic("unreachable") }
+func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error { panic("unreachable") }

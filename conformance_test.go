@@ -328,3 +328,44 @@ func TestConformanceSetParams(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceMemPools: stream-ordered allocation from an explicit pool,
+// its release threshold, trim and statistics.
+func TestConformanceMemPools(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		pool := must[*gg.MemPool](t)(d.NewMemPool(gg.MemPoolProps{}))
+		defer pool.Destroy()
+		p := must[gg.DevicePtr](t)(s.MallocFromPoolAsync(8<<20, pool))
+		ok(t, s.Memset(gg.Memset8(p, 3, 8<<20)))
+		out := make([]byte, 16)
+		ok(t, s.Memcpy(gg.DtoH(out, p)))
+		if st := pool.Stats(); st.UsedCurrent < 8<<20 || st.ReservedCurrent < st.UsedCurrent {
+			t.Fatalf("stats while allocated %+v", st)
+		}
+		ok(t, s.FreeAsync(p))
+		ok(t, s.Synchronize()) // release threshold 0: idle memory goes back here
+		if out[15] != 3 {
+			t.Fatalf("read %v", out)
+		}
+		if st := pool.Stats(); st.UsedCurrent != 0 || st.ReservedCurrent != 0 {
+			t.Fatalf("after free and synchronize with threshold 0: %+v", st)
+		}
+		ok(t, pool.SetReleaseThreshold(1<<40))
+		if pool.ReleaseThreshold() != 1<<40 {
+			t.Fatalf("threshold %d", pool.ReleaseThreshold())
+		}
+		p = must[gg.DevicePtr](t)(s.MallocFromPoolAsync(8<<20, pool))
+		ok(t, s.FreeAsync(p))
+		ok(t, s.Synchronize())
+		if st := pool.Stats(); st.ReservedCurrent == 0 {
+			t.Fatal("memory released despite a high threshold")
+		}
+		ok(t, pool.TrimTo(0))
+		if st := pool.Stats(); st.ReservedCurrent != 0 {
+			t.Fatalf("after TrimTo(0): %+v", st)
+		}
+		isCode(t, pool.SetAccess(0, gg.AccessRead), gg.ErrNotSupported)
+		isCode(t, d.DefaultMemPool().Destroy(), gg.ErrInvalidValue)
+	})
+}

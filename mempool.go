@@ -88,6 +88,7 @@ type MemPoolStats struct {
 // allocates from; more can be created with Device.NewMemPool and allocated
 // from with Stream.MallocFromPoolAsync. Methods are safe for concurrent use.
 type MemPool struct {
+	cu        uintptr // the native CUmemoryPool on the cuda backend
 	dev       *Device
 	props     MemPoolProps
 	isDefault bool
@@ -162,6 +163,9 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d == nil {
 		return nil
 	}
+	if d.cu != nil {
+		return d.cudaDefaultPool()
+	}
 	devicePools.Lock()
 	defer devicePools.Unlock()
 	if d.closed.Load() {
@@ -190,6 +194,9 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	const opName = "Device.NewMemPool"
 	if err := d.check(opName); err != nil {
 		return nil, err
+	}
+	if d.cu != nil {
+		return d.cudaNewMemPool(opName, props)
 	}
 	if props.Location != 0 {
 		return nil, newErr(opName, ErrInvalidValue, "location %d: no such device", props.Location)
@@ -249,6 +256,9 @@ func (p *MemPool) Destroy() error {
 	if p.isDefault {
 		return newErr(opName, ErrInvalidValue, "the default memory pool cannot be destroyed")
 	}
+	if p.cu != 0 {
+		return p.cudaCall(opName, "cuMemPoolDestroy", p.cu)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.destroyed {
@@ -268,6 +278,9 @@ func (p *MemPool) SetReleaseThreshold(bytes uint64) error {
 	if err := p.check(opName); err != nil {
 		return err
 	}
+	if p.cu != 0 {
+		return p.cudaSetAttr(opName, poolAttrReleaseThreshold, bytes)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.destroyed {
@@ -284,6 +297,9 @@ func (p *MemPool) ReleaseThreshold() uint64 {
 	if p == nil {
 		return 0
 	}
+	if p.cu != 0 {
+		return p.cudaAttr(poolAttrReleaseThreshold)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.threshold
@@ -296,6 +312,9 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 	const opName = "MemPool.TrimTo"
 	if err := p.check(opName); err != nil {
 		return err
+	}
+	if p.cu != 0 {
+		return p.cudaCall(opName, "cuMemPoolTrimTo", p.cu, uintptr(minBytesToKeep))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -311,6 +330,10 @@ func (p *MemPool) Stats() MemPoolStats {
 	if p == nil {
 		return MemPoolStats{}
 	}
+	if p.cu != 0 {
+		return MemPoolStats{ReservedCurrent: p.cudaAttr(poolAttrReservedCurrent), ReservedHigh: p.cudaAttr(poolAttrReservedHigh),
+			UsedCurrent: p.cudaAttr(poolAttrUsedCurrent), UsedHigh: p.cudaAttr(poolAttrUsedHigh)}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
@@ -320,6 +343,11 @@ func (p *MemPool) Stats() MemPoolStats {
 // cudaMemPoolAttrReservedMemHigh and cudaMemPoolAttrUsedMemHigh to 0 does).
 func (p *MemPool) ResetHigh() {
 	if p == nil {
+		return
+	}
+	if p.cu != 0 {
+		p.cudaSetAttr("MemPool.ResetHigh", poolAttrReservedHigh, 0)
+		p.cudaSetAttr("MemPool.ResetHigh", poolAttrUsedHigh, 0)
 		return
 	}
 	p.mu.Lock()
@@ -342,6 +370,9 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	case AccessNone, AccessRead, AccessReadWrite:
 	default:
 		return newErr(opName, ErrInvalidValue, "unknown access flags %d", int(flags))
+	}
+	if p.cu != 0 {
+		return p.cudaSetAccess(opName, device, flags)
 	}
 	if device != p.props.Location {
 		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)
@@ -395,16 +426,15 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
 	if s.cu != 0 {
-		if p != s.dev.DefaultMemPool() {
-			return 0, newErr(opName, ErrNotSupported, "explicit memory pools are not supported on the cuda backend yet")
-		}
-		if n < 0 {
+		switch {
+		case p == nil || p.dev != s.dev:
+			return 0, newErr(opName, ErrInvalidValue, "nil memory pool, or a pool of another device")
+		case n < 0:
 			return 0, newErr(opName, ErrInvalidValue, "negative size %d", n)
-		}
-		if n == 0 {
+		case n == 0:
 			return 0, nil
 		}
-		return s.cudaMallocAsync(opName, n)
+		return s.cudaMallocAsync(opName, n, p)
 	}
 	if e := s.dev.sticky.Load(); e != nil {
 		return 0, withOp(opName, e)

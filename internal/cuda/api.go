@@ -234,3 +234,15 @@ type MemAccessDesc struct {
 	LocationID   int32
 	Flags        int32 // CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
 }
+
+// MemPoolProps is CUmemPoolProps (88 bytes).
+type MemPoolProps struct {
+	AllocType     int32
+	HandleTypes   int32
+	LocationType  int32
+	LocationID    int32
+	Win32Security uintptr
+	MaxSize       uint64
+	Usage         uint16
+	Reserved      [54]byte
+}

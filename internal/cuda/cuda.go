@@ -91,6 +91,8 @@ var driverSymbols = []string{
 	"cuGraphClone", "cuGraphNodeFindInClone",
 	"cuGraphKernelNodeSetParams_v2", "cuGraphMemcpyNodeSetParams", "cuGraphMemsetNodeSetParams",
 	"cuGraphHostNodeSetParams", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
+	"cuDeviceGetDefaultMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
+	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.

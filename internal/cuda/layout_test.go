@@ -18,6 +18,7 @@ func TestLayouts(t *testing.T) {
 		{"CUDA_MEMCPY3D", unsafe.Sizeof(Memcpy3D{}), 200},
 		{"CUDA_MEM_ALLOC_NODE_PARAMS", unsafe.Sizeof(MemAllocNodeParams{}), 120},
 		{"CUmemAccessDesc", unsafe.Sizeof(MemAccessDesc{}), 12},
+		{"CUmemPoolProps", unsafe.Sizeof(MemPoolProps{}), 88},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %d bytes, want %d", c.name, c.got, c.want)
