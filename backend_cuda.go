@@ -426,8 +426,10 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool) error 
 		case ChildGraphParams:
 			if h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
 				var emb uintptr
-				err = c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&emb)))
-				p.Graph.cu = emb
+				if err = c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&emb))); err == nil {
+					p.Graph.cu = emb
+					err = c.bindClone(p.Graph)
+				}
 			}
 		case EventRecordParams:
 			if err := p.Event.check("", d); err != nil {
@@ -537,6 +539,26 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool) error 
 		return cudaErr("", err)
 	}
 	n.cu = h
+	return nil
+}
+
+// bindClone gives the nodes of a Go clone the handles of the driver's clone
+// of the same graph (g.cu), so the embedded graph of a child graph node can
+// be edited like any other. Graphs embedded deeper keep no handles.
+func (c *cudaDev) bindClone(g *Graph) error {
+	orig := make(map[*Node]*Node, len(g.clonedBy))
+	for o, m := range g.clonedBy {
+		orig[m] = o
+	}
+	for _, m := range g.nodes {
+		o := orig[m]
+		if o == nil || o.cu == 0 {
+			continue
+		}
+		if err := c.drv.Call("cuGraphNodeFindInClone", uintptr(unsafe.Pointer(&m.cu)), o.cu, g.cu); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

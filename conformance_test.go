@@ -369,3 +369,28 @@ func TestConformanceMemPools(t *testing.T) {
 		isCode(t, d.DefaultMemPool().Destroy(), gg.ErrInvalidValue)
 	})
 }
+
+// TestConformanceEditEmbeddedGraph: the graph embedded in a child graph node
+// belongs to the node, and edits of it change what the node runs.
+func TestConformanceEditEmbeddedGraph(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		var mu sync.Mutex
+		var ran []string
+		note := func(x string) func() { return func() { mu.Lock(); ran = append(ran, x); mu.Unlock() } }
+		child := graph(t, d)
+		must[*gg.Node](t)(child.AddHostNode(note("first")))
+		g := graph(t, d)
+		cn := must[*gg.Node](t)(g.AddChildGraphNode(child, must[*gg.Node](t)(g.AddEmptyNode())))
+		must[*gg.Node](t)(child.AddHostNode(note("not in the node"))) // the original is the caller's
+		emb := must[*gg.Graph](t)(cn.ChildGraph())
+		first := must[[]*gg.Node](t)(emb.Nodes())[0]
+		must[*gg.Node](t)(emb.AddHostNode(note("second"), first))
+		e := must[*gg.Exec](t)(g.Instantiate(0))
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+		if len(ran) != 2 || ran[0] != "first" || ran[1] != "second" {
+			t.Fatalf("ran %v, want [first second]", ran)
+		}
+	})
+}

@@ -68,9 +68,8 @@
 // compiled with NVRTC on first use. NativeStream and its siblings give the
 // driver handles to code that calls other CUDA libraries; work such code
 // enqueues on a capturing stream is captured too; memory pools are the
-// driver's. Not yet on cuda: editing a child graph's embedded graph or
-// changing the graph of a child graph node, and the checking mode
-// (ErrNotSupported).
+// driver's. Not yet on cuda: changing the graph of a child graph node with
+// SetParams, and the checking mode (ErrNotSupported).
 //
 // # Kernels
 //

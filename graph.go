@@ -226,9 +226,6 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		return nil, err
 	}
 	defer g.mu.Unlock()
-	if g.dev.cu != nil && g.parent != nil {
-		return nil, newErr(op, ErrNotSupported, "editing embedded graphs is not supported on the cuda backend yet")
-	}
 	if memNode && g.parent != nil {
 		return nil, newErr(op, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
 	}
