@@ -784,20 +784,35 @@ func (s *Stream) cudaMemset(op string, p *MemsetParams) error {
 	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call(call, append(args, s.cu)...) })
 }
 
+// streamCall makes a stream-bound driver call without making the context
+// current (the driver takes it from the stream, as for launches), and again
+// with it only if the driver objects.
+func (s *Stream) streamCall(op, name string, args ...uintptr) error {
+	c := s.dev.cu
+	err := c.drv.Call(name, args...)
+	if contextError(err) {
+		err = c.do(func() error { return c.drv.Call(name, args...) })
+	}
+	if err != nil {
+		return cudaErr(op, err)
+	}
+	return nil
+}
+
 func (s *Stream) cudaRecord(op string, e *Event) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuEventRecord", e.cu, s.cu) })
+	return s.streamCall(op, "cuEventRecord", e.cu, s.cu)
 }
 
 func (s *Stream) cudaWait(op string, e *Event) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamWaitEvent", s.cu, e.cu, 0) })
+	return s.streamCall(op, "cuStreamWaitEvent", s.cu, e.cu, 0)
 }
 
 func (s *Stream) cudaSynchronize(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamSynchronize", s.cu) })
+	return s.streamCall(op, "cuStreamSynchronize", s.cu)
 }
 
 func (s *Stream) cudaQuery(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamQuery", s.cu) })
+	return s.streamCall(op, "cuStreamQuery", s.cu)
 }
 
 func (s *Stream) cudaDestroy(op string) error {

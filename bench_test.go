@@ -17,10 +17,14 @@ func BenchmarkLaunch(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer d.Close()
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, n := range bench.Sizes {
-		b.Run(bench.Name("stream", n), bench.StreamLaunches(d, n))
-		for _, s := range bench.Shapes {
-			b.Run(bench.Name("graph-"+s.Name, n), bench.GraphLaunch(d, s, n))
+		b.Run(bench.Name("stream", n), bench.StreamLaunches(s, n))
+		for _, shape := range bench.Shapes {
+			b.Run(bench.Name("graph-"+shape.Name, n), bench.GraphLaunch(s, shape, n))
 		}
 	}
 }

@@ -3,7 +3,6 @@ package gpugraph_test
 import (
 	"errors"
 	"math"
-	"runtime"
 	"testing"
 	"time"
 
@@ -298,33 +297,4 @@ func TestCUDACapture(t *testing.T) {
 	isCode(t, s1.Synchronize(), gg.ErrStreamCaptureUnsupported)
 	_, err = s1.EndCapture()
 	isCode(t, err, gg.ErrStreamCaptureInvalidated)
-}
-
-// BenchmarkCUDAHarnessChain runs the launch-overhead harness's own graph
-// benchmark (internal/bench.GraphLaunch) for the 1000-node chain alone, to
-// compare with BenchmarkCUDAChainLaunchSync in the same process.
-func BenchmarkCUDAHarnessChain(b *testing.B) {
-	d, err := gg.Open("cuda")
-	if err != nil {
-		b.Skipf("no CUDA device: %v", err)
-	}
-	defer d.Close()
-	b.Run("chain/n=1000", bench.GraphLaunch(d, bench.Shapes[0], 1000))
-	b.Run("stream-then-chain/n=1000", func(b *testing.B) {
-		bench.StreamLaunches(d, 1000)(b)
-	})
-	b.Run("chain-after-stream/n=1000", bench.GraphLaunch(d, bench.Shapes[0], 1000))
-	b.Run("chain-after-gc-and-3s/n=1000", func(b *testing.B) {
-		runtime.GC()
-		time.Sleep(3 * time.Second)
-		bench.GraphLaunch(d, bench.Shapes[0], 1000)(b)
-	})
-	b.Run("chain-in-fresh-device/n=1000", func(b *testing.B) {
-		d2, err := gg.Open("cuda")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d2.Close()
-		bench.GraphLaunch(d2, bench.Shapes[0], 1000)(b)
-	})
 }

@@ -114,19 +114,26 @@ func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements,
 		stream: make([][]sample, len(cfg.Sizes)),
 		graph:  make([][][]sample, len(cfg.Sizes)),
 	}
+	// One stream for every measurement, as in the native reference (see
+	// bench.StreamLaunches for why it matters on a GPU).
+	stream, err := dev.NewStream()
+	if err != nil {
+		return m, err
+	}
+	defer stream.Destroy()
 	for i := range m.graph {
 		m.graph[i] = make([][]sample, len(cfg.Shapes))
 	}
 	for r := range cfg.Count {
 		fmt.Fprintf(progress, "bench: round %d/%d\n", r+1, cfg.Count)
 		for i, n := range cfg.Sizes {
-			s, err := run1(bench.Name("stream", n), bench.StreamLaunches(dev, n))
+			s, err := run1(bench.Name("stream", n), bench.StreamLaunches(stream, n))
 			if err != nil {
 				return m, err
 			}
 			m.stream[i] = append(m.stream[i], s)
 			for j, shape := range cfg.Shapes {
-				s, err := run1(bench.Name("graph-"+shape.Name, n), bench.GraphLaunch(dev, shape, n))
+				s, err := run1(bench.Name("graph-"+shape.Name, n), bench.GraphLaunch(stream, shape, n))
 				if err != nil {
 					return m, err
 				}

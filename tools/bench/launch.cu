@@ -23,6 +23,18 @@ int main() {
   MUST(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   empty<<<1, 1, 0, s>>>();
   MUST(cudaStreamSynchronize(s));
+  if (getenv("OTHER_STREAM")) {
+    // What the Go harness did before each graph benchmark: kernel launches in
+    // another stream, synchronized, then that stream destroyed.
+    cudaStream_t o;
+    MUST(cudaStreamCreateWithFlags(&o, cudaStreamNonBlocking));
+    for (int it = 0; it < 100; it++) {
+      for (int i = 0; i < 1000; i++) empty<<<1, 1, 0, o>>>();
+      MUST(cudaStreamSynchronize(o));
+    }
+    MUST(cudaStreamDestroy(o));
+    printf("(after 100000 launches in another stream, since destroyed)\n");
+  }
   const int sizes[] = {1, 10, 100, 1000};
   const int runs = 7;
   printf("native CUDA C++ (runtime API), graphs built by %s, medians of %d runs\n", getenv("EXPLICIT") ? "cudaGraphAddKernelNode" : "stream capture", runs);
