@@ -267,30 +267,8 @@ func contextError(err error) bool {
 // cudaCopy checks a copy on the cuda backend and returns the memcpy
 // direction's driver call and its arguments.
 func (d *Device) cudaCopy(p *MemcpyParams) (string, []uintptr, *Code, string) {
-	if p.Size < 0 {
-		return "", nil, ErrInvalidValue, fmt.Sprintf("negative size %d", p.Size)
-	}
-	check := func(name string, dev DevicePtr, host []byte) string {
-		if host != nil {
-			if dev != 0 {
-				return name + ": both a device pointer and a host slice given"
-			}
-			if len(host) < p.Size {
-				return fmt.Sprintf("%s: host slice of %d bytes is shorter than the copy (%d)", name, len(host), p.Size)
-			}
-			return ""
-		}
-		if p.Size > 0 {
-			if err := d.cu.checkRange(dev, p.Size); err != nil {
-				return name + ": " + err.Error()
-			}
-		}
-		return ""
-	}
-	if msg := check("destination", p.Dst, p.DstHost); msg != "" {
-		return "", nil, ErrInvalidValue, msg
-	}
-	if msg := check("source", p.Src, p.SrcHost); msg != "" {
+	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.cu.checkRange(dev, n) }
+	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
 		return "", nil, ErrInvalidValue, msg
 	}
 	hostPtr := func(b []byte) uintptr {
@@ -570,8 +548,6 @@ func cudaDeps(deps []uintptr) uintptr {
 }
 
 // Dispatch from the public API. Each runs after the API's own checks.
-
-var errCUDANotYet = "is not supported on the cuda backend yet"
 
 func (d *Device) cudaSynchronize() error {
 	return d.cuCall("Device.Synchronize", func() error { return d.cu.drv.Call("cuCtxSynchronize") })

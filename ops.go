@@ -196,8 +196,20 @@ func (s *memsetOp) run(dst []byte) {
 
 // prepareMemcpy checks a copy and resolves its device addresses.
 func (d *Device) prepareMemcpy(p *MemcpyParams) (op, *Code, string) {
+	dst, src, msg := memcpySides(p, d.deviceBytes)
+	if msg != "" {
+		return op{}, ErrInvalidValue, msg
+	}
+	return op{kind: opMemcpy, dst: dst, src: src}, nil, ""
+}
+
+// memcpySides checks a copy for every backend: the size, and each side
+// either a host slice long enough or device memory that device accepts
+// (device resolves [ptr, ptr+n) to bytes on the host backend, or only
+// checks it on cuda). It returns the two sides, or what is wrong.
+func memcpySides(p *MemcpyParams, device func(DevicePtr, int) ([]byte, error)) (dst, src []byte, msg string) {
 	if p.Size < 0 {
-		return op{}, ErrInvalidValue, fmt.Sprintf("negative size %d", p.Size)
+		return nil, nil, fmt.Sprintf("negative size %d", p.Size)
 	}
 	side := func(name string, dev DevicePtr, host []byte) ([]byte, string) {
 		if host != nil {
@@ -212,21 +224,17 @@ func (d *Device) prepareMemcpy(p *MemcpyParams) (op, *Code, string) {
 		if p.Size == 0 {
 			return nil, ""
 		}
-		b, err := d.deviceBytes(dev, p.Size)
+		b, err := device(dev, p.Size)
 		if err != nil {
 			return nil, name + ": " + err.Error()
 		}
 		return b, ""
 	}
-	dst, msg := side("destination", p.Dst, p.DstHost)
-	if msg != "" {
-		return op{}, ErrInvalidValue, msg
+	if dst, msg = side("destination", p.Dst, p.DstHost); msg != "" {
+		return nil, nil, msg
 	}
-	src, msg := side("source", p.Src, p.SrcHost)
-	if msg != "" {
-		return op{}, ErrInvalidValue, msg
-	}
-	return op{kind: opMemcpy, dst: dst, src: src}, nil, ""
+	src, msg = side("source", p.Src, p.SrcHost)
+	return dst, src, msg
 }
 
 // prepareMemset checks a memset and resolves its device range.
