@@ -102,6 +102,8 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	*d = *sched.NewDAG(preds)
 	for i := range e.ops {
 		switch e.ops[i].kind {
+		case opKernel:
+			e.ops[i].kern.ctx = &kernelCtx{e: e, node: int32(i)}
 		case opRecord:
 			e.ops[i].seq = uint64(len(e.records))
 			e.records = append(e.records, int32(i))

@@ -68,6 +68,16 @@ type Block struct {
 	// Shared is the block's dynamic shared memory (KernelParams.SharedMem
 	// bytes), private to this block for its duration.
 	Shared []byte
+
+	ctx *kernelCtx // the graph launch running the kernel; nil in a stream
+}
+
+// kernelCtx is what a kernel node reaches of the graph launch running it:
+// device-side calls (setting a conditional handle, launching a device graph,
+// triggering programmatic dependents) act on it.
+type kernelCtx struct {
+	e    *Exec
+	node int32 // the kernel's index in e.ops
 }
 
 // Args holds a launch's arguments, already checked against Kernel.Params.
@@ -116,6 +126,7 @@ type kernelOp struct {
 	grid, block Dim3
 	shared      int
 	args        Args
+	ctx         *kernelCtx // set for kernel nodes of an Exec
 }
 
 // prepareKernel checks a launch against the kernel and the device limits and
@@ -262,7 +273,7 @@ func (o *kernelOp) runOne(d *Device) (err *Error) {
 			err = d.panicError("kernel "+o.k.Name, p)
 		}
 	}()
-	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared)}, o.args)
+	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared), ctx: o.ctx}, o.args)
 	return nil
 }
 
@@ -277,6 +288,7 @@ func (o *kernelOp) blocks(lo, hi int) {
 			Dim:     o.block,
 			GridDim: o.grid,
 			Shared:  sh,
+			ctx:     o.ctx,
 		}, o.args)
 	}
 }
