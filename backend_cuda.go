@@ -128,6 +128,7 @@ var cudaCodes = map[int]*Code{
 	900: ErrStreamCaptureUnsupported, 901: ErrStreamCaptureInvalidated, 902: ErrStreamCaptureMerge,
 	903: ErrStreamCaptureUnmatched, 904: ErrStreamCaptureUnjoined, 905: ErrStreamCaptureIsolation,
 	906: ErrStreamCaptureImplicit, 907: ErrCapturedEvent, 908: ErrStreamCaptureWrongThread,
+	402: ErrLossyQuery, 800: ErrNotPermitted, 910: ErrGraphExecUpdateFailure,
 	500: ErrInvalidDeviceFunction, 218: ErrInvalidDeviceFunction, 209: ErrInvalidDeviceFunction,
 }
 

@@ -31,10 +31,12 @@ var (
 	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
 	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
 	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
+	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
 	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
 	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
 	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
 	ErrLaunchFailure            = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
+	ErrNotPermitted             = &Code{800, "cudaErrorNotPermitted", "operation not permitted"}
 	ErrNotSupported             = &Code{801, "cudaErrorNotSupported", "operation not supported"}
 	ErrStreamCaptureUnsupported = &Code{900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}
 	ErrStreamCaptureInvalidated = &Code{901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"}
@@ -45,6 +47,7 @@ var (
 	ErrStreamCaptureImplicit    = &Code{906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"}
 	ErrCapturedEvent            = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
 	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
+	ErrGraphExecUpdateFailure   = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
 )
 
 // Error is what the API returns: the operation, the node it concerns (if

@@ -15,6 +15,12 @@ const (
 	// allocations of its previous launch are live: the launch frees them
 	// first, in stream order (cudaGraphInstantiateFlagAutoFreeOnLaunch).
 	InstantiateAutoFreeOnLaunch InstantiateFlags = 1
+	// InstantiateUpload uploads the graph as part of instantiation, into the
+	// stream given to InstantiateWithParams (cudaGraphInstantiateFlagUpload).
+	InstantiateUpload InstantiateFlags = 2
+	// InstantiateDeviceLaunch makes a device graph, one that kernels can
+	// launch (cudaGraphInstantiateFlagDeviceLaunch).
+	InstantiateDeviceLaunch InstantiateFlags = 4
 )
 
 // Exec is an executable graph: a snapshot of a Graph, validated and planned,

@@ -7,22 +7,27 @@ type NodeType int
 
 // Node types.
 const (
-	NodeKernel      NodeType = 0
-	NodeMemcpy      NodeType = 1
-	NodeMemset      NodeType = 2
-	NodeHost        NodeType = 3
-	NodeChildGraph  NodeType = 4
-	NodeEmpty       NodeType = 5
-	NodeEventWait   NodeType = 6
-	NodeEventRecord NodeType = 7
-	NodeMemAlloc    NodeType = 10
-	NodeMemFree     NodeType = 11
+	NodeKernel         NodeType = 0
+	NodeMemcpy         NodeType = 1
+	NodeMemset         NodeType = 2
+	NodeHost           NodeType = 3
+	NodeChildGraph     NodeType = 4
+	NodeEmpty          NodeType = 5
+	NodeEventWait      NodeType = 6
+	NodeEventRecord    NodeType = 7
+	NodeExtSemasSignal NodeType = 8
+	NodeExtSemasWait   NodeType = 9
+	NodeMemAlloc       NodeType = 10
+	NodeMemFree        NodeType = 11
+	NodeConditional    NodeType = 13
 )
 
 var nodeTypeNames = map[NodeType]string{
 	NodeKernel: "kernel", NodeMemcpy: "memcpy", NodeMemset: "memset", NodeHost: "host",
 	NodeChildGraph: "child graph", NodeEmpty: "empty", NodeEventWait: "event wait",
 	NodeEventRecord: "event record", NodeMemAlloc: "mem alloc", NodeMemFree: "mem free",
+	NodeExtSemasSignal: "external semaphore signal", NodeExtSemasWait: "external semaphore wait",
+	NodeConditional: "conditional",
 }
 
 func (t NodeType) String() string {
