@@ -356,14 +356,15 @@ func registerHostFunc(d *Device, fn func(), oneShot bool) uintptr {
 // Native graph nodes.
 
 // cudaAddNode adds n's native node to g's native graph.
-func (d *Device) cudaAddNode(g *Graph, n *Node) error { return d.cudaNode(g, n, n.params, false) }
+func (d *Device) cudaAddNode(g *Graph, n *Node) error { return d.cudaNode(g, n, n.params, false, 0) }
 
 // cudaSetParams sets the parameters of n's native node to p.
-func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(n.g, n, p, true) }
+func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(n.g, n, p, true, 0) }
 
 // cudaNode makes n's native node from params, or with set, changes the
-// parameters of the existing one (cuGraph*NodeSetParams).
-func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool) error {
+// parameters of the existing one (cuGraph*NodeSetParams), or with set and
+// exec, those of n in the executable graph exec (cuGraphExec*NodeSetParams).
+func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec uintptr) error {
 	c := d.cu
 	deps := make([]uintptr, len(n.deps))
 	for i, x := range n.deps {
@@ -371,13 +372,25 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool) error 
 	}
 	h := n.cu
 	setter := func(name string, args ...uintptr) error {
+		if exec != 0 {
+			name = strings.Replace(name, "cuGraph", "cuGraphExec", 1)
+			if strings.HasPrefix(name, "cuGraphExecMem") { // memcpy and memset setters take the context
+				args = append(args, c.ctx)
+			}
+			return c.drv.Call(name, append([]uintptr{exec, n.cu}, args...)...)
+		}
 		return c.drv.Call(name, append([]uintptr{n.cu}, args...)...)
 	}
 	err := c.do(func() error {
 		var err error
 		if set {
-			switch params.(type) {
-			case ChildGraphParams, MemAllocParams, MemFreeParams:
+			switch p := params.(type) {
+			case ChildGraphParams:
+				if exec != 0 {
+					return c.drv.Call("cuGraphExecChildGraphNodeSetParams", exec, n.cu, p.Graph.cu)
+				}
+				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
+			case MemAllocParams, MemFreeParams:
 				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
 			}
 		}
@@ -830,6 +843,79 @@ func (e *Exec) cudaLaunch(op string, s *Stream) error {
 	return nil
 }
 
+// cudaUpdate is cuGraphExecUpdate; the result's nodes are found in g.
+func (e *Exec) cudaUpdate(op string, g *Graph) (UpdateResultInfo, error) {
+	var info struct {
+		result           int32
+		errNode, errFrom uintptr
+	}
+	err := e.dev.cuCall(op, func() error {
+		return e.dev.cu.drv.Call("cuGraphExecUpdate_v2", e.cu, g.cu, uintptr(unsafe.Pointer(&info)))
+	})
+	g.mu.Lock()
+	res := UpdateResultInfo{Result: UpdateResult(info.result), ErrorNode: findNative(g, info.errNode), ErrorFromNode: findNative(g, info.errFrom)}
+	g.mu.Unlock()
+	if err != nil {
+		var ge *Error
+		if errors.As(err, &ge) {
+			c := *ge
+			c.Node = res.ErrorNode
+			c.Detail = res.Result.String() + ": " + c.Detail
+			return res, &c
+		}
+	}
+	return res, err
+}
+
+// findNative finds the node of g (or of a graph embedded in it) with native
+// handle h. g must be locked.
+func findNative(g *Graph, h uintptr) *Node {
+	if h == 0 {
+		return nil
+	}
+	for _, n := range g.nodes {
+		if n.cu == h {
+			return n
+		}
+		if n.child != nil {
+			if m := findNative(n.child, h); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// cudaSetParams changes n's parameters in e (cuGraphExec*NodeSetParams).
+func (e *Exec) cudaSetParams(op string, n *Node, p NodeParams) error {
+	if err := e.dev.cudaNode(n.g, n, p, true, e.cu); err != nil {
+		var ge *Error
+		if errors.As(err, &ge) {
+			c := *ge
+			c.Op, c.Node = op, n
+			return &c
+		}
+		return err
+	}
+	return nil
+}
+
+func (e *Exec) cudaSetEnabled(op string, n *Node, on bool) error {
+	v := uintptr(0)
+	if on {
+		v = 1
+	}
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphNodeSetEnabled", e.cu, n.cu, v) })
+}
+
+func (e *Exec) cudaEnabled(op string, n *Node) (bool, error) {
+	var v uint32
+	err := e.dev.cuCall(op, func() error {
+		return e.dev.cu.drv.Call("cuGraphNodeGetEnabled", e.cu, n.cu, uintptr(unsafe.Pointer(&v)))
+	})
+	return v != 0, err
+}
+
 func (e *Exec) cudaUpload(op string, s *Stream) error {
 	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphUpload", e.cu, s.cu) })
 }
@@ -981,7 +1067,7 @@ func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags U
 // parameters and ids, found with cuGraphNodeFindInClone.
 func (g *Graph) cudaClone(op string) (*Graph, error) {
 	c := g.dev.cu
-	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
+	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := c.do(func() error {
 		if err := c.drv.Call("cuGraphClone", uintptr(unsafe.Pointer(&cl.cu)), g.cu); err != nil {
 			return err
@@ -991,7 +1077,7 @@ func (g *Graph) cudaClone(op string) (*Graph, error) {
 			if err := c.drv.Call("cuGraphNodeFindInClone", uintptr(unsafe.Pointer(&h)), n.cu, cl.cu); err != nil {
 				return err
 			}
-			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h}
+			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h, sink: n.sink}
 			if n.child != nil {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
 				if err := c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&m.child.cu))); err != nil {

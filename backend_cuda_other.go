@@ -98,3 +98,8 @@ func (p *MemPool) cudaCall(op, name string, args ...uintptr) error              
 func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error              { panic("unreachable") }
 func (p *MemPool) cudaAttr(attr int) uint64                                     { panic("unreachable") }
 func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error { panic("unreachable") }
+
+func (e *Exec) cudaUpdate(op string, g *Graph) (UpdateResultInfo, error) { panic("unreachable") }
+func (e *Exec) cudaSetParams(op string, n *Node, p NodeParams) error     { panic("unreachable") }
+func (e *Exec) cudaSetEnabled(op string, n *Node, on bool) error         { panic("unreachable") }
+func (e *Exec) cudaEnabled(op string, n *Node) (bool, error)             { panic("unreachable") }

@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +56,13 @@ type Exec struct {
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
 	cu       uintptr // the native CUgraphExec on the cuda backend
+
+	// Update: the instantiated topology, each node's op, and whether a
+	// launch holds the current ops table (see ownOpsLocked).
+	topo      *topo
+	childTopo map[*Node]*topo
+	opOf      map[*Node]int32
+	opsShared bool
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -71,6 +79,7 @@ type launch struct {
 	wait   []uint64 // wait targets, parallel to e.waits
 	stream *Stream
 	upload bool // an Upload: map memory, run nothing
+	ops    []op // e's op table as of this launch: later updates do not change it
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -134,6 +143,12 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 	if bad != nil {
 		return nil, nodeErr(opName, bad, ErrInvalidValue, "graph has a cycle")
 	}
+	if e.topo == nil { // the top graph: keep its shape for Update
+		e.topo = buildTopo(g)
+		e.opOf = make(map[*Node]int32, len(g.nodes))
+		e.childTopo = map[*Node]*topo{}
+		e.topo.indexChildren(e.childTopo)
+	}
 	exit := make(map[*Node]int32, len(order))
 	add := func(o op, n *Node, ps []int32) int32 {
 		var p NodeParams // a snapshot, for launching e into a capture
@@ -143,6 +158,9 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 		e.params = append(e.params, p)
 		e.ops = append(e.ops, o)
 		e.nodes = append(e.nodes, n)
+		if _, seen := e.opOf[n]; !seen { // a child graph node is named by its entry
+			e.opOf[n] = int32(len(e.ops) - 1)
+		}
 		*preds = append(*preds, ps)
 		return int32(len(e.ops) - 1)
 	}
@@ -221,12 +239,13 @@ func (e *Exec) Launch(s *Stream) error {
 		}
 		e.mu.Lock()
 		l.seq = e.issued.Add(1)
+		l.ops, e.opsShared = e.ops, true
 		e.mu.Unlock()
 		for i, x := range e.records {
-			l.rec[i] = e.ops[x].ev.issue()
+			l.rec[i] = l.ops[x].ev.issue()
 		}
 		for i, x := range e.waits {
-			l.wait[i] = e.ops[x].ev.target()
+			l.wait[i] = l.ops[x].ev.target()
 		}
 		return 0, nil
 	})
@@ -381,7 +400,7 @@ func (l *launch) skip() {
 	e.mu.Unlock()
 	for i, x := range e.records {
 		if !l.upload {
-			e.ops[x].ev.complete(l.rec[i])
+			l.ops[x].ev.complete(l.rec[i])
 		}
 	}
 	l.end()
@@ -431,7 +450,10 @@ func (e *Exec) releaseMem() {
 // execNode runs flattened node i of the current launch. After a node fails,
 // the rest of the launch only keeps ordering (and event records) intact.
 func (e *Exec) execNode(i int32) {
-	o := &e.ops[i]
+	o := &e.cur.ops[i]
+	if o.off {
+		return
+	}
 	switch o.kind {
 	case opEmpty:
 		return
@@ -475,11 +497,14 @@ func (e *Exec) snapshot() (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
+	params := slices.Clone(e.params)
+	e.mu.Unlock()
 	preds := make([][]*Node, len(e.ops))
 	nodes := make([]*Node, len(e.ops))
 	d := &e.dag
 	for i := range e.ops {
-		p := e.params[i]
+		p := params[i]
 		if p == nil {
 			p = EmptyParams{}
 		}

@@ -25,6 +25,7 @@ type Graph struct {
 	execs     int             // live executable graphs instantiated from it
 	va        *graphVA        // address space of its allocations
 	cu        uintptr         // the native CUgraph on the cuda backend
+	sinkSeq   uint64          // stamps Node.sink
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -38,6 +39,7 @@ type Node struct {
 	cu     uintptr     // the native CUgraphNode on the cuda backend
 	deps   []*Node     // dependencies, in the order they were added
 	outs   []*Node     // dependents, in the order they were added
+	sink   uint64      // when n last became a sink: orders sinks for update pairing
 	dead   bool
 }
 
@@ -258,6 +260,8 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	if memNode {
 		g.memNodes++
 	}
+	g.sinkSeq++
+	n.sink = g.sinkSeq
 	g.nextID++
 	for _, d := range deps {
 		d.outs = append(d.outs, n)
@@ -532,8 +536,18 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 	for _, e := range edges {
 		e.To.deps = remove(e.To.deps, e.From)
 		e.From.outs = remove(e.From.outs, e.To)
+		g.stampSink(e.From)
 	}
 	return nil
+}
+
+// stampSink records that n may just have become a sink: CUDA orders sinks by
+// the API calls that made them sinks, and whole-graph update pairs by it.
+func (g *Graph) stampSink(n *Node) {
+	if len(n.outs) == 0 {
+		g.sinkSeq++
+		n.sink = g.sinkSeq
+	}
 }
 
 func (g *Graph) checkEdgeLocked(op string, e Edge) error {
@@ -569,6 +583,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 	}
 	for _, d := range n.deps {
 		d.outs = remove(d.outs, n)
+		g.stampSink(d)
 	}
 	for _, o := range n.outs {
 		o.deps = remove(o.deps, n)
@@ -639,9 +654,9 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 		}
 		return c, c.clonedBy, nil
 	}
-	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, clonedBy: map[*Node]*Node{}}
+	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {
-		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params)}
+		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink}
 		if n.child != nil {
 			cc, inner, err := n.child.clone(op)
 			if err != nil {

@@ -117,6 +117,7 @@ type op struct {
 	seq    uint64 // event record sequence number, or wait target
 	launch *launch
 	galloc *graphAlloc // opAlloc, opFree
+	off    bool        // a disabled graph node (Exec.SetEnabled): runs as empty
 }
 
 type memsetOp struct {

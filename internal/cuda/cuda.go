@@ -93,6 +93,10 @@ var driverSymbols = []string{
 	"cuGraphHostNodeSetParams", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
 	"cuDeviceGetDefaultMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
 	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
+	// graph update
+	"cuGraphExecUpdate_v2", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecMemcpyNodeSetParams",
+	"cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphExecChildGraphNodeSetParams",
+	"cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.

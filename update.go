@@ -1,0 +1,493 @@
+package gpugraph
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// Updating an executable graph in place (CUDA's "graph update"): the
+// topology of an Exec is fixed at instantiation, but the parameters of its
+// nodes can change, either all at once from a topologically identical graph
+// (Update) or node by node (SetParams, SetEnabled). Updates take effect at
+// the next launch: a launch already queued or running keeps the parameters
+// it was launched with, because each launch holds the op table of its time
+// and an update copies the table before changing it while a launch holds it.
+
+// UpdateResult says why a whole-graph update failed
+// (cudaGraphExecUpdateResult).
+type UpdateResult int
+
+// Update results, numbered as CUDA's.
+const (
+	UpdateSuccess                    UpdateResult = 0
+	UpdateError                      UpdateResult = 1 // invalid parameters, described by the error
+	UpdateErrorTopologyChanged       UpdateResult = 2
+	UpdateErrorNodeTypeChanged       UpdateResult = 3
+	UpdateErrorFunctionChanged       UpdateResult = 4
+	UpdateErrorParametersChanged     UpdateResult = 5
+	UpdateErrorNotSupported          UpdateResult = 6
+	UpdateErrorUnsupportedFuncChange UpdateResult = 7
+	UpdateErrorAttributesChanged     UpdateResult = 8
+)
+
+var updateResultNames = [...]string{"success", "error", "topology changed", "node type changed",
+	"function changed", "parameters changed", "not supported", "unsupported function change",
+	"attributes changed"}
+
+func (r UpdateResult) String() string {
+	if r >= 0 && int(r) < len(updateResultNames) {
+		return updateResultNames[r]
+	}
+	return fmt.Sprintf("UpdateResult(%d)", int(r))
+}
+
+// UpdateResultInfo is the outcome of Exec.Update (cudaGraphExecUpdateResultInfo).
+// ErrorNode is the node of the new graph at fault, if any; when two
+// topologies differ at an edge, ErrorFromNode is the dependency that did
+// not match.
+type UpdateResultInfo struct {
+	Result        UpdateResult
+	ErrorNode     *Node
+	ErrorFromNode *Node
+}
+
+// topo is the shape of a graph as update pairing sees it: its nodes in
+// pairing order (the sinks in the order they became sinks, then the
+// dependencies of each node in the order of its incoming edges, breadth
+// first), the pairing indexes of every node's dependencies, and the same
+// for the graphs embedded in child graph nodes.
+type topo struct {
+	nodes  []*Node
+	params []NodeParams // parallel to nodes: the new graph's, when updating
+	depOff []int32      // deps of nodes[i] are deps[depOff[i]:depOff[i+1]]
+	deps   []int32
+	sinks  int
+	child  []*topo // parallel to nodes; set for child graph nodes
+	hasMem bool    // alloc or free nodes, here or below
+}
+
+// buildTopo computes g's pairing order. g must be locked.
+func buildTopo(g *Graph) *topo {
+	t := &topo{nodes: make([]*Node, 0, len(g.nodes))}
+	idx := make([]int32, g.nextID) // node id -> pairing index + 1
+	for _, n := range g.nodes {
+		if len(n.outs) == 0 {
+			t.nodes = append(t.nodes, n)
+		}
+	}
+	slices.SortFunc(t.nodes, func(a, b *Node) int { return cmp.Compare(a.sink, b.sink) })
+	t.sinks = len(t.nodes)
+	for i, n := range t.nodes {
+		idx[n.id] = int32(i + 1)
+	}
+	t.depOff = make([]int32, 1, len(g.nodes)+1)
+	for i := 0; i < len(t.nodes); i++ {
+		for _, d := range t.nodes[i].deps {
+			if idx[d.id] == 0 {
+				t.nodes = append(t.nodes, d)
+				idx[d.id] = int32(len(t.nodes))
+			}
+			t.deps = append(t.deps, idx[d.id]-1)
+		}
+		t.depOff = append(t.depOff, int32(len(t.deps)))
+	}
+	t.params = make([]NodeParams, len(t.nodes))
+	t.child = make([]*topo, len(t.nodes))
+	for i, n := range t.nodes {
+		t.params[i] = n.params
+		switch n.typ {
+		case NodeMemAlloc, NodeMemFree:
+			t.hasMem = true
+		case NodeChildGraph:
+			n.child.mu.Lock()
+			t.child[i] = buildTopo(n.child)
+			n.child.mu.Unlock()
+		}
+	}
+	return t
+}
+
+// pairing maps the nodes of a new topology onto an old one.
+type pairing struct {
+	info UpdateResultInfo
+	// pairs lists (old, new) topologies matched node for node, the top
+	// graph first, then embedded graphs.
+	pairs [][2]*topo
+	// cands lists every paired node with parameters: the old node (which
+	// names the op), the new node and its parameters.
+	cands []paramChange
+}
+
+type paramChange struct {
+	node *Node // of the instantiated graph
+	p    NodeParams
+	from *Node // of the graph the parameters come from
+}
+
+// pair matches nu against old as CUDA does: node counts must agree, then
+// nodes pair up from the sinks through each node's dependencies in edge
+// order. It reports the first mismatch.
+func (pr *pairing) pair(old, nu *topo) bool {
+	fail := func(r UpdateResult, n, from *Node) bool {
+		pr.info = UpdateResultInfo{Result: r, ErrorNode: n, ErrorFromNode: from}
+		return false
+	}
+	if len(old.nodes) != len(nu.nodes) {
+		return fail(UpdateErrorTopologyChanged, nil, nil)
+	}
+	if nu.sinks > old.sinks {
+		return fail(UpdateErrorTopologyChanged, nu.nodes[old.sinks], nil)
+	}
+	// Both orders are breadth first from the sinks, so equal topologies
+	// give equal dependency index lists; the first difference is the edge
+	// at fault.
+	for i := range nu.nodes {
+		od := old.deps[old.depOff[i]:old.depOff[i+1]]
+		nd := nu.deps[nu.depOff[i]:nu.depOff[i+1]]
+		if len(od) != len(nd) {
+			return fail(UpdateErrorTopologyChanged, nu.nodes[i], nil)
+		}
+		for j := range nd {
+			if nd[j] != od[j] {
+				return fail(UpdateErrorTopologyChanged, nu.nodes[i], nu.nodes[nd[j]])
+			}
+		}
+	}
+	if nu.sinks != old.sinks {
+		return fail(UpdateErrorTopologyChanged, nil, nil)
+	}
+	pr.pairs = append(pr.pairs, [2]*topo{old, nu})
+	for i, n := range nu.nodes {
+		o := old.nodes[i]
+		if n.typ != o.typ {
+			return fail(UpdateErrorNodeTypeChanged, n, nil)
+		}
+		if n.typ == NodeChildGraph {
+			if !pr.pair(old.child[i], nu.child[i]) {
+				return false
+			}
+			continue
+		}
+		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
+			return fail(UpdateErrorNotSupported, n, nil)
+		}
+		pr.cands = append(pr.cands, paramChange{o, nu.params[i], n})
+	}
+	return true
+}
+
+// changes checks the paired parameters against e's current ones and returns
+// those that differ. On a change CUDA does not allow it returns the failing
+// result, naming the node of the new graph.
+func (e *Exec) changes(pr *pairing) ([]paramChange, UpdateResultInfo, string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []paramChange
+	for _, c := range pr.cands {
+		cur := e.params[e.opOf[c.node]]
+		if r, why := updatable(cur, c.p); r != UpdateSuccess {
+			return nil, UpdateResultInfo{Result: r, ErrorNode: c.from}, why
+		}
+		if !sameParams(cur, c.p) {
+			out = append(out, c)
+		}
+	}
+	return out, UpdateResultInfo{Result: UpdateSuccess}, ""
+}
+
+// updatable applies CUDA's limits on what an update may change in one node.
+// It is the one place these rules live, for whole-graph and per-node updates.
+func updatable(old, nu NodeParams) (UpdateResult, string) {
+	switch o := old.(type) {
+	case MemcpyParams:
+		n := nu.(MemcpyParams)
+		if o.Kind() != n.Kind() {
+			return UpdateErrorParametersChanged, fmt.Sprintf("the copy's kind cannot change (%s to %s)", o.Kind(), n.Kind())
+		}
+	case MemsetParams:
+		n := nu.(MemsetParams)
+		if (o.Height > 1 || n.Height > 1) &&
+			(o.ElementSize != n.ElementSize || o.Width != n.Width || o.Height != n.Height || o.Pitch != n.Pitch) {
+			return UpdateErrorParametersChanged, "only the address and value of a 2D memset can change"
+		}
+	case NativeNodeParams:
+		return UpdateErrorNotSupported, "the node was made by the driver"
+	}
+	return UpdateSuccess, ""
+}
+
+// sameParams reports whether an update from old to nu would change nothing,
+// so that unchanged nodes cost no preparation.
+func sameParams(old, nu NodeParams) bool {
+	switch o := old.(type) {
+	case KernelParams:
+		n := nu.(KernelParams)
+		if o.Kernel != n.Kernel || o.Grid != n.Grid || o.Block != n.Block || o.SharedMem != n.SharedMem || len(o.Args) != len(n.Args) {
+			return false
+		}
+		for i := range o.Args {
+			if o.Args[i] != n.Args[i] {
+				return false
+			}
+		}
+		return true
+	case MemcpyParams:
+		n := nu.(MemcpyParams)
+		return o.Dst == n.Dst && o.Src == n.Src && o.Size == n.Size &&
+			sameBytes(o.DstHost, n.DstHost) && sameBytes(o.SrcHost, n.SrcHost)
+	case MemsetParams:
+		return o == nu.(MemsetParams)
+	case EventRecordParams:
+		return o == nu.(EventRecordParams)
+	case EventWaitParams:
+		return o == nu.(EventWaitParams)
+	case EmptyParams:
+		return true
+	}
+	return false // host functions cannot be compared
+}
+
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// Update updates e with the parameters of g, a graph of the same topology
+// (cudaGraphExecUpdate). Nodes pair up deterministically: the sinks of both
+// graphs in the order they became sinks, then every paired node's
+// dependencies in the order its incoming edges were added, so graphs built
+// by the same sequence of API calls (or captures) pair node for node.
+//
+// On failure nothing changes; the error wraps ErrGraphExecUpdateFailure
+// (or ErrInvalidValue for bad arguments), and the result says why and
+// which node of g was at fault. The update takes effect at e's next launch.
+func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
+	const opName = "Exec.Update"
+	fail := UpdateResultInfo{Result: UpdateError}
+	if err := e.check(opName); err != nil {
+		return fail, err
+	}
+	if g == nil {
+		return fail, newErr(opName, ErrInvalidValue, "nil graph")
+	}
+	if g.dev != e.dev {
+		return fail, newErr(opName, ErrInvalidValue, "graph belongs to another device")
+	}
+	if e.cu != 0 {
+		return e.cudaUpdate(opName, g)
+	}
+	if err := g.lock(opName); err != nil {
+		return fail, err
+	}
+	nu := buildTopo(g)
+	g.mu.Unlock()
+	pr := &pairing{}
+	if !pr.pair(e.topo, nu) {
+		err := nodeErr(opName, pr.info.ErrorNode, ErrGraphExecUpdateFailure, "%v", pr.info.Result)
+		return pr.info, err
+	}
+	changed, info, why := e.changes(pr)
+	if info.Result != UpdateSuccess {
+		return info, nodeErr(opName, info.ErrorNode, ErrGraphExecUpdateFailure, "%v: %s", info.Result, why)
+	}
+	ops, err := e.prepareChanges(opName, changed)
+	if err != nil {
+		return UpdateResultInfo{Result: UpdateError, ErrorNode: err.(*Error).Node}, err
+	}
+	e.applyChanges(changed, ops)
+	return UpdateResultInfo{Result: UpdateSuccess}, nil
+}
+
+// prepareChanges checks and prepares the ops of changed nodes before any is
+// applied, so a failing update changes nothing. Errors name the node the
+// parameters came from.
+func (e *Exec) prepareChanges(opName string, changes []paramChange) ([]op, error) {
+	ops := make([]op, len(changes))
+	for i, c := range changes {
+		o, code, msg := e.dev.prepare(c.p)
+		if code != nil {
+			return nil, nodeErr(opName, c.from, code, "%s", msg)
+		}
+		ops[i] = o
+	}
+	return ops, nil
+}
+
+// applyChanges installs new ops for changed nodes, for e's next launch.
+func (e *Exec) applyChanges(changes []paramChange, ops []op) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ownOpsLocked()
+	for i, c := range changes {
+		x := e.opOf[c.node]
+		cur := &e.ops[x]
+		o := ops[i]
+		// What instantiation gave the op stays: its event sequence slot,
+		// its kernel context, whether it is enabled.
+		o.seq, o.off, o.kern.ctx = cur.seq, cur.off, cur.kern.ctx
+		if o.kind == opKernel && o.kern.ctx == nil {
+			o.kern.ctx = &kernelCtx{e: e, node: x}
+		}
+		*cur = o
+		e.params[x] = copyParams(c.p)
+	}
+}
+
+// ownOpsLocked makes e.ops safe to change: a launch still queued or running
+// reads the table it was launched with, so that table is copied first.
+func (e *Exec) ownOpsLocked() {
+	if e.opsShared && e.finished.Load() != e.issued.Load() {
+		e.ops = slices.Clone(e.ops)
+		e.params = slices.Clone(e.params)
+	}
+	e.opsShared = false
+}
+
+// SetParams changes the parameters of node n in e, for e's next launch
+// (cudaGraphExec*NodeSetParams). n is the node of the graph e was
+// instantiated from (or of a graph embedded in it); the graph itself does
+// not change. Kernel, memcpy, memset, host, event record and wait, and
+// child graph nodes can be updated, within the limits of Update; a child
+// graph node takes a graph of the same topology as its current one.
+func (e *Exec) SetParams(n *Node, p NodeParams) error {
+	const opName = "Exec.SetParams"
+	if err := e.check(opName); err != nil {
+		return err
+	}
+	if n == nil {
+		return newErr(opName, ErrInvalidValue, "nil node")
+	}
+	if p == nil || p.NodeType() != n.typ {
+		return nodeErr(opName, n, ErrInvalidValue, "params of another node type (%T)", p)
+	}
+	switch n.typ {
+	case NodeMemAlloc, NodeMemFree, NodeEmpty, NodeConditional:
+		return nodeErr(opName, n, ErrInvalidValue, "the parameters of %v nodes cannot be updated", n.typ)
+	}
+	if e.cu != 0 {
+		return e.cudaSetParams(opName, n, p)
+	}
+	x, ok := e.opOf[n]
+	if !ok {
+		return nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
+	}
+	if cp, isChild := p.(ChildGraphParams); isChild {
+		return e.setChild(opName, n, x, cp.Graph)
+	}
+	e.mu.Lock()
+	old := e.params[x]
+	e.mu.Unlock()
+	if r, why := updatable(old, p); r != UpdateSuccess {
+		return nodeErr(opName, n, ErrInvalidValue, "%s", why)
+	}
+	changes := []paramChange{{n, p, n}}
+	ops, err := e.prepareChanges(opName, changes)
+	if err != nil {
+		return err
+	}
+	e.applyChanges(changes, ops)
+	return nil
+}
+
+// setChild updates the nodes embedded in child graph node n from g, which
+// must have the topology of n's graph (cudaGraphExecChildGraphNodeSetParams).
+func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
+	if g == nil {
+		return nodeErr(opName, n, ErrInvalidValue, "nil child graph")
+	}
+	if g.dev != e.dev {
+		return nodeErr(opName, n, ErrInvalidValue, "graph belongs to another device")
+	}
+	old := e.childTopo[n]
+	if err := g.lock(opName); err != nil {
+		return err
+	}
+	nu := buildTopo(g)
+	g.mu.Unlock()
+	pr := &pairing{}
+	if !pr.pair(old, nu) {
+		return nodeErr(opName, n, ErrInvalidValue, "the new graph does not match the child graph: %v", pr.info.Result)
+	}
+	changed, info, why := e.changes(pr)
+	if info.Result != UpdateSuccess {
+		return nodeErr(opName, n, ErrInvalidValue, "%v: %s", info.Result, why)
+	}
+	ops, err := e.prepareChanges(opName, changed)
+	if err != nil {
+		return err
+	}
+	e.applyChanges(changed, ops)
+	return nil
+}
+
+// SetEnabled enables or disables kernel, memcpy and memset node n in e
+// (cudaGraphNodeSetEnabled). A disabled node does nothing, like an empty
+// node, until enabled again; its parameters are kept, and updates made
+// while it is disabled apply when it is enabled. Updates do not change
+// whether a node is enabled. Takes effect at e's next launch.
+func (e *Exec) SetEnabled(n *Node, enabled bool) error {
+	const opName = "Exec.SetEnabled"
+	x, err := e.enableable(opName, n)
+	if err != nil {
+		return err
+	}
+	if e.cu != 0 {
+		return e.cudaSetEnabled(opName, n, enabled)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ops[x].off == !enabled {
+		return nil
+	}
+	e.ownOpsLocked()
+	e.ops[x].off = !enabled
+	return nil
+}
+
+// Enabled reports whether node n is enabled in e (cudaGraphNodeGetEnabled).
+func (e *Exec) Enabled(n *Node) (bool, error) {
+	const opName = "Exec.Enabled"
+	x, err := e.enableable(opName, n)
+	if err != nil {
+		return false, err
+	}
+	if e.cu != 0 {
+		return e.cudaEnabled(opName, n)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.ops[x].off, nil
+}
+
+func (e *Exec) enableable(opName string, n *Node) (int32, error) {
+	if err := e.check(opName); err != nil {
+		return 0, err
+	}
+	if n == nil {
+		return 0, newErr(opName, ErrInvalidValue, "nil node")
+	}
+	switch n.typ {
+	case NodeKernel, NodeMemcpy, NodeMemset:
+	default:
+		return 0, nodeErr(opName, n, ErrInvalidValue, "only kernel, memcpy and memset nodes can be enabled or disabled, not %v nodes", n.typ)
+	}
+	if e.cu != 0 {
+		return 0, nil
+	}
+	x, ok := e.opOf[n]
+	if !ok {
+		return 0, nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
+	}
+	return x, nil
+}
+
+// indexChildren records the topology of every embedded graph by its child
+// graph node, for per-node child graph updates.
+func (t *topo) indexChildren(m map[*Node]*topo) {
+	for i, c := range t.child {
+		if c != nil {
+			m[t.nodes[i]] = c
+			c.indexChildren(m)
+		}
+	}
+}
