@@ -59,10 +59,13 @@ type Exec struct {
 
 	// Update: the instantiated topology, each node's op, and whether a
 	// launch holds the current ops table (see ownOpsLocked).
-	topo      *topo
-	childTopo map[*Node]*topo
-	opOf      map[*Node]int32
-	opsShared bool
+	topo        *topo
+	childTopo   map[*Node]*topo
+	opOf        map[*Node]int32
+	opsShared   bool
+	umu         sync.Mutex // serialises updates; taken before mu
+	spare       []op       // the op table before the last Update, reused by the next
+	spareParams []NodeParams
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -110,6 +113,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	if _, err := e.flatten(opName, g, nil, &preds); err != nil {
 		return nil, err
 	}
+	e.topo.index(e)
 	if err := e.instantiateMem(opName, g); err != nil {
 		return nil, err
 	}
@@ -147,7 +151,6 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 		e.topo = buildTopo(g)
 		e.opOf = make(map[*Node]int32, len(g.nodes))
 		e.childTopo = map[*Node]*topo{}
-		e.topo.indexChildren(e.childTopo)
 	}
 	exit := make(map[*Node]int32, len(order))
 	add := func(o op, n *Node, ps []int32) int32 {

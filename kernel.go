@@ -132,6 +132,12 @@ type kernelOp struct {
 // prepareKernel checks a launch against the kernel and the device limits and
 // marshals its arguments. It is the one place these rules live.
 func (d *Device) prepareKernel(p *KernelParams) (kernelOp, *Code, string) {
+	return d.prepareKernelIn(p, nil)
+}
+
+// prepareKernelIn is prepareKernel taking the argument words from *words
+// when it is not nil, so that preparing many launches allocates once.
+func (d *Device) prepareKernelIn(p *KernelParams, words *[]uint64) (kernelOp, *Code, string) {
 	k := p.Kernel
 	if k == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
@@ -155,7 +161,14 @@ func (d *Device) prepareKernel(p *KernelParams) (kernelOp, *Code, string) {
 	if len(p.Args) != len(k.Params) {
 		return kernelOp{}, ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
 	}
-	w := make([]uint64, len(p.Args))
+	var w []uint64
+	if words != nil && cap(*words)-len(*words) >= len(p.Args) {
+		n := len(*words)
+		*words = (*words)[:n+len(p.Args)]
+		w = (*words)[n : n+len(p.Args) : n+len(p.Args)]
+	} else {
+		w = make([]uint64, len(p.Args))
+	}
 	for i, t := range k.Params {
 		v, ok := marshalArg(t, p.Args[i])
 		if !ok {

@@ -80,10 +80,14 @@ func (EventRecordParams) NodeType() NodeType { return NodeEventRecord }
 // prepare checks p for device d and returns the work it stands for. It is the
 // one place node parameters are validated, at node creation, SetParams and
 // instantiation alike. Child graphs are checked by the caller.
-func (d *Device) prepare(p NodeParams) (op, *Code, string) {
+func (d *Device) prepare(p NodeParams) (op, *Code, string) { return d.prepareIn(p, nil) }
+
+// prepareIn is prepare taking kernel argument words from *words (see
+// prepareKernelIn).
+func (d *Device) prepareIn(p NodeParams, words *[]uint64) (op, *Code, string) {
 	switch p := p.(type) {
 	case KernelParams:
-		k, code, msg := d.prepareKernel(&p)
+		k, code, msg := d.prepareKernelIn(&p, words)
 		return op{kind: opKernel, kern: k}, code, msg
 	case MemcpyParams:
 		return d.prepareMemcpy(&p)

@@ -64,7 +64,7 @@ type topo struct {
 	deps   []int32
 	sinks  int
 	child  []*topo // parallel to nodes; set for child graph nodes
-	hasMem bool    // alloc or free nodes, here or below
+	op     []int32 // parallel to nodes: each node's op in the Exec (old topology only)
 }
 
 // buildTopo computes g's pairing order. g must be locked.
@@ -97,8 +97,6 @@ func buildTopo(g *Graph) *topo {
 	for i, n := range t.nodes {
 		t.params[i] = n.params
 		switch n.typ {
-		case NodeMemAlloc, NodeMemFree:
-			t.hasMem = true
 		case NodeChildGraph:
 			n.child.mu.Lock()
 			t.child[i] = buildTopo(n.child)
@@ -120,7 +118,7 @@ type pairing struct {
 }
 
 type paramChange struct {
-	node *Node // of the instantiated graph
+	op   int32 // the op of the node of the instantiated graph
 	p    NodeParams
 	from *Node // of the graph the parameters come from
 }
@@ -172,28 +170,9 @@ func (pr *pairing) pair(old, nu *topo) bool {
 		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
 			return fail(UpdateErrorNotSupported, n, nil)
 		}
-		pr.cands = append(pr.cands, paramChange{o, nu.params[i], n})
+		pr.cands = append(pr.cands, paramChange{old.op[i], nu.params[i], n})
 	}
 	return true
-}
-
-// changes checks the paired parameters against e's current ones and returns
-// those that differ. On a change CUDA does not allow it returns the failing
-// result, naming the node of the new graph.
-func (e *Exec) changes(pr *pairing) ([]paramChange, UpdateResultInfo, string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []paramChange
-	for _, c := range pr.cands {
-		cur := e.params[e.opOf[c.node]]
-		if r, why := updatable(cur, c.p); r != UpdateSuccess {
-			return nil, UpdateResultInfo{Result: r, ErrorNode: c.from}, why
-		}
-		if !sameParams(cur, c.p) {
-			out = append(out, c)
-		}
-	}
-	return out, UpdateResultInfo{Result: UpdateSuccess}, ""
 }
 
 // updatable applies CUDA's limits on what an update may change in one node.
@@ -215,41 +194,6 @@ func updatable(old, nu NodeParams) (UpdateResult, string) {
 		return UpdateErrorNotSupported, "the node was made by the driver"
 	}
 	return UpdateSuccess, ""
-}
-
-// sameParams reports whether an update from old to nu would change nothing,
-// so that unchanged nodes cost no preparation.
-func sameParams(old, nu NodeParams) bool {
-	switch o := old.(type) {
-	case KernelParams:
-		n := nu.(KernelParams)
-		if o.Kernel != n.Kernel || o.Grid != n.Grid || o.Block != n.Block || o.SharedMem != n.SharedMem || len(o.Args) != len(n.Args) {
-			return false
-		}
-		for i := range o.Args {
-			if o.Args[i] != n.Args[i] {
-				return false
-			}
-		}
-		return true
-	case MemcpyParams:
-		n := nu.(MemcpyParams)
-		return o.Dst == n.Dst && o.Src == n.Src && o.Size == n.Size &&
-			sameBytes(o.DstHost, n.DstHost) && sameBytes(o.SrcHost, n.SrcHost)
-	case MemsetParams:
-		return o == nu.(MemsetParams)
-	case EventRecordParams:
-		return o == nu.(EventRecordParams)
-	case EventWaitParams:
-		return o == nu.(EventWaitParams)
-	case EmptyParams:
-		return true
-	}
-	return false // host functions cannot be compared
-}
-
-func sameBytes(a, b []byte) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Update updates e with the parameters of g, a graph of the same topology
@@ -282,55 +226,94 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	nu := buildTopo(g)
 	g.mu.Unlock()
 	pr := &pairing{}
+	pr.cands = make([]paramChange, 0, len(nu.nodes))
 	if !pr.pair(e.topo, nu) {
 		err := nodeErr(opName, pr.info.ErrorNode, ErrGraphExecUpdateFailure, "%v", pr.info.Result)
 		return pr.info, err
 	}
-	changed, info, why := e.changes(pr)
+	info, why, err := e.install(pr.cands)
+	if err != nil {
+		return info, withOp(opName, err)
+	}
 	if info.Result != UpdateSuccess {
 		return info, nodeErr(opName, info.ErrorNode, ErrGraphExecUpdateFailure, "%v: %s", info.Result, why)
 	}
-	ops, err := e.prepareChanges(opName, changed)
-	if err != nil {
-		return UpdateResultInfo{Result: UpdateError, ErrorNode: err.(*Error).Node}, err
-	}
-	e.applyChanges(changed, ops)
-	return UpdateResultInfo{Result: UpdateSuccess}, nil
+	return info, nil
 }
 
-// prepareChanges checks and prepares the ops of changed nodes before any is
-// applied, so a failing update changes nothing. Errors name the node the
-// parameters came from.
-func (e *Exec) prepareChanges(opName string, changes []paramChange) ([]op, error) {
-	ops := make([]op, len(changes))
-	for i, c := range changes {
-		o, code, msg := e.dev.prepare(c.p)
-		if code != nil {
-			return nil, nodeErr(opName, c.from, code, "%s", msg)
+// install checks and prepares new parameters for many nodes of e and, if
+// all are valid, makes them e's for its next launch; otherwise nothing
+// changes. The new op table is built beside the current one, in the spare
+// table when no launch can still be reading it, so that a steady
+// update-and-launch loop allocates no tables.
+func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
+	e.umu.Lock()
+	defer e.umu.Unlock()
+	e.mu.Lock()
+	cur, curParams := e.ops, e.params
+	idle := e.finished.Load() == e.issued.Load()
+	e.mu.Unlock()
+	ops, params := e.spare, e.spareParams
+	if !idle || len(ops) != len(cur) {
+		ops, params = make([]op, len(cur)), make([]NodeParams, len(cur))
+	}
+	copy(ops, cur)
+	copy(params, curParams)
+	var words []uint64
+	n := 0
+	for _, c := range cands {
+		if k, ok := c.p.(KernelParams); ok {
+			n += len(k.Args)
 		}
-		ops[i] = o
 	}
-	return ops, nil
+	if n > 0 {
+		words = make([]uint64, 0, n)
+	}
+	for _, c := range cands {
+		if r, why := updatable(params[c.op], c.p); r != UpdateSuccess {
+			return UpdateResultInfo{Result: r, ErrorNode: c.from}, why, nil
+		}
+		o, code, msg := e.dev.prepareIn(c.p, &words)
+		if code != nil {
+			return UpdateResultInfo{Result: UpdateError, ErrorNode: c.from}, msg, nodeErr("", c.from, code, "%s", msg)
+		}
+		keepInstantiated(&o, &ops[c.op])
+		ops[c.op], params[c.op] = o, c.p
+	}
+	e.mu.Lock()
+	e.spare, e.spareParams = e.ops, e.params
+	e.ops, e.params = ops, params
+	e.opsShared = false
+	e.mu.Unlock()
+	return UpdateResultInfo{Result: UpdateSuccess}, "", nil
 }
 
-// applyChanges installs new ops for changed nodes, for e's next launch.
-func (e *Exec) applyChanges(changes []paramChange, ops []op) {
+// keepInstantiated carries over to a new op what instantiation gave the op
+// it replaces: its event sequence slot, its kernel context, whether it is
+// enabled.
+func keepInstantiated(o, cur *op) {
+	o.seq, o.off, o.kern.ctx = cur.seq, cur.off, cur.kern.ctx
+}
+
+// setOne installs new parameters p for op x (a per-node update). The op is
+// prepared first; the table is changed in place unless a launch still
+// holds it.
+func (e *Exec) setOne(x int32, p NodeParams, n *Node) error {
+	o, code, msg := e.dev.prepare(p)
+	if code != nil {
+		return nodeErr("", n, code, "%s", msg)
+	}
+	e.umu.Lock()
+	defer e.umu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.ownOpsLocked()
-	for i, c := range changes {
-		x := e.opOf[c.node]
-		cur := &e.ops[x]
-		o := ops[i]
-		// What instantiation gave the op stays: its event sequence slot,
-		// its kernel context, whether it is enabled.
-		o.seq, o.off, o.kern.ctx = cur.seq, cur.off, cur.kern.ctx
-		if o.kind == opKernel && o.kern.ctx == nil {
-			o.kern.ctx = &kernelCtx{e: e, node: x}
-		}
-		*cur = o
-		e.params[x] = copyParams(c.p)
+	if r, why := updatable(e.params[x], p); r != UpdateSuccess {
+		return nodeErr("", n, ErrInvalidValue, "%s", why)
 	}
+	e.ownOpsLocked()
+	keepInstantiated(&o, &e.ops[x])
+	e.ops[x], e.params[x] = o, p
+	return nil
 }
 
 // ownOpsLocked makes e.ops safe to change: a launch still queued or running
@@ -374,19 +357,7 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	if cp, isChild := p.(ChildGraphParams); isChild {
 		return e.setChild(opName, n, x, cp.Graph)
 	}
-	e.mu.Lock()
-	old := e.params[x]
-	e.mu.Unlock()
-	if r, why := updatable(old, p); r != UpdateSuccess {
-		return nodeErr(opName, n, ErrInvalidValue, "%s", why)
-	}
-	changes := []paramChange{{n, p, n}}
-	ops, err := e.prepareChanges(opName, changes)
-	if err != nil {
-		return err
-	}
-	e.applyChanges(changes, ops)
-	return nil
+	return withOp(opName, e.setOne(x, copyParams(p), n))
 }
 
 // setChild updates the nodes embedded in child graph node n from g, which
@@ -404,19 +375,17 @@ func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
 	}
 	nu := buildTopo(g)
 	g.mu.Unlock()
-	pr := &pairing{}
+	pr := &pairing{cands: make([]paramChange, 0, len(nu.nodes))}
 	if !pr.pair(old, nu) {
 		return nodeErr(opName, n, ErrInvalidValue, "the new graph does not match the child graph: %v", pr.info.Result)
 	}
-	changed, info, why := e.changes(pr)
+	info, why, err := e.install(pr.cands)
+	if err != nil {
+		return withOp(opName, err)
+	}
 	if info.Result != UpdateSuccess {
 		return nodeErr(opName, n, ErrInvalidValue, "%v: %s", info.Result, why)
 	}
-	ops, err := e.prepareChanges(opName, changed)
-	if err != nil {
-		return err
-	}
-	e.applyChanges(changed, ops)
 	return nil
 }
 
@@ -434,6 +403,8 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	if e.cu != 0 {
 		return e.cudaSetEnabled(opName, n, enabled)
 	}
+	e.umu.Lock()
+	defer e.umu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ops[x].off == !enabled {
@@ -481,13 +452,15 @@ func (e *Exec) enableable(opName string, n *Node) (int32, error) {
 	return x, nil
 }
 
-// indexChildren records the topology of every embedded graph by its child
-// graph node, for per-node child graph updates.
-func (t *topo) indexChildren(m map[*Node]*topo) {
-	for i, c := range t.child {
-		if c != nil {
-			m[t.nodes[i]] = c
-			c.indexChildren(m)
+// index records, once e is flattened, the op of every node and the
+// topology of every embedded graph by its child graph node.
+func (t *topo) index(e *Exec) {
+	t.op = make([]int32, len(t.nodes))
+	for i, n := range t.nodes {
+		t.op[i] = e.opOf[n]
+		if c := t.child[i]; c != nil {
+			e.childTopo[n] = c
+			c.index(e)
 		}
 	}
 }
