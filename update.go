@@ -134,8 +134,8 @@ func (pr *pairing) pair(old, nu *topo) bool {
 	if len(old.nodes) != len(nu.nodes) {
 		return fail(UpdateErrorTopologyChanged, nil, nil)
 	}
-	if nu.sinks > old.sinks {
-		return fail(UpdateErrorTopologyChanged, nu.nodes[old.sinks], nil)
+	if nu.sinks > old.sinks { // the driver names the first sink (H100, CUDA 13.0)
+		return fail(UpdateErrorTopologyChanged, nu.nodes[0], nil)
 	}
 	// Both orders are breadth first from the sinks, so equal topologies
 	// give equal dependency index lists; the first difference is the edge
@@ -377,7 +377,8 @@ func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
 	g.mu.Unlock()
 	pr := &pairing{cands: make([]paramChange, 0, len(nu.nodes))}
 	if !pr.pair(old, nu) {
-		return nodeErr(opName, n, ErrInvalidValue, "the new graph does not match the child graph: %v", pr.info.Result)
+		// The driver answers a topology mismatch here as an update failure.
+		return nodeErr(opName, n, ErrGraphExecUpdateFailure, "the new graph does not match the child graph: %v", pr.info.Result)
 	}
 	info, why, err := e.install(pr.cands)
 	if err != nil {

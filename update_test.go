@@ -111,7 +111,7 @@ func TestConformanceUpdateRefusals(t *testing.T) {
 				_ = a
 				must[*gg.Node](t)(g.AddKernelNode(setAt(p, 1, 2)))
 				return g
-			}, gg.UpdateErrorTopologyChanged, 1},
+			}, gg.UpdateErrorTopologyChanged, 0},
 			{"node type", func() *gg.Graph {
 				g := graph(t, d)
 				a := must[*gg.Node](t)(g.AddKernelNode(setAt(p, 0, 1)))
@@ -193,7 +193,7 @@ func TestConformanceExecNodeSetParams(t *testing.T) {
 		twoNodes := graph(t, d)
 		a := must[*gg.Node](t)(twoNodes.AddKernelNode(setAt(p, 8, 1)))
 		must[*gg.Node](t)(twoNodes.AddKernelNode(setAt(p, 8, 2), a))
-		isCode(t, e.SetParams(cn, gg.ChildGraphParams{Graph: twoNodes}), gg.ErrInvalidValue)
+		isCode(t, e.SetParams(cn, gg.ChildGraphParams{Graph: twoNodes}), gg.ErrGraphExecUpdateFailure)
 		ok(t, e.Launch(s))
 		ok(t, s.Synchronize())
 		equalU32(t, readU32(t, d, p, 9), 100, 2, 0, 0, 9, 9, 0, 0, 88)

@@ -4,8 +4,6 @@ package cuda
 
 import (
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // Thin wrappers, named after the driver calls. Handles are uintptrs.
@@ -79,10 +77,10 @@ func (d *Driver) ModuleGetFunction(mod uintptr, name string) (uintptr, error) {
 // Launch launches f with its parameter array already laid out in C memory
 // (CMem.Params). It is the hot path: one SyscallN.
 func (d *Driver) Launch(f uintptr, grid, block [3]uint32, shared uint32, stream, params uintptr) error {
-	r, _, _ := purego.SyscallN(d.fn["cuLaunchKernel"], f,
+	r := fastCall(d.launchKernel, [12]uintptr{f,
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-		uintptr(shared), stream, params, 0)
+		uintptr(shared), stream, params, 0})
 	return d.check("cuLaunchKernel", r)
 }
 
@@ -191,7 +189,7 @@ func (d *Driver) Instantiate(g uintptr, flags uint64) (uintptr, error) {
 
 // GraphLaunch is the hot path of a graph launch.
 func (d *Driver) GraphLaunch(exec, stream uintptr) error {
-	r, _, _ := purego.SyscallN(d.fn["cuGraphLaunch"], exec, stream)
+	r := fastCall(d.graphLaunch, [12]uintptr{exec, stream})
 	return d.check("cuGraphLaunch", r)
 }
 

@@ -36,6 +36,8 @@ var ErrNoDriver = errors.New("cuda: libcuda.so.1 not found (no NVIDIA driver)")
 type Driver struct {
 	lib uintptr
 	fn  map[string]uintptr
+	// hot entry points, called through fastCall
+	launchKernel, graphLaunch uintptr
 }
 
 var (
@@ -59,6 +61,7 @@ func Load() (*Driver, error) {
 				d.fn[name] = p
 			}
 		}
+		d.launchKernel, d.graphLaunch = d.fn["cuLaunchKernel"], d.fn["cuGraphLaunch"]
 		if err := d.Call("cuInit", 0); err != nil {
 			loadErr = err
 			return

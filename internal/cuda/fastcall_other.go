@@ -1,0 +1,10 @@
+//go:build !(linux && amd64)
+
+package cuda
+
+import "github.com/ebitengine/purego"
+
+func fastCall(fn uintptr, a [12]uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, a[:]...)
+	return r
+}
