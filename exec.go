@@ -55,6 +55,8 @@ type Exec struct {
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
 	cu       uintptr // the native CUgraphExec on the cuda backend
+
+	users execUserRefs // user object references
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -95,6 +97,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		if err := g.dev.cudaInstantiate(opName, e, g, flags); err != nil {
 			return nil, err
 		}
+		e.takeUserRefs(g)
 		return e, nil
 	}
 	var preds [][]int32
@@ -119,6 +122,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		}
 	}
 	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	e.takeUserRefs(g)
 	return e, nil
 }
 
@@ -274,6 +278,7 @@ func (e *Exec) Destroy() error {
 	e.destroyed = true
 	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
+	e.destroyUserRefs() // deferred past the launches queued (by the driver on cuda)
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
@@ -348,6 +353,7 @@ func (l *launch) end() {
 	e.cond.Broadcast()
 	release := e.destroyed && e.finished.Load() == e.issued.Load()
 	e.mu.Unlock()
+	e.launchEnded()
 	if release && e.mem {
 		e.releaseMem()
 	}
