@@ -163,6 +163,9 @@ func (d *Device) syncAll() {
 // later call on the device, its streams, events and graphs fails with
 // ErrContextIsDestroyed.
 func (d *Device) Close() error {
+	if err := notInDestructor("Device.Close"); err != nil {
+		return err
+	}
 	if d.closed.Load() {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}

@@ -21,7 +21,7 @@ func ExampleGraph_RetainUserObject() {
 	s, _ := dev.NewStream()
 
 	buf := []float32{1, 2, 3} // the resource the graph's work uses
-	g, _ := dev.NewGraph()     // a preexisting graph
+	g, _ := dev.NewGraph()    // a preexisting graph
 	g.AddHostNode(func() { fmt.Println("graph reads", buf) })
 
 	freed := make(chan struct{})

@@ -219,6 +219,7 @@ func TestConformanceUserObjectDestructorCallsAPI(t *testing.T) {
 			errs = append(errs, s.LaunchHostFunc(func() {}))
 			errs = append(errs, other.Release(1))
 			errs = append(errs, g.Destroy())
+			errs = append(errs, d.Close())
 			done := make(chan struct{})
 			go func() { fromGoroutine = s.Synchronize(); close(done) }()
 			<-done
