@@ -8,7 +8,29 @@ import (
 	"sync/atomic"
 )
 
-// User objects (CUDA User Objects) tie the lifetime of a resource that
+// UserObjectFlags modify NewUserObject (cudaUserObjectFlags).
+type UserObjectFlags uint
+
+// UserObjectNoDestructorSync acknowledges that the destructor cannot be
+// waited for through the API (cudaUserObjectNoDestructorSync). CUDA defines
+// no other flag and requires this one: without it NewUserObject fails with
+// ErrInvalidValue.
+const UserObjectNoDestructorSync UserObjectFlags = 1
+
+// GraphUserObjectFlags modify Graph.RetainUserObject
+// (cudaUserObjectRetainFlags).
+type GraphUserObjectFlags uint
+
+// GraphUserObjectMove transfers references the caller owns to the graph
+// instead of creating new ones: the total count does not change
+// (cudaGraphUserObjectMove).
+const GraphUserObjectMove GraphUserObjectFlags = 1
+
+// maxRefCount is the largest count one call takes: CUDA's counts must be
+// nonzero and not larger than INT_MAX.
+const maxRefCount = math.MaxInt32
+
+// UserObject (cudaUserObject_t) ties the lifetime of a resource that
 // asynchronous work uses to that work: a UserObject is a reference count and
 // a destructor. References are owned by the caller, by graphs and by
 // executable graphs; the destructor runs once, when the last reference is
@@ -38,31 +60,8 @@ import (
 // references are released (those of destroyed executable graphs still
 // waiting for a launch aside), the handle is dead and every call on it fails
 // with ErrInvalidValue.
-
-// UserObjectFlags modify NewUserObject (cudaUserObjectFlags).
-type UserObjectFlags uint
-
-// UserObjectNoDestructorSync acknowledges that the destructor cannot be
-// waited for through the API (cudaUserObjectNoDestructorSync). CUDA defines
-// no other flag and requires this one: without it NewUserObject fails with
-// ErrInvalidValue.
-const UserObjectNoDestructorSync UserObjectFlags = 1
-
-// GraphUserObjectFlags modify Graph.RetainUserObject
-// (cudaUserObjectRetainFlags).
-type GraphUserObjectFlags uint
-
-// GraphUserObjectMove transfers references the caller owns to the graph
-// instead of creating new ones: the total count does not change
-// (cudaGraphUserObjectMove).
-const GraphUserObjectMove GraphUserObjectFlags = 1
-
-// maxRefCount is the largest count one call takes: CUDA's counts must be
-// nonzero and not larger than INT_MAX.
-const maxRefCount = math.MaxInt32
-
-// UserObject is a reference-counted resource with a destructor
-// (cudaUserObject_t). Its methods are safe for concurrent use.
+//
+// Its methods are safe for concurrent use.
 type UserObject struct {
 	dev     *Device
 	destroy func()
