@@ -54,6 +54,8 @@ type Device struct {
 	memCheck bool       // graph allocations are inaccessible outside their lifetime
 	gmMu     sync.Mutex // guards gm's creation
 	gm       *graphMem  // graph memory, created with the first alloc node
+
+	uobj userObjectState // user object destructors
 }
 
 // Option configures Open.
@@ -161,6 +163,9 @@ func (d *Device) syncAll() {
 // later call on the device, its streams, events and graphs fails with
 // ErrContextIsDestroyed.
 func (d *Device) Close() error {
+	if err := notInDestructor("Device.Close"); err != nil {
+		return err
+	}
 	if d.closed.Load() {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
@@ -197,6 +202,9 @@ func (d *Device) forget(s *Stream) {
 func (d *Device) check(op string) error {
 	if d == nil {
 		return newErr(op, ErrInvalidValue, "nil device")
+	}
+	if err := notInDestructor(op); err != nil {
+		return err
 	}
 	if d.closed.Load() {
 		return newErr(op, ErrContextIsDestroyed, "device is closed")

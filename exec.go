@@ -66,6 +66,7 @@ type Exec struct {
 	umu         sync.Mutex // serialises updates; taken before mu
 	spare       []op       // the op table before the last Update, reused by the next
 	spareParams []NodeParams
+	users       execUserRefs // user object references
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -107,6 +108,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		if err := g.dev.cudaInstantiate(opName, e, g, flags); err != nil {
 			return nil, err
 		}
+		e.takeUserRefs(g)
 		return e, nil
 	}
 	var preds [][]int32
@@ -132,6 +134,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		}
 	}
 	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	e.takeUserRefs(g)
 	return e, nil
 }
 
@@ -296,6 +299,7 @@ func (e *Exec) Destroy() error {
 	e.destroyed = true
 	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
+	e.destroyUserRefs() // deferred past the launches queued (by the driver on cuda)
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
@@ -370,6 +374,7 @@ func (l *launch) end() {
 	e.cond.Broadcast()
 	release := e.destroyed && e.finished.Load() == e.issued.Load()
 	e.mu.Unlock()
+	e.launchEnded()
 	if release && e.mem {
 		e.releaseMem()
 	}

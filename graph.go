@@ -26,6 +26,8 @@ type Graph struct {
 	va        *graphVA        // address space of its allocations
 	cu        uintptr         // the native CUgraph on the cuda backend
 	sinkSeq   uint64          // stamps Node.sink
+
+	uobjs map[*UserObject]int64 // user object references the graph owns
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -204,6 +206,7 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		// points the Go clone at the embedded native graph.
 		c.cu = p.Graph.cu
 		child = c
+		defer releaseIfOrphan(c) // the clone took copies of the child's user object references
 	case MemAllocParams, MemFreeParams:
 		if err := g.dev.checkMemParams(op, p); err != nil {
 			return nil, err
@@ -339,6 +342,7 @@ func (n *Node) SetParams(p NodeParams) error {
 			return err
 		}
 		child = c
+		defer releaseIfOrphan(c)
 	} else if n.g.dev.cu == nil {
 		if _, code, msg := n.g.dev.prepare(p); code != nil {
 			return nodeErr(op, n, code, "%s", msg)
@@ -366,9 +370,11 @@ func (n *Node) SetParams(p NodeParams) error {
 		}
 	}
 	if child != nil {
+		old := n.child
 		child.parent = n
 		n.child = child
 		n.params = ChildGraphParams{child}
+		old.destroyEmbedded()
 		return nil
 	}
 	n.params = copyParams(p)
@@ -590,6 +596,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 	}
 	n.deps, n.outs, n.dead = nil, nil, true
 	g.nodes = remove(g.nodes, n)
+	n.child.destroyEmbedded() // with its user object references
 	return nil
 }
 
@@ -622,6 +629,7 @@ func (g *Graph) Destroy() error {
 // destroyLocked marks g, its nodes and the graphs embedded in them dead.
 func (g *Graph) destroyLocked() {
 	g.destroyed = true
+	g.releaseUserObjectsLocked()
 	for _, n := range g.nodes {
 		n.dead = true
 		if n.child != nil {
@@ -652,6 +660,7 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		c.copyUserObjectsNative(g) // the driver's clone copied them
 		return c, c.clonedBy, nil
 	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
@@ -660,6 +669,7 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 		if n.child != nil {
 			cc, inner, err := n.child.clone(op)
 			if err != nil {
+				c.releaseUserObjects() // those the children cloned so far took
 				return nil, nil, err
 			}
 			cc.parent, m.child, m.params = m, cc, ChildGraphParams{cc}
@@ -679,6 +689,7 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 			m.outs = append(m.outs, c.clonedBy[o])
 		}
 	}
+	c.uobjs = g.takeUserObjectsLocked()
 	return c, c.clonedBy, nil
 }
 

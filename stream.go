@@ -81,7 +81,7 @@ func (s *Stream) usable(op string) error {
 	case s.dev.closed.Load():
 		return newErr(op, ErrContextIsDestroyed, "device is closed")
 	}
-	return nil
+	return notInDestructor(op)
 }
 
 // enqueue appends o to the stream. prepare, if not nil, runs under the

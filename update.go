@@ -218,7 +218,11 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 		return fail, newErr(opName, ErrInvalidValue, "graph belongs to another device")
 	}
 	if e.cu != 0 {
-		return e.cudaUpdate(opName, g)
+		info, err := e.cudaUpdate(opName, g)
+		if err == nil {
+			e.replaceUserRefs(g, nil)
+		}
+		return info, err
 	}
 	if err := g.lock(opName); err != nil {
 		return fail, err
@@ -238,6 +242,16 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	if info.Result != UpdateSuccess {
 		return info, nodeErr(opName, info.ErrorNode, ErrGraphExecUpdateFailure, "%v: %s", info.Result, why)
 	}
+	// User objects: e now holds the references of g's graphs instead.
+	childOf := map[*Node]*Node{}
+	for _, p := range pr.pairs {
+		for i, c := range p[1].child {
+			if c != nil {
+				childOf[p[1].nodes[i]] = p[0].nodes[i]
+			}
+		}
+	}
+	e.replaceUserRefs(g, func(n *Node) *Node { return childOf[n] })
 	return info, nil
 }
 
@@ -348,7 +362,11 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 		return nodeErr(opName, n, ErrInvalidValue, "the parameters of %v nodes cannot be updated", n.typ)
 	}
 	if e.cu != 0 {
-		return e.cudaSetParams(opName, n, p)
+		err := e.cudaSetParams(opName, n, p)
+		if cp, isChild := p.(ChildGraphParams); isChild && err == nil {
+			e.replaceChildUserRefs(n, cp.Graph)
+		}
+		return err
 	}
 	x, ok := e.opOf[n]
 	if !ok {
@@ -387,6 +405,7 @@ func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
 	if info.Result != UpdateSuccess {
 		return nodeErr(opName, n, ErrInvalidValue, "%v: %s", info.Result, why)
 	}
+	e.replaceChildUserRefs(n, g)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	gg "github.com/gpugraph/gpugraph"
 )
@@ -379,5 +380,39 @@ func must2(t testing.TB) func(*gg.Node, gg.DevicePtr, error) (*gg.Node, gg.Devic
 			t.Fatal(err)
 		}
 		return n, p
+	}
+}
+
+// A whole-graph update swaps the executable graph's user object references
+// for those of the new graph (seed 003 §3.2.8.7.4).
+func TestUpdateReplacesUserObjects(t *testing.T) {
+	d := open(t)
+	p := must[gg.DevicePtr](t)(d.Malloc(64))
+	gone := make(chan string, 2)
+	build := func(name string) *gg.Graph {
+		g, _ := chainOf(t, d, p, 1)
+		o := must[*gg.UserObject](t)(d.NewUserObject(func() { gone <- name }, 1, gg.UserObjectNoDestructorSync))
+		ok(t, g.RetainUserObject(o, 1, gg.GraphUserObjectMove))
+		return g
+	}
+	g1 := build("first")
+	e := must[*gg.Exec](t)(g1.Instantiate(0))
+	ok(t, g1.Destroy()) // e alone holds "first" now
+	g2 := build("second")
+	if _, err := e.Update(g2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-gone:
+		if name != "first" {
+			t.Fatalf("destroyed %q", name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replaced reference was never released")
+	}
+	ok(t, g2.Destroy())
+	ok(t, e.Destroy())
+	if name := <-gone; name != "second" {
+		t.Fatalf("destroyed %q", name)
 	}
 }
