@@ -101,6 +101,7 @@ const (
 	opCall  // internal bookkeeping run in stream order (frees, uploads)
 	opAlloc // a graph allocation's lifetime starts
 	opFree  // a graph allocation's lifetime ends
+	opCond  // a conditional node: runs its bodies
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -117,6 +118,7 @@ type op struct {
 	seq    uint64 // event record sequence number, or wait target
 	launch *launch
 	galloc *graphAlloc // opAlloc, opFree
+	cond   *condOp     // opCond
 }
 
 type memsetOp struct {
@@ -154,6 +156,8 @@ func (o *op) run(d *Device) (err *Error) {
 		d.gm.allocated(o.galloc)
 	case opFree:
 		d.gm.freed(o.galloc, o.seq == seqForeignFree)
+	case opCond:
+		return o.cond.run()
 	}
 	return nil
 }

@@ -93,6 +93,7 @@ var driverSymbols = []string{
 	"cuGraphHostNodeSetParams", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
 	"cuDeviceGetDefaultMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
 	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
+	"cuGraphConditionalHandleCreate", "cuGraphAddNode_v2",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
