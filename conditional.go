@@ -197,11 +197,9 @@ func (n *Node) ConditionalBodies() ([]*Graph, error) {
 }
 
 // checkCondParams checks what every backend needs of conditional node
-// parameters: a handle, a type, and a number of bodies the type allows.
+// parameters: a type, and a number of bodies the type allows. (The handle
+// is the driver's to check on cuda, where 0 may be a valid handle.)
 func checkCondParams(op string, p ConditionalParams) error {
-	if p.Handle == 0 {
-		return newErr(op, ErrInvalidValue, "no conditional handle")
-	}
 	ok := false
 	switch p.Type {
 	case ConditionalIf:
