@@ -164,6 +164,16 @@ func (e *Exec) condRelease() {
 	condMu.Unlock()
 }
 
+// rootExec is the executable graph a launch runs: e itself, or, for the Exec
+// of a conditional body (which a kernel's Block.ctx names), the one it is
+// part of.
+func (e *Exec) rootExec() *Exec {
+	if e.conds != nil {
+		return e.conds.root
+	}
+	return e
+}
+
 // begin applies the defaults of ConditionalAssignDefault handles at the
 // start of a launch.
 func (x *condExec) begin() {

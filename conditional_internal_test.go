@@ -64,3 +64,42 @@ func TestCondUpdatable(t *testing.T) {
 		t.Error("a kernel node pairs with a conditional node")
 	}
 }
+
+// TestCondRootExec checks that a body kernel's Exec leads to the executable
+// graph being launched.
+func TestCondRootExec(t *testing.T) {
+	d, err := Open("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	g, _ := d.NewGraph()
+	h, _ := g.ConditionalHandleCreate(1, 0)
+	n, err := g.AddNode(ConditionalParams{Handle: h, Type: ConditionalIf, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen *Exec
+	k := &Kernel{Name: "k", Go: func(b Block, _ Args) { seen = b.ctx.e.rootExec() }}
+	if _, err := n.conds.bodies[0].AddKernelNode(KernelParams{Kernel: k, Grid: Dim1(1), Block: Dim1(1)}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := g.Instantiate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := d.NewStream()
+	if err := e.Launch(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != e {
+		t.Fatalf("body kernel's root Exec is %p, want %p", seen, e)
+	}
+	plain, _ := d.NewGraph()
+	if pe, _ := plain.Instantiate(0); pe.rootExec() != pe {
+		t.Fatal("rootExec of a graph without conditional nodes is not itself")
+	}
+}
