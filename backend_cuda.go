@@ -518,6 +518,8 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			var node uintptr
 			err = c.drv.Call("cuGraphAddMemFreeNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(p.Ptr))
 			h = node
+		case ConditionalParams:
+			h, err = d.cudaCondNode(g, n, p, deps)
 		default:
 			return newErr("", ErrNotSupported, "%v nodes are not supported on the cuda backend yet", n.typ)
 		}

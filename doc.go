@@ -51,6 +51,17 @@
 // thread-local mode only one from the scope that began the capture; in
 // relaxed mode none does. See capture.go for the full rule.
 //
+// # Conditional nodes
+//
+// A conditional node (ConditionalParams: IF with an optional ELSE body,
+// WHILE, SWITCH) runs body graphs of its own depending on a value that
+// kernels set on the device while the graph runs (Block.SetConditional,
+// cudaGraphSetConditional), through a handle made with
+// Graph.ConditionalHandleCreate: loops and branches without a return to the
+// host. Adding the node creates its bodies (Node.ConditionalBodies), filled
+// with the graph API or by capturing into them. See conditional.go for the
+// rules.
+//
 // # Backends
 //
 // Open("host") (the default) runs everything in this process: device memory

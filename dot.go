@@ -54,6 +54,9 @@ func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) ([]int, error) {
 				fmt.Fprintf(w, "%q -> \"graph_%d_node_%d\" [style=\"dashed\"];\n", name(n), first, id)
 			}
 		}
+		if err := writeDOTBodies(w, n, name(n), next); err != nil {
+			return nil, err
+		}
 	}
 	for _, n := range g.nodes {
 		for _, d := range n.deps {
@@ -93,6 +96,8 @@ func dotLabel(n *Node) string {
 	case MemsetParams:
 		lines = append(lines, fmt.Sprintf("value %#x elem %d", p.Value, p.ElementSize),
 			fmt.Sprintf("%dx%d pitch %d", p.Width, p.Height, p.Pitch))
+	case ConditionalParams:
+		lines = append(lines, condDOTLabel(p)...)
 	}
 	return strings.Join(lines, "\n")
 }

@@ -67,6 +67,7 @@ type Exec struct {
 	spare       []op       // the op table before the last Update, reused by the next
 	spareParams []NodeParams
 	users       execUserRefs // user object references
+	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -116,7 +117,11 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		return nil, err
 	}
 	e.topo.index(e)
+	if err := e.condInstantiate(opName, g); err != nil {
+		return nil, err
+	}
 	if err := e.instantiateMem(opName, g); err != nil {
+		e.condRelease()
 		return nil, err
 	}
 	d := &e.dag
@@ -201,6 +206,12 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 				inner = []int32{in}
 			}
 			exit[n] = add(op{kind: opEmpty}, n, inner)
+		} else if n.typ == NodeConditional {
+			o, err := e.condOp(opName, n)
+			if err != nil {
+				return nil, err
+			}
+			exit[n] = add(o, n, ps)
 		} else {
 			o, code, msg := g.dev.prepare(n.params)
 			if code != nil {
@@ -303,6 +314,7 @@ func (e *Exec) Destroy() error {
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
+	e.condRelease()
 	if e.mem {
 		g := e.graph
 		g.mu.Lock()
@@ -351,6 +363,9 @@ func (l *launch) begin() *Error {
 	e.mu.Unlock()
 	e.cur = l
 	e.failed.Store(nil)
+	if e.conds != nil {
+		e.conds.begin()
+	}
 	if !e.mem || len(e.bind.chunks) == 0 && !e.autoFree {
 		return nil
 	}
@@ -490,6 +505,9 @@ func (e *Exec) execNode(i int32) {
 func (e *Exec) captureLaunch(opName string, s *Stream) error {
 	if e.mem {
 		return s.captureProhibited(opName, ErrStreamCaptureUnsupported, "launching a graph with memory nodes")
+	}
+	if e.conds != nil {
+		return s.captureProhibited(opName, ErrStreamCaptureUnsupported, "launching a graph with conditional nodes")
 	}
 	g, err := e.snapshot()
 	if err != nil {

@@ -28,6 +28,7 @@ type Graph struct {
 	sinkSeq   uint64          // stamps Node.sink
 
 	uobjs map[*UserObject]int64 // user object references the graph owns
+	conds *graphConds           // conditional handles; guarded by condMu
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -39,6 +40,7 @@ type Node struct {
 	child  *Graph      // embedded graph of a child graph node
 	alloc  *graphAlloc // the allocation an alloc node makes or a free node frees
 	cu     uintptr     // the native CUgraphNode on the cuda backend
+	conds  *condNode   // handle and bodies of a conditional node
 	deps   []*Node     // dependencies, in the order they were added
 	outs   []*Node     // dependents, in the order they were added
 	sink   uint64      // when n last became a sink: orders sinks for update pairing
@@ -219,6 +221,10 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		if gm, err = g.dev.graphMemory(); err != nil {
 			return nil, newErr(op, ErrNotSupported, "graph memory: %v", err)
 		}
+	case ConditionalParams:
+		if err := checkCondParams(op, p); err != nil {
+			return nil, err
+		}
 	default:
 		if g.dev.cu != nil {
 			break // cudaAddNode checks parameters as it makes the native node
@@ -226,6 +232,9 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		if _, code, msg := g.dev.prepare(p); code != nil {
 			return nil, newErr(op, code, "%s", msg)
 		}
+	}
+	if err := g.condBodyRule(op, p); err != nil {
+		return nil, err
 	}
 	if err := g.lock(op); err != nil {
 		return nil, err
@@ -253,6 +262,11 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	if g.dev.cu != nil {
 		if err := g.dev.cudaAddNode(g, n); err != nil {
 			return nil, withOp(op, err)
+		}
+	}
+	if n.typ == NodeConditional {
+		if err := g.condAddLocked(op, n); err != nil {
+			return nil, err
 		}
 	}
 	if gm != nil {
@@ -295,7 +309,7 @@ func (g *Graph) checkChild(op string, c *Graph) error {
 	if mem > 0 {
 		return newErr(op, ErrNotSupported, "a graph with memory nodes cannot be a child graph")
 	}
-	return nil
+	return condChildRule(op, c)
 }
 
 // Params returns a copy of the node's parameters (one of the *Params types).
@@ -327,6 +341,9 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
 		return nodeErr(op, n, ErrNotSupported, "memory node parameters cannot be changed")
+	}
+	if n.typ == NodeConditional {
+		return nodeErr(op, n, ErrNotSupported, "conditional node parameters cannot be changed")
 	}
 
 	var child *Graph
@@ -587,6 +604,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 			return err
 		}
 	}
+	n.condDestroy()
 	for _, d := range n.deps {
 		d.outs = remove(d.outs, n)
 		g.stampSink(d)
@@ -632,6 +650,7 @@ func (g *Graph) destroyLocked() {
 	g.releaseUserObjectsLocked()
 	for _, n := range g.nodes {
 		n.dead = true
+		n.condDestroy()
 		if n.child != nil {
 			n.child.mu.Lock()
 			n.child.destroyLocked()
@@ -654,6 +673,9 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 	defer g.mu.Unlock()
 	if g.memNodes > 0 {
 		return nil, nil, newErr(op, ErrNotSupported, "a graph with memory nodes cannot be cloned")
+	}
+	if err := g.condCloneRule(op); err != nil {
+		return nil, nil, err
 	}
 	if g.dev.cu != nil && op == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
 		c, err := g.cudaClone(op)
@@ -803,6 +825,10 @@ func StructurallyEqual(a, b *Graph) bool {
 			}
 		case ChildGraphParams:
 			if yc, ok := yp.(ChildGraphParams); ok && !StructurallyEqual(xp.Graph, yc.Graph) {
+				return false
+			}
+		case ConditionalParams:
+			if !condStructurallyEqual(x, y, xp, yp) {
 				return false
 			}
 		}

@@ -30,7 +30,7 @@ const (
 	Int32                        // int32, or int in range
 	Uint32                       // uint32, or int in range
 	Int64                        // int64 or int
-	Uint64                       // uint64, or int >= 0
+	Uint64                       // uint64, ConditionalHandle, or int >= 0
 	Float32                      // float32
 	Float64                      // float64
 )
@@ -221,6 +221,8 @@ func marshalArg(t ParamType, v any) (uint64, bool) {
 		switch x := v.(type) {
 		case uint64:
 			return x, true
+		case ConditionalHandle:
+			return uint64(x), true
 		case int:
 			if x >= 0 {
 				return uint64(x), true
@@ -255,6 +257,8 @@ func goTypeName(v any) string {
 		return "int64"
 	case uint64:
 		return "uint64"
+	case ConditionalHandle:
+		return "ConditionalHandle"
 	case float32:
 		return "float32"
 	case float64:

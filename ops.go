@@ -101,6 +101,7 @@ const (
 	opCall  // internal bookkeeping run in stream order (frees, uploads)
 	opAlloc // a graph allocation's lifetime starts
 	opFree  // a graph allocation's lifetime ends
+	opCond  // a conditional node: runs its bodies
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -118,6 +119,7 @@ type op struct {
 	launch *launch
 	galloc *graphAlloc // opAlloc, opFree
 	off    bool        // a disabled graph node (Exec.SetEnabled): runs as empty
+	cond   *condOp     // opCond
 }
 
 type memsetOp struct {
@@ -155,6 +157,8 @@ func (o *op) run(d *Device) (err *Error) {
 		d.gm.allocated(o.galloc)
 	case opFree:
 		d.gm.freed(o.galloc, o.seq == seqForeignFree)
+	case opCond:
+		return o.cond.run()
 	}
 	return nil
 }

@@ -39,8 +39,8 @@ func (t NodeType) String() string {
 
 // NodeParams are the parameters of one node: one of KernelParams,
 // MemcpyParams, MemsetParams, HostParams, ChildGraphParams, EmptyParams,
-// EventRecordParams, EventWaitParams, MemAllocParams or MemFreeParams.
-// Graph.AddNode takes any of them.
+// EventRecordParams, EventWaitParams, MemAllocParams, MemFreeParams or
+// ConditionalParams. Graph.AddNode takes any of them.
 type NodeParams interface {
 	NodeType() NodeType
 }

@@ -115,6 +115,7 @@ type pairing struct {
 	// cands lists every paired node with parameters: the old node (which
 	// names the op), the new node and its parameters.
 	cands []paramChange
+	conds [][2]*Node // paired conditional nodes (old, new)
 }
 
 type paramChange struct {
@@ -169,6 +170,16 @@ func (pr *pairing) pair(old, nu *topo) bool {
 		}
 		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
 			return fail(UpdateErrorNotSupported, n, nil)
+		}
+		if n.typ == NodeConditional {
+			// The node's parameters cannot change; its handle's default
+			// and flags are updated. (The nodes of its bodies are not
+			// paired: bodies keep the parameters of instantiation.)
+			if ok, _ := condUpdatable(o, n); !ok {
+				return fail(UpdateErrorParametersChanged, n, nil)
+			}
+			pr.conds = append(pr.conds, [2]*Node{o, n})
+			continue
 		}
 		pr.cands = append(pr.cands, paramChange{old.op[i], nu.params[i], n})
 	}
@@ -242,6 +253,7 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	if info.Result != UpdateSuccess {
 		return info, nodeErr(opName, info.ErrorNode, ErrGraphExecUpdateFailure, "%v: %s", info.Result, why)
 	}
+	e.updateCondDefaults(pr.conds)
 	// User objects: e now holds the references of g's graphs instead.
 	childOf := map[*Node]*Node{}
 	for _, p := range pr.pairs {
@@ -481,6 +493,22 @@ func (t *topo) index(e *Exec) {
 		if c := t.child[i]; c != nil {
 			e.childTopo[n] = c
 			c.index(e)
+		}
+	}
+}
+
+// updateCondDefaults gives e's conditional handles the default values and
+// flags of the handles of the new graph (whole-graph update).
+func (e *Exec) updateCondDefaults(pairs [][2]*Node) {
+	if len(pairs) == 0 || e.conds == nil {
+		return
+	}
+	condMu.Lock()
+	defer condMu.Unlock()
+	for _, p := range pairs {
+		oh, nh := p[0].conds.handle, p[1].conds.handle
+		if i, ok := e.conds.index[oh.h]; ok {
+			e.conds.slots[i].dflt.Store(packDefault(nh.def, nh.flags))
 		}
 	}
 }

@@ -416,3 +416,37 @@ func TestUpdateReplacesUserObjects(t *testing.T) {
 		t.Fatalf("destroyed %q", name)
 	}
 }
+
+// A whole-graph update takes the new graph's conditional handle defaults.
+func TestUpdateConditionalDefaults(t *testing.T) {
+	d := open(t)
+	s := stream(t, d)
+	p := must[gg.DevicePtr](t)(d.Malloc(64))
+	build := func(def uint32) *gg.Graph {
+		g := graph(t, d)
+		h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(def, gg.ConditionalAssignDefault))
+		n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+		body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
+		must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, 7)))
+		return g
+	}
+	e := must[*gg.Exec](t)(build(0).Instantiate(0))
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	equalU32(t, readU32(t, d, p, 1), 0)
+	if _, err := e.Update(build(1)); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	equalU32(t, readU32(t, d, p, 1), 7)
+
+	// A conditional node of another type is a parameter change.
+	g := graph(t, d)
+	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, 0))
+	must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalWhile, Size: 1}))
+	res, err := e.Update(g)
+	if res.Result != gg.UpdateErrorParametersChanged || !errors.Is(err, gg.ErrGraphExecUpdateFailure) {
+		t.Fatalf("%+v %v", res, err)
+	}
+}

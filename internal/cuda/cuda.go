@@ -101,6 +101,7 @@ var driverSymbols = []string{
 	"cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphExecChildGraphNodeSetParams",
 	"cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
 	"cuUserObjectCreate", "cuUserObjectRetain", "cuUserObjectRelease", "cuGraphRetainUserObject", "cuGraphReleaseUserObject",
+	"cuGraphConditionalHandleCreate", "cuGraphAddNode_v2",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.

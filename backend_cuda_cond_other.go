@@ -1,0 +1,7 @@
+//go:build !linux
+
+package gpugraph
+
+func (d *Device) cudaCondHandle(op string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
+	panic("unreachable")
+}

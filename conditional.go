@@ -1,0 +1,509 @@
+package gpugraph
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// Conditional nodes (CUDA 12.4+; IF with an ELSE body and SWITCH, 12.8+)
+// run graphs of their own, their bodies, depending on a condition value
+// that kernels set while the graph runs, without returning to the host:
+//
+//   - ConditionalIf runs body 0 once if the value is non-zero when the node
+//     is reached; with Size 2, body 1 (the ELSE body) runs once if it is zero.
+//   - ConditionalWhile checks the value before every iteration and runs
+//     body 0 as long as it is non-zero; kernels in the body (or upstream of
+//     the node) update it.
+//   - ConditionalSwitch runs body n once if the value is n < Size, and no
+//     body otherwise.
+//
+// The value is reached through a ConditionalHandle, created on a graph
+// before the node with Graph.ConditionalHandleCreate and given to kernels as
+// an argument (a Uint64 parameter); kernels set it with Block.SetConditional
+// (Go) or cudaGraphSetConditional (CUDA, see SetConditionalCUDA). A handle
+// belongs to the graph it was created in and serves exactly one conditional
+// node, in that graph or in a body nested in it. Each executable graph keeps
+// its own values: with ConditionalAssignDefault a value is reset to the
+// handle's default at the start of every launch; without it, CUDA leaves the
+// value at the start of a launch undefined, and the host backend starts from
+// the default at the first launch and keeps the value from one launch of the
+// executable graph to the next.
+//
+// Adding the node creates its bodies (Node.ConditionalBodies), empty graphs
+// owned by the node that are filled with the explicit API or with
+// Stream.BeginCaptureToGraph. A body may hold kernel, empty, memset, memcpy
+// (device memory only), child graph and conditional nodes, recursively;
+// host, event, external semaphore and memory nodes are refused (on the host
+// backend when they are added, ErrNotSupported). As the driver documents, a
+// graph that contains conditional nodes cannot be cloned or embedded in a
+// child graph node, and can have one executable graph at a time
+// (ErrNotSupported); instantiating a graph fails (ErrInvalidValue) while one
+// of its handles serves no conditional node.
+//
+// A kernel that sets a handle of no conditional node of the graph launch it
+// runs in (a handle of another graph, or any handle from a kernel launched
+// into a stream) is a device-side error, undefined in CUDA: on the host
+// backend the kernel fails with ErrLaunchFailure, which, like every kernel
+// fault, is sticky.
+
+// ConditionalHandle names the condition value of one conditional node
+// (cudaGraphConditionalHandle). Kernels receive it as a Uint64 argument.
+type ConditionalHandle uint64
+
+// ConditionalFlags modify a conditional handle.
+type ConditionalFlags uint32
+
+// ConditionalAssignDefault resets the value to the handle's default at the
+// start of every launch (cudaGraphCondAssignDefault).
+const ConditionalAssignDefault ConditionalFlags = 1
+
+// ConditionalType is the kind of a conditional node
+// (cudaGraphConditionalNodeType).
+type ConditionalType int
+
+// Conditional node types.
+const (
+	ConditionalIf     ConditionalType = 0 // body 0 if the value is non-zero; body 1 (Size 2) if it is zero
+	ConditionalWhile  ConditionalType = 1 // body 0 while the value is non-zero
+	ConditionalSwitch ConditionalType = 2 // body n if the value is n < Size
+)
+
+func (t ConditionalType) String() string {
+	switch t {
+	case ConditionalIf:
+		return "IF"
+	case ConditionalWhile:
+		return "WHILE"
+	case ConditionalSwitch:
+		return "SWITCH"
+	}
+	return fmt.Sprintf("ConditionalType(%d)", int(t))
+}
+
+// ConditionalParams describe a conditional node (cudaConditionalNodeParams):
+// its handle, its type and its number of bodies (1 for WHILE, 1 or 2 for IF,
+// at least 1 for SWITCH). The bodies are created with the node; find them
+// with Node.ConditionalBodies.
+type ConditionalParams struct {
+	Handle ConditionalHandle
+	Type   ConditionalType
+	Size   int
+}
+
+func (ConditionalParams) NodeType() NodeType { return NodeConditional }
+
+// SetConditionalCUDA declares cudaGraphSetConditional for a kernel's CUDA
+// body: put it before the kernel in Kernel.CUDA. The function is a device
+// runtime builtin that the driver resolves when it loads the module, so
+// NVRTC code calls it without relocatable device code or the device runtime
+// library (cudadevrt).
+//
+//	__global__ void k(cudaGraphConditionalHandle h) { cudaGraphSetConditional(h, 0); }
+const SetConditionalCUDA = `typedef __device_builtin__ unsigned long long cudaGraphConditionalHandle;
+extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int value);
+`
+
+// condMu guards every graph's handle list (Graph.conds), the node each
+// handle serves (condHandle.node) and the executable-graph counts. It is a
+// leaf lock: nothing else is locked while it is held, so it may be taken
+// with any graph locked.
+var condMu sync.Mutex
+
+// condIDs numbers the host backend's handles; condTag marks them, so a
+// stray integer is not taken for a handle.
+var condIDs atomic.Uint64
+
+const condTag = 0xC0D1 << 48
+
+// condHandle is one handle: where it was created, its default, and the
+// conditional node it serves.
+type condHandle struct {
+	h     ConditionalHandle
+	g     *Graph
+	seq   int // creation order within g
+	def   uint32
+	flags ConditionalFlags
+	node  *Node // the conditional node using it, or nil
+}
+
+// graphConds is a graph's conditional state.
+type graphConds struct {
+	handles []*condHandle // in creation order
+	execs   int           // live executable graphs of the graph
+}
+
+// condNode is a conditional node's state: its handle and its bodies.
+type condNode struct {
+	handle *condHandle // nil on cuda when the handle was made outside gpugraph's view
+	bodies []*Graph
+}
+
+// ConditionalHandleCreate creates a handle for a conditional node of g or of
+// a body nested in it (cudaGraphConditionalHandleCreate). defaultValue is
+// the value at the first launch, and at every launch with
+// ConditionalAssignDefault. Handles cannot be destroyed.
+func (g *Graph) ConditionalHandleCreate(defaultValue uint32, flags ConditionalFlags) (ConditionalHandle, error) {
+	const op = "Graph.ConditionalHandleCreate"
+	if flags&^ConditionalAssignDefault != 0 {
+		return 0, newErr(op, ErrInvalidValue, "unknown flags %#x", uint32(flags))
+	}
+	if err := g.lock(op); err != nil {
+		return 0, err
+	}
+	defer g.mu.Unlock()
+	var h ConditionalHandle
+	if g.dev.cu != nil {
+		var err error
+		if h, err = g.dev.cudaCondHandle(op, g, defaultValue, flags); err != nil {
+			return 0, err
+		}
+	} else {
+		h = ConditionalHandle(condTag | condIDs.Add(1))
+	}
+	condMu.Lock()
+	defer condMu.Unlock()
+	if g.conds == nil {
+		g.conds = &graphConds{}
+	}
+	g.conds.handles = append(g.conds.handles, &condHandle{h: h, g: g, seq: len(g.conds.handles), def: defaultValue, flags: flags})
+	return h, nil
+}
+
+// ConditionalBodies returns the body graphs of a conditional node, in body
+// order (cudaConditionalNodeParams.phGraph_out): the graphs the node runs,
+// which belong to the node and are filled by the caller.
+func (n *Node) ConditionalBodies() ([]*Graph, error) {
+	const op = "Node.ConditionalBodies"
+	if n == nil {
+		return nil, newErr(op, ErrInvalidValue, "nil node")
+	}
+	if err := n.g.lock(op); err != nil {
+		return nil, err
+	}
+	defer n.g.mu.Unlock()
+	if err := n.g.checkNodeLocked(op, n); err != nil {
+		return nil, err
+	}
+	if n.typ != NodeConditional {
+		return nil, nodeErr(op, n, ErrInvalidValue, "not a conditional node")
+	}
+	if n.conds == nil {
+		return nil, nodeErr(op, n, ErrNotSupported, "the bodies of a conditional node made by the driver are not known")
+	}
+	return append([]*Graph(nil), n.conds.bodies...), nil
+}
+
+// checkCondParams checks what every backend needs of conditional node
+// parameters: a type, and a number of bodies the type allows. (The handle
+// is the driver's to check on cuda, where 0 may be a valid handle.)
+func checkCondParams(op string, p ConditionalParams) error {
+	ok := false
+	switch p.Type {
+	case ConditionalIf:
+		ok = p.Size == 1 || p.Size == 2
+	case ConditionalWhile:
+		ok = p.Size == 1
+	case ConditionalSwitch:
+		ok = p.Size >= 1 && p.Size <= math.MaxUint32
+	default:
+		return newErr(op, ErrInvalidValue, "unknown conditional type %d", int(p.Type))
+	}
+	if !ok {
+		return newErr(op, ErrInvalidValue, "%v node with %d bodies (WHILE takes 1, IF 1 or 2, SWITCH at least 1)", p.Type, p.Size)
+	}
+	return nil
+}
+
+// findHandle returns the handle record for h visible from g: created in g
+// or in a graph that g is a body of, directly or through nested bodies. It
+// is called with condMu held.
+func (g *Graph) findHandle(h ConditionalHandle) *condHandle {
+	for x := g; x != nil; {
+		if x.conds != nil {
+			for _, r := range x.conds.handles {
+				if r.h == h {
+					return r
+				}
+			}
+		}
+		if x.parent == nil || x.parent.typ != NodeConditional {
+			return nil
+		}
+		x = x.parent.g
+	}
+	return nil
+}
+
+// condAddLocked completes the conditional node n about to be added to g
+// (locked): on host it checks the handle and creates the bodies; on cuda the
+// driver has done both (cudaAddNode), and only the handle is recorded.
+func (g *Graph) condAddLocked(op string, n *Node) error {
+	p := n.params.(ConditionalParams)
+	condMu.Lock()
+	defer condMu.Unlock()
+	r := g.findHandle(p.Handle)
+	if g.dev.cu != nil {
+		if n.conds != nil {
+			n.conds.handle = r
+		}
+		if r != nil && r.node == nil {
+			r.node = n
+		}
+		return nil
+	}
+	if g.parent != nil && g.parent.typ == NodeChildGraph {
+		return newErr(op, ErrNotSupported, "a graph embedded in %v cannot contain conditional nodes", g.parent)
+	}
+	if r == nil {
+		return newErr(op, ErrInvalidValue, "conditional handle %#x was not created in this graph or a graph it is a body of", uint64(p.Handle))
+	}
+	if r.node != nil {
+		return newErr(op, ErrInvalidValue, "conditional handle %#x already serves %v", uint64(p.Handle), r.node)
+	}
+	bodies := make([]*Graph, p.Size)
+	for i := range bodies {
+		bodies[i] = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: n}
+	}
+	n.conds = &condNode{handle: r, bodies: bodies}
+	r.node = n
+	return nil
+}
+
+// condDestroy is called when the conditional node n (of a locked graph) is
+// destroyed, with the node or its graph: the bodies go with it, and its
+// handle may serve another node.
+func (n *Node) condDestroy() {
+	c := n.conds
+	if c == nil {
+		return
+	}
+	for _, b := range c.bodies {
+		b.mu.Lock()
+		b.destroyLocked()
+		b.mu.Unlock()
+	}
+	condMu.Lock()
+	if c.handle != nil && c.handle.node == n {
+		c.handle.node = nil
+	}
+	condMu.Unlock()
+}
+
+// enclosingCond returns the conditional node whose body g is, or is nested
+// in (through child graphs and bodies), or nil.
+func (g *Graph) enclosingCond() *Node {
+	for x := g; x.parent != nil; x = x.parent.g {
+		if x.parent.typ == NodeConditional {
+			return x.parent
+		}
+	}
+	return nil
+}
+
+// condBodyRule refuses, on the host backend, a node that a conditional body
+// (g, or a graph g is nested in) cannot hold. On cuda the driver decides.
+func (g *Graph) condBodyRule(op string, p NodeParams) error {
+	if g.dev.cu != nil {
+		return nil
+	}
+	owner := g.enclosingCond()
+	if owner == nil {
+		return nil
+	}
+	if code, msg := bodyNodeRule(p); code != nil {
+		return newErr(op, code, "%s in the body of %v", msg, owner)
+	}
+	return nil
+}
+
+// bodyNodeRule says why a node with parameters p cannot be in a conditional
+// body, or returns nil: the body may hold kernel, empty, memset, memcpy
+// (device memory), child graph and conditional nodes, recursively.
+func bodyNodeRule(p NodeParams) (*Code, string) {
+	switch p := p.(type) {
+	case KernelParams, MemsetParams, EmptyParams, ConditionalParams:
+		return nil, ""
+	case MemcpyParams:
+		if p.DstHost != nil || p.SrcHost != nil {
+			return ErrNotSupported, "a copy to or from host memory is not allowed"
+		}
+		return nil, ""
+	case ChildGraphParams:
+		if p.Graph == nil {
+			return nil, "" // addNode reports it
+		}
+		return bodyGraphRule(p.Graph)
+	case nil:
+		return nil, ""
+	}
+	return ErrNotSupported, fmt.Sprintf("a %v node is not allowed", p.NodeType())
+}
+
+// bodyGraphRule checks every node of a graph about to be embedded in a
+// conditional body, child graphs included.
+func bodyGraphRule(g *Graph) (*Code, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.nodes {
+		if n.child != nil {
+			if code, msg := bodyGraphRule(n.child); code != nil {
+				return code, msg
+			}
+			continue
+		}
+		if code, msg := bodyNodeRule(n.params); code != nil {
+			return code, fmt.Sprintf("%v of the child graph: %s", n, msg)
+		}
+	}
+	return nil, ""
+}
+
+// hasCondLocked reports whether the locked graph g contains conditional
+// nodes.
+func (g *Graph) hasCondLocked() bool {
+	for _, n := range g.nodes {
+		if n.typ == NodeConditional {
+			return true
+		}
+	}
+	return false
+}
+
+// condChildRule refuses a graph with conditional nodes as a child graph, as
+// the driver does.
+func condChildRule(op string, c *Graph) error {
+	c.mu.Lock()
+	has := c.hasCondLocked()
+	c.mu.Unlock()
+	if has {
+		return newErr(op, ErrNotSupported, "a graph with conditional nodes cannot be a child graph")
+	}
+	return nil
+}
+
+// condCloneRule refuses to clone a locked graph with conditional nodes, as
+// the driver does.
+func (g *Graph) condCloneRule(op string) error {
+	if g.hasCondLocked() {
+		return newErr(op, ErrNotSupported, "a graph with conditional nodes cannot be cloned")
+	}
+	return nil
+}
+
+// condStructurallyEqual compares two conditional nodes for StructurallyEqual:
+// type, number of bodies and structurally equal bodies. Nodes the driver
+// made (NativeNodeParams) compare by node type only.
+func condStructurallyEqual(x, y *Node, xp ConditionalParams, yp NodeParams) bool {
+	yc, ok := yp.(ConditionalParams)
+	if !ok {
+		return true
+	}
+	if xp.Type != yc.Type || xp.Size != yc.Size {
+		return false
+	}
+	xb, err1 := x.ConditionalBodies()
+	yb, err2 := y.ConditionalBodies()
+	if err1 != nil || err2 != nil || len(xb) != len(yb) {
+		return err1 != nil && err2 != nil
+	}
+	for i := range xb {
+		if !StructurallyEqual(xb[i], yb[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// condUpdatable reports whether the conditional node old, in an executable
+// graph's graph, can take the parameters of the conditional node new of an
+// updated graph, as whole-graph update requires: the same type and number
+// of bodies, and handles created in the same order (the same position in
+// the same relative graph) and assigned to the paired nodes. The handles'
+// defaults and flags may differ: an update takes the new ones. Bodies are
+// paired by the caller like any other graphs.
+func condUpdatable(old, new *Node) (ok bool, why string) {
+	if old == nil || new == nil || old.typ != NodeConditional || new.typ != NodeConditional {
+		return false, "not two conditional nodes"
+	}
+	op, okOld := old.params.(ConditionalParams)
+	np, okNew := new.params.(ConditionalParams)
+	if !okOld || !okNew {
+		return false, "the parameters of a conditional node made by the driver are not known"
+	}
+	if op.Type != np.Type {
+		return false, fmt.Sprintf("conditional type changed from %v to %v", op.Type, np.Type)
+	}
+	if op.Size != np.Size {
+		return false, fmt.Sprintf("number of bodies changed from %d to %d", op.Size, np.Size)
+	}
+	if old.conds == nil || new.conds == nil || old.conds.handle == nil || new.conds.handle == nil {
+		return false, "the handle of a conditional node made by the driver is not known"
+	}
+	condMu.Lock()
+	defer condMu.Unlock()
+	oh, nh := old.conds.handle, new.conds.handle
+	if oh.seq != nh.seq {
+		return false, fmt.Sprintf("handle is number %d in creation order, was %d", nh.seq, oh.seq)
+	}
+	if bodyDepth(old.g, oh.g) != bodyDepth(new.g, nh.g) {
+		return false, "handle created in a graph at another nesting level"
+	}
+	return true, ""
+}
+
+// bodyDepth is how many conditional bodies up from g the handle's graph h
+// is, or -1.
+func bodyDepth(g, h *Graph) int {
+	for d, x := 0, g; x != nil; d++ {
+		if x == h {
+			return d
+		}
+		if x.parent == nil || x.parent.typ != NodeConditional {
+			return -1
+		}
+		x = x.parent.g
+	}
+	return -1
+}
+
+// condDOTLabel adds the lines of a conditional node's DOT label.
+func condDOTLabel(p ConditionalParams) []string {
+	return []string{fmt.Sprintf("%v handle %#x", p.Type, uint64(p.Handle)), fmt.Sprintf("%d bodies", p.Size)}
+}
+
+// condBodyName names body i of a conditional node of type t in DOT output.
+func condBodyName(t ConditionalType, i int) string {
+	switch {
+	case t == ConditionalIf && i == 0:
+		return "then"
+	case t == ConditionalIf:
+		return "else"
+	case t == ConditionalWhile:
+		return "loop"
+	}
+	return fmt.Sprintf("case %d", i)
+}
+
+// writeDOTBodies writes the bodies of the conditional node n (its graph
+// locked) as nested clusters, with a dashed edge, labelled with the body's
+// role, from n to each body's roots.
+func writeDOTBodies(w *bufio.Writer, n *Node, name string, next *int) error {
+	if n.conds == nil {
+		return nil
+	}
+	p, _ := n.params.(ConditionalParams)
+	for i, b := range n.conds.bodies {
+		first := *next + 1
+		roots, err := writeDOTGraph(w, b, next)
+		if err != nil {
+			return err
+		}
+		for _, id := range roots {
+			fmt.Fprintf(w, "%q -> \"graph_%d_node_%d\" [style=\"dashed\" label=%q];\n", name, first, id, condBodyName(p.Type, i))
+		}
+	}
+	return nil
+}
