@@ -55,6 +55,8 @@ type Exec struct {
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
 	cu       uintptr // the native CUgraphExec on the cuda backend
+
+	pdl *pdlPlan // early (programmatic) edges, if any (pdl.go)
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -105,7 +107,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		return nil, err
 	}
 	d := &e.dag
-	*d = *sched.NewDAG(preds)
+	*d = *e.newDAG(preds)
 	for i := range e.ops {
 		switch e.ops[i].kind {
 		case opKernel:
@@ -118,7 +120,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 			e.waits = append(e.waits, int32(i))
 		}
 	}
-	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	e.run = sched.NewRunner(d, g.dev.pool, e.execFunc())
 	return e, nil
 }
 
@@ -150,9 +152,11 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 	for _, n := range order {
 		ps := entry
 		if len(n.deps) > 0 {
-			ps = make([]int32, len(n.deps))
-			for i, d := range n.deps {
-				ps[i] = exit[d]
+			ps = make([]int32, 0, len(n.deps))
+			for _, d := range n.deps {
+				if !e.earlyEdge(g, d, n, exit[d]) {
+					ps = append(ps, exit[d])
+				}
 			}
 		}
 		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
@@ -491,6 +495,9 @@ func (e *Exec) snapshot() (*Graph, error) {
 		for _, s := range d.Succ[d.SuccOff[i]:d.SuccOff[i+1]] {
 			preds[s] = append(preds[s], n)
 		}
+	}
+	if err := e.snapshotEarly(g, nodes); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
