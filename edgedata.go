@@ -2,32 +2,6 @@ package gpugraph
 
 import "fmt"
 
-// Edge data (CUDA 12.3 and later) qualifies a dependency: an outgoing port
-// of the upstream node says when the edge is triggered, an incoming port of
-// the downstream node says what part of it waits (no node type defines one
-// yet: ToPort is always 0), and a type says how the two relate. The zero
-// EdgeData is an ordinary dependency: the downstream node starts after the
-// upstream node has completed, with its memory visible.
-//
-// The one use of other data is programmatic dependent launch between two
-// kernel nodes. An edge of type DependencyTypeProgrammatic lets the
-// downstream kernel start early:
-//
-//   - from KernelNodePortProgrammatic, once every block of the upstream
-//     kernel has called Block.TriggerProgrammaticLaunchCompletion or exited;
-//   - from KernelNodePortLaunchCompletion, once every block of the upstream
-//     kernel has started.
-//
-// The downstream kernel calls Block.GridDependencySynchronize before it
-// reads what the upstream kernel writes: it waits until the upstream kernel
-// has completed and its memory is visible. The overlap is a chance, not a
-// promise, as on a GPU: a kernel must not wait for its dependent to start.
-//
-// Queries that return nodes without their edge data (Node.Dependencies,
-// Node.Dependents) fail with ErrLossyQuery when the data they would drop is
-// not all zero; Node.DependencyEdges, Node.DependentEdges and Graph.Edges
-// return it.
-
 // DependencyType is the type of an edge (cudaGraphDependencyType).
 type DependencyType uint8
 
@@ -56,8 +30,36 @@ const (
 	KernelNodePortLaunchCompletion = 2
 )
 
-// EdgeData qualifies an edge (cudaGraphEdgeData); the zero value is an
-// ordinary dependency.
+// EdgeData qualifies a dependency (cudaGraphEdgeData, CUDA 12.3 and
+// later): an outgoing port of the upstream node says when the edge is
+// triggered, an incoming port of the downstream node says what part of it
+// waits (no node type defines one yet: ToPort is always 0), and a type says
+// how the two relate. The zero EdgeData is an ordinary dependency: the
+// downstream node starts after the upstream node has completed, with its
+// memory visible.
+//
+// The one use of other data is programmatic dependent launch between two
+// kernel nodes. An edge of type DependencyTypeProgrammatic lets the
+// downstream kernel start early:
+//
+//   - from KernelNodePortProgrammatic, once every block of the upstream
+//     kernel has called Block.TriggerProgrammaticLaunchCompletion or exited;
+//   - from KernelNodePortLaunchCompletion, once every block of the upstream
+//     kernel has started.
+//
+// The downstream kernel calls Block.GridDependencySynchronize before it
+// reads what the upstream kernel writes: it waits until the upstream kernel
+// has completed and its memory is visible. The overlap is a chance, not a
+// promise, as on a GPU: a kernel must not wait for its dependent to start.
+// An edge of the default type out of KernelNodePortLaunchCompletion starts
+// any downstream node once every upstream block has started, with nothing
+// to wait on. On the host backend a node started early reports completion
+// to its own dependents only after the upstream kernel has completed.
+//
+// Queries that return nodes without their edge data (Node.Dependencies,
+// Node.Dependents) fail with ErrLossyQuery when the data they would drop is
+// not all zero; Node.DependencyEdges, Node.DependentEdges and Graph.Edges
+// return it.
 type EdgeData struct {
 	FromPort uint8 // outgoing port of the upstream node
 	ToPort   uint8 // incoming port of the downstream node: always 0

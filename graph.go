@@ -390,9 +390,12 @@ func (n *Node) SetParams(p NodeParams) error {
 }
 
 // Dependencies returns the nodes n depends on, in the order they were added.
+// It fails with ErrLossyQuery if an edge into n has data (DependencyEdges
+// returns it).
 func (n *Node) Dependencies() ([]*Node, error) { return n.edges("Node.Dependencies", false) }
 
-// Dependents returns the nodes that depend on n.
+// Dependents returns the nodes that depend on n. It fails with
+// ErrLossyQuery if an edge out of n has data (DependentEdges returns it).
 func (n *Node) Dependents() ([]*Node, error) { return n.edges("Node.Dependents", true) }
 
 func (n *Node) edges(op string, out bool) ([]*Node, error) {
@@ -471,7 +474,8 @@ func (g *Graph) Edges() ([]Edge, error) {
 
 // AddDependencies adds edges (cudaGraphAddDependencies). It refuses, changing
 // nothing, a nil or destroyed node, a node of another graph, a self edge, an
-// edge that exists or is listed twice, and a set of edges that would make a
+// edge that exists (whatever its data) or is listed twice, edge data its
+// nodes do not take (see EdgeData), and a set of edges that would make a
 // cycle.
 func (g *Graph) AddDependencies(edges ...Edge) error {
 	const op = "Graph.AddDependencies"
@@ -527,7 +531,7 @@ func (g *Graph) AddDependency(from, to *Node) error {
 }
 
 // RemoveDependencies removes edges (cudaGraphRemoveDependencies); every edge
-// must exist, or nothing changes.
+// must exist with the data given, or nothing changes.
 func (g *Graph) RemoveDependencies(edges ...Edge) error {
 	const op = "Graph.RemoveDependencies"
 	if err := g.lock(op); err != nil {
