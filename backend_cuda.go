@@ -720,8 +720,11 @@ func (d *Device) cudaEdges(op string, g *Graph, edges []Edge, add bool) error {
 	if add {
 		name = "cuGraphAddDependencies_v2"
 	}
+	ed := cuEdgeData(edgesData(edges))
 	return d.cuCall(op, func() error {
-		return d.cu.drv.Call(name, g.cu, cudaDeps(from), cudaDeps(to), 0, uintptr(len(edges)))
+		err := d.cu.drv.Call(name, g.cu, cudaDeps(from), cudaDeps(to), cuEdgeDataPtr(ed), uintptr(len(edges)))
+		runtime.KeepAlive(ed)
+		return err
 	})
 }
 
@@ -995,6 +998,7 @@ func (c *cudaDev) mirror(g *Graph) error {
 		}
 	}
 	byHandle := map[uintptr]*Node{}
+	g.edata = nil
 	for _, node := range g.nodes {
 		byHandle[node.cu] = node
 		node.deps, node.outs = nil, nil
@@ -1013,39 +1017,47 @@ func (c *cudaDev) mirror(g *Graph) error {
 		g.nodes = append(g.nodes, node)
 	}
 	for _, node := range g.nodes {
-		deps, err := c.nodeDeps(node.cu)
+		deps, data, err := c.nodeDeps(node.cu)
 		if err != nil {
 			return err
 		}
-		for _, d := range deps {
+		for i, d := range deps {
 			if dn := byHandle[d]; dn != nil {
 				node.deps = append(node.deps, dn)
 				dn.outs = append(dn.outs, node)
+				g.setEdgeDataLocked(dn, node, data[i])
 			}
 		}
 	}
 	return nil
 }
 
-func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, error) {
+// nodeDeps returns a native node's dependencies and the data of their
+// edges (asking without the data fails with CUDA_ERROR_LOSSY_QUERY when
+// some is not default).
+func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
 	var k uintptr
 	if err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil || k == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	deps := make([]uintptr, k)
-	err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, uintptr(unsafe.Pointer(&deps[0])), 0, uintptr(unsafe.Pointer(&k)))
-	return deps[:k], err
+	ed := make([]cuda.GraphEdgeData, k)
+	err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, uintptr(unsafe.Pointer(&deps[0])), uintptr(unsafe.Pointer(&ed[0])), uintptr(unsafe.Pointer(&k)))
+	return deps[:k], fromCUEdgeData(ed[:k]), err
 }
 
 // cudaBeginCaptureToGraph captures into g after deps.
-func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode CaptureMode) error {
+func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	c := s.dev.cu
 	hs := make([]uintptr, len(deps))
 	for i, n := range deps {
 		hs[i] = n.cu
 	}
+	ed := cuEdgeData(data)
 	err := c.onCaptureThread(func() error {
-		return c.drv.Call("cuStreamBeginCaptureToGraph", s.cu, g.cu, cudaDeps(hs), 0, uintptr(len(hs)), uintptr(mode))
+		err := c.drv.Call("cuStreamBeginCaptureToGraph", s.cu, g.cu, cudaDeps(hs), cuEdgeDataPtr(ed), uintptr(len(hs)), uintptr(mode))
+		runtime.KeepAlive(ed)
+		return err
 	})
 	if err != nil {
 		return cudaErr(op, err)
@@ -1055,13 +1067,16 @@ func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode
 }
 
 // cudaUpdateCaptureDependencies sets or adds to the capture's dependencies.
-func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags UpdateCaptureFlags) error {
+func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	hs := make([]uintptr, len(nodes))
 	for i, n := range nodes {
 		hs[i] = n.cu
 	}
+	ed := cuEdgeData(data)
 	return s.dev.cuCall(op, func() error {
-		return s.dev.cu.drv.Call("cuStreamUpdateCaptureDependencies_v2", s.cu, cudaDeps(hs), 0, uintptr(len(hs)), uintptr(flags))
+		err := s.dev.cu.drv.Call("cuStreamUpdateCaptureDependencies_v2", s.cu, cudaDeps(hs), cuEdgeDataPtr(ed), uintptr(len(hs)), uintptr(flags))
+		runtime.KeepAlive(ed)
+		return err
 	})
 }
 
@@ -1110,11 +1125,12 @@ func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 		id    uint64
 		graph uintptr
 		deps  uintptr // const CUgraphNode*, owned by the driver
+		edata uintptr // const CUgraphEdgeData*, owned by the driver
 		n     uintptr
 	)
 	err := c.do(func() error {
 		return c.drv.Call("cuStreamGetCaptureInfo_v3", s.cu, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&id)),
-			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), 0, uintptr(unsafe.Pointer(&n)))
+			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), uintptr(unsafe.Pointer(&edata)), uintptr(unsafe.Pointer(&n)))
 	})
 	if err != nil {
 		return CaptureInfo{}, cudaErr(op, err)
@@ -1130,12 +1146,17 @@ func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 	info.Graph = g
 	if n > 0 {
 		hs := unsafe.Slice(*(**uintptr)(unsafe.Pointer(&deps)), n) // deps is a C pointer
-		for _, h := range hs {
+		data := captureEdgeData(edata, n)
+		for i, h := range hs {
 			for _, node := range g.nodes {
 				if node.cu == h {
 					info.Dependencies = append(info.Dependencies, node)
+					info.DependencyData = append(info.DependencyData, data[i])
 				}
 			}
+		}
+		if defaultData(info.DependencyData) {
+			info.DependencyData = nil
 		}
 	}
 	return info, nil

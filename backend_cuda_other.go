@@ -82,10 +82,10 @@ func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error         { panic("un
 func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) { panic("unreachable") }
 func (d *Device) cudaResetGraphMemHigh(op string) error              { panic("unreachable") }
 func (d *Device) cudaTrimGraphMem(op string) error                   { panic("unreachable") }
-func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, mode CaptureMode) error {
+func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	panic("unreachable")
 }
-func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, flags UpdateCaptureFlags) error {
+func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	panic("unreachable")
 }
 func (g *Graph) cudaClone(op string) (*Graph, error)        { panic("unreachable") }

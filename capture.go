@@ -60,6 +60,9 @@ type CaptureInfo struct {
 	// Dependencies are the nodes the stream's next captured work will
 	// depend on.
 	Dependencies []*Node
+	// DependencyData holds the data of the edge from each of Dependencies
+	// to that work; nil when every edge is ordinary.
+	DependencyData []EdgeData
 }
 
 // UpdateCaptureFlags select how UpdateCaptureDependencies changes the set.
@@ -147,15 +150,24 @@ func (d *Device) mainScope() *Scope {
 }
 
 func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, mode CaptureMode) error {
+	return s.beginCaptureData(opName, sc, g, deps, nil, mode)
+}
+
+// beginCaptureData begins a capture; data, if not nil, holds the data of
+// the edge from each of deps to the first captured work (edgedata.go).
+func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
 	if mode < CaptureModeGlobal || mode > CaptureModeRelaxed {
 		return newErr(opName, ErrInvalidValue, "unknown capture mode %d", mode)
 	}
+	if err := checkHalfEdges(opName, deps, data); err != nil {
+		return err
+	}
 	if s.cu != 0 {
 		if g != nil {
-			return s.cudaBeginCaptureToGraph(opName, g, deps, mode)
+			return s.cudaBeginCaptureToGraph(opName, g, deps, data, mode)
 		}
 		return s.cudaBeginCapture(opName, mode)
 	}
@@ -192,6 +204,7 @@ func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, 
 	}
 	cs.active[seq] = struct{}{}
 	s.joinLocked(seq, deps)
+	s.setCapData(deps, data)
 	return nil
 }
 
@@ -214,7 +227,7 @@ func (seq *captureSeq) invalidateLocked(e *Error) {
 // endLocked takes every stream out of the capture.
 func (cs *capState) endLocked(seq *captureSeq) {
 	for _, t := range seq.streams {
-		t.cap, t.capDeps = nil, nil
+		t.cap, t.capDeps, t.capData = nil, nil, nil
 		t.capturing.Store(false)
 	}
 	for _, e := range seq.events {
@@ -252,6 +265,10 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	if seq.invalid != nil {
 		cs.endLocked(seq)
 		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+	}
+	if err := danglingEdges(opName, seq); err != nil {
+		cs.endLocked(seq)
+		return nil, err
 	}
 	if bad := unjoined(seq); bad != nil {
 		cs.endLocked(seq)
@@ -309,7 +326,7 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 		return CaptureInfo{}, nil
 	}
 	info := CaptureInfo{Status: CaptureStatusActive, ID: seq.id, Graph: seq.graph,
-		Dependencies: append([]*Node(nil), s.capDeps...)}
+		Dependencies: append([]*Node(nil), s.capDeps...), DependencyData: s.capEdgeData()}
 	if seq.invalid != nil {
 		info.Status = CaptureStatusInvalidated
 	}
@@ -321,15 +338,23 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 // (cudaStreamUpdateCaptureDependencies). The nodes must be in the capture's
 // graph.
 func (s *Stream) UpdateCaptureDependencies(nodes []*Node, flags UpdateCaptureFlags) error {
-	const opName = "Stream.UpdateCaptureDependencies"
+	return s.updateCaptureDependencies("Stream.UpdateCaptureDependencies", nodes, nil, flags)
+}
+
+// updateCaptureDependencies updates the capture's dependency set; data, if
+// not nil, holds the data of the edges from nodes (edgedata.go).
+func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
 	if flags != AddCaptureDependencies && flags != SetCaptureDependencies {
 		return newErr(opName, ErrInvalidValue, "unknown flags %d", flags)
 	}
+	if err := checkHalfEdges(opName, nodes, data); err != nil {
+		return err
+	}
 	if s.cu != 0 {
-		return s.cudaUpdateCaptureDependencies(opName, nodes, flags)
+		return s.cudaUpdateCaptureDependencies(opName, nodes, data, flags)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()
@@ -352,8 +377,10 @@ func (s *Stream) UpdateCaptureDependencies(nodes []*Node, flags UpdateCaptureFla
 	g.mu.Unlock()
 	if flags == SetCaptureDependencies {
 		s.capDeps = s.capDeps[:0]
+		s.capData = nil
 	}
 	s.capDeps = union(s.capDeps, nodes)
+	s.setCapData(nodes, data)
 	return nil
 }
 
@@ -377,7 +404,7 @@ func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := seq.graph.addNode(opName, p, s.capDeps)
+	n, err := seq.graph.addNodeEdges(opName, p, s.capDeps, s.capEdgeData())
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			seq.invalidateLocked(e)
@@ -385,6 +412,7 @@ func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
 		return nil, err
 	}
 	s.capDeps = append(s.capDeps[:0], n)
+	s.capData = nil
 	return n, nil
 }
 

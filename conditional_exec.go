@@ -107,6 +107,14 @@ func (e *Exec) compileBody(opName string, body *Graph) (*Exec, error) {
 			return nil, nodeErr(opName, sub.nodes[i], ErrNotSupported, "a %v node is not allowed in a conditional body", sub.nodes[i].typ)
 		}
 	}
+	if sub.pdl != nil {
+		// Programmatic edges in a body order like full ones here: the
+		// body's runner has no launch sequence to release early against.
+		for _, ed := range sub.pdl.edges {
+			preds[ed.To] = append(preds[ed.To], ed.From)
+		}
+		sub.pdl = nil
+	}
 	sub.dag = *sched.NewDAG(preds)
 	sub.run = sched.NewRunner(&sub.dag, e.dev.pool, sub.execNode)
 	sub.cur = &launch{e: sub, ops: sub.ops} // what execNode runs; bodies are not updated

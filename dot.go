@@ -60,7 +60,7 @@ func writeDOTGraph(w *bufio.Writer, g *Graph, next *int) ([]int, error) {
 	}
 	for _, n := range g.nodes {
 		for _, d := range n.deps {
-			fmt.Fprintf(w, "%q -> %q;\n", name(d), name(n))
+			fmt.Fprintf(w, "%q -> %q%s;\n", name(d), name(n), g.dotEdgeAttrs(d, n))
 		}
 	}
 	fmt.Fprintln(w, "}")

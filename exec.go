@@ -68,6 +68,7 @@ type Exec struct {
 	spareParams []NodeParams
 	users       execUserRefs // user object references
 	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
+	pdl         *pdlPlan     // early (programmatic) edges, if any (pdl.go)
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -125,7 +126,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		return nil, err
 	}
 	d := &e.dag
-	*d = *sched.NewDAG(preds)
+	*d = *e.newDAG(preds)
 	for i := range e.ops {
 		switch e.ops[i].kind {
 		case opKernel:
@@ -138,7 +139,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 			e.waits = append(e.waits, int32(i))
 		}
 	}
-	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	e.run = sched.NewRunner(d, g.dev.pool, e.execFunc())
 	e.takeUserRefs(g)
 	return e, nil
 }
@@ -179,9 +180,11 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 	for _, n := range order {
 		ps := entry
 		if len(n.deps) > 0 {
-			ps = make([]int32, len(n.deps))
-			for i, d := range n.deps {
-				ps[i] = exit[d]
+			ps = make([]int32, 0, len(n.deps))
+			for _, d := range n.deps {
+				if !e.earlyEdge(g, d, n, exit[d]) {
+					ps = append(ps, exit[d])
+				}
 			}
 		}
 		if n.typ == NodeMemAlloc || n.typ == NodeMemFree {
@@ -542,6 +545,9 @@ func (e *Exec) snapshot() (*Graph, error) {
 		for _, s := range d.Succ[d.SuccOff[i]:d.SuccOff[i+1]] {
 			preds[s] = append(preds[s], n)
 		}
+	}
+	if err := e.snapshotEarly(g, nodes); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

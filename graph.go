@@ -29,6 +29,8 @@ type Graph struct {
 
 	uobjs map[*UserObject]int64 // user object references the graph owns
 	conds *graphConds           // conditional handles; guarded by condMu
+
+	edata map[edgeKey]EdgeData // edges with non-default data (edgedata.go)
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -47,8 +49,12 @@ type Node struct {
 	dead   bool
 }
 
-// Edge is a dependency: To runs after From.
-type Edge struct{ From, To *Node }
+// Edge is a dependency: To runs after From, as Data says (the zero
+// EdgeData: after From has completed, with its memory visible).
+type Edge struct {
+	From, To *Node
+	Data     EdgeData
+}
 
 var graphIDs atomic.Int64
 
@@ -189,6 +195,12 @@ func (g *Graph) AddChildGraphNode(child *Graph, deps ...*Node) (*Node, error) {
 }
 
 func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
+	return g.addNodeEdges(op, p, deps, nil)
+}
+
+// addNodeEdges adds a node; data, if not nil, holds the data of the edge
+// from each dependency (edgedata.go).
+func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if g == nil {
 		return nil, newErr(op, ErrInvalidValue, "nil graph")
 	}
@@ -253,6 +265,9 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 			}
 		}
 	}
+	if err := checkNewEdges(op, deps, p.NodeType(), data); err != nil {
+		return nil, err
+	}
 	n := &Node{g: g, id: g.nextID, typ: p.NodeType(), params: copyParams(p), child: child,
 		deps: append([]*Node(nil), deps...)}
 	if child != nil {
@@ -260,7 +275,7 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 		child.parent = n
 	}
 	if g.dev.cu != nil {
-		if err := g.dev.cudaAddNode(g, n); err != nil {
+		if err := g.dev.cudaAddNodeEdges(g, n, data); err != nil {
 			return nil, withOp(op, err)
 		}
 	}
@@ -280,8 +295,11 @@ func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
 	g.sinkSeq++
 	n.sink = g.sinkSeq
 	g.nextID++
-	for _, d := range deps {
+	for i, d := range deps {
 		d.outs = append(d.outs, n)
+		if data != nil {
+			g.setEdgeDataLocked(d, n, data[i])
+		}
 	}
 	g.nodes = append(g.nodes, n)
 	return n, nil
@@ -399,9 +417,12 @@ func (n *Node) SetParams(p NodeParams) error {
 }
 
 // Dependencies returns the nodes n depends on, in the order they were added.
+// It fails with ErrLossyQuery if an edge into n has data (DependencyEdges
+// returns it).
 func (n *Node) Dependencies() ([]*Node, error) { return n.edges("Node.Dependencies", false) }
 
-// Dependents returns the nodes that depend on n.
+// Dependents returns the nodes that depend on n. It fails with
+// ErrLossyQuery if an edge out of n has data (DependentEdges returns it).
 func (n *Node) Dependents() ([]*Node, error) { return n.edges("Node.Dependents", true) }
 
 func (n *Node) edges(op string, out bool) ([]*Node, error) {
@@ -413,6 +434,9 @@ func (n *Node) edges(op string, out bool) ([]*Node, error) {
 	}
 	defer n.g.mu.Unlock()
 	if err := n.g.checkNodeLocked(op, n); err != nil {
+		return nil, err
+	}
+	if err := n.g.lossyLocked(op, n, out); err != nil {
 		return nil, err
 	}
 	if out {
@@ -469,7 +493,7 @@ func (g *Graph) Edges() ([]Edge, error) {
 	var es []Edge
 	for _, n := range g.nodes {
 		for _, d := range n.deps {
-			es = append(es, Edge{d, n})
+			es = append(es, Edge{From: d, To: n, Data: g.edgeDataLocked(d, n)})
 		}
 	}
 	return es, nil
@@ -477,7 +501,8 @@ func (g *Graph) Edges() ([]Edge, error) {
 
 // AddDependencies adds edges (cudaGraphAddDependencies). It refuses, changing
 // nothing, a nil or destroyed node, a node of another graph, a self edge, an
-// edge that exists or is listed twice, and a set of edges that would make a
+// edge that exists (whatever its data) or is listed twice, edge data its
+// nodes do not take (see EdgeData), and a set of edges that would make a
 // cycle.
 func (g *Graph) AddDependencies(edges ...Edge) error {
 	const op = "Graph.AddDependencies"
@@ -489,11 +514,14 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		if err := g.checkEdgeLocked(op, e); err != nil {
 			return err
 		}
+		if err := checkEdgeData(op, e.From, e.To.typ, e.Data); err != nil {
+			return err
+		}
 		if contains(e.To.deps, e.From) {
 			return nodeErr(op, e.To, ErrInvalidValue, "already depends on %v", e.From)
 		}
 		for _, f := range edges[:i] {
-			if f == e {
+			if f.From == e.From && f.To == e.To {
 				return nodeErr(op, e.To, ErrInvalidValue, "edge from %v listed twice", e.From)
 			}
 		}
@@ -501,12 +529,14 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 	for _, e := range edges {
 		e.To.deps = append(e.To.deps, e.From)
 		e.From.outs = append(e.From.outs, e.To)
+		g.setEdgeDataLocked(e.From, e.To, e.Data)
 	}
 	undo := func() {
 		for i := len(edges) - 1; i >= 0; i-- {
 			e := edges[i]
 			e.To.deps = e.To.deps[:len(e.To.deps)-1]
 			e.From.outs = e.From.outs[:len(e.From.outs)-1]
+			g.setEdgeDataLocked(e.From, e.To, EdgeData{})
 		}
 	}
 	if _, bad := topoOrder(g.nodes); bad != nil {
@@ -524,11 +554,11 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 
 // AddDependency adds one edge: to runs after from.
 func (g *Graph) AddDependency(from, to *Node) error {
-	return withOp("Graph.AddDependency", g.AddDependencies(Edge{from, to}))
+	return withOp("Graph.AddDependency", g.AddDependencies(Edge{From: from, To: to}))
 }
 
 // RemoveDependencies removes edges (cudaGraphRemoveDependencies); every edge
-// must exist, or nothing changes.
+// must exist with the data given, or nothing changes.
 func (g *Graph) RemoveDependencies(edges ...Edge) error {
 	const op = "Graph.RemoveDependencies"
 	if err := g.lock(op); err != nil {
@@ -545,8 +575,11 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 		if !contains(e.To.deps, e.From) {
 			return nodeErr(op, e.To, ErrInvalidValue, "does not depend on %v", e.From)
 		}
+		if d := g.edgeDataLocked(e.From, e.To); d != e.Data {
+			return nodeErr(op, e.To, ErrInvalidValue, "the edge from %v has data %v, not %v", e.From, d, e.Data)
+		}
 		for _, f := range edges[:i] {
-			if f == e {
+			if f.From == e.From && f.To == e.To {
 				return nodeErr(op, e.To, ErrInvalidValue, "edge from %v listed twice", e.From)
 			}
 		}
@@ -560,6 +593,7 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 		e.To.deps = remove(e.To.deps, e.From)
 		e.From.outs = remove(e.From.outs, e.To)
 		g.stampSink(e.From)
+		g.setEdgeDataLocked(e.From, e.To, EdgeData{})
 	}
 	return nil
 }
@@ -612,6 +646,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 	for _, o := range n.outs {
 		o.deps = remove(o.deps, n)
 	}
+	g.dropEdgeDataLocked(n)
 	n.deps, n.outs, n.dead = nil, nil, true
 	g.nodes = remove(g.nodes, n)
 	n.child.destroyEmbedded() // with its user object references
@@ -712,6 +747,7 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 		}
 	}
 	c.uobjs = g.takeUserObjectsLocked()
+	c.edata = g.cloneEdgeDataLocked(c.clonedBy)
 	return c, c.clonedBy, nil
 }
 
@@ -780,7 +816,7 @@ func remove(ns []*Node, n *Node) []*Node {
 // StructurallyEqual reports whether a and b have the same structure: the
 // same number of nodes, the same node types in creation order, the same
 // dependencies (by position, in order), the same kernels with the same
-// launch shapes, and structurally equal child graphs. Argument values,
+// launch shapes, the same edge data, and structurally equal child graphs. Argument values,
 // addresses and host functions are not compared. It is the check that a
 // captured graph and a hand-built one describe the same work.
 func StructurallyEqual(a, b *Graph) bool {
@@ -807,13 +843,13 @@ func StructurallyEqual(a, b *Graph) bool {
 		x, y := an[i], bn[i]
 		xp, err1 := x.Params()
 		yp, err2 := y.Params()
-		xd, err3 := x.Dependencies()
-		yd, err4 := y.Dependencies()
+		xd, err3 := x.DependencyEdges()
+		yd, err4 := y.DependencyEdges()
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || x.typ != y.typ || len(xd) != len(yd) {
 			return false
 		}
 		for j := range xd {
-			if ap[xd[j]] != bp[yd[j]] {
+			if ap[xd[j].From] != bp[yd[j].From] || xd[j].Data != yd[j].Data {
 				return false
 			}
 		}

@@ -70,6 +70,7 @@ type Block struct {
 	Shared []byte
 
 	ctx *kernelCtx // the graph launch running the kernel; nil in a stream
+	pdl *pdlBlock  // the block's programmatic trigger, if the kernel has such dependents
 }
 
 // kernelCtx is what a kernel node reaches of the graph launch running it:
@@ -272,6 +273,9 @@ func goTypeName(v any) string {
 // run executes the kernel's blocks on the worker pool and returns an error if
 // a block panicked (a fault on device memory is an illegal address).
 func (o *kernelOp) run(d *Device) *Error {
+	if pk := o.ctx.pdlKernel(); pk != nil {
+		return o.runEarly(d, pk)
+	}
 	n := o.grid.Count()
 	if n == 1 {
 		return o.runOne(d)

@@ -32,6 +32,8 @@ type Stream struct {
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
 	cap       *captureSeq // guarded by dev.cap.mu
 	capDeps   []*Node     // the capture's dependency set for this stream
+
+	capData map[*Node]EdgeData // non-default data of the edges from capDeps (edgedata_capture.go)
 }
 
 // NewStream creates a stream.

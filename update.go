@@ -62,6 +62,7 @@ type topo struct {
 	params []NodeParams // parallel to nodes: the new graph's, when updating
 	depOff []int32      // deps of nodes[i] are deps[depOff[i]:depOff[i+1]]
 	deps   []int32
+	data   []EdgeData // parallel to deps, when the graph has edge data
 	sinks  int
 	child  []*topo // parallel to nodes; set for child graph nodes
 	op     []int32 // parallel to nodes: each node's op in the Exec (old topology only)
@@ -83,12 +84,19 @@ func buildTopo(g *Graph) *topo {
 	}
 	t.depOff = make([]int32, 1, len(g.nodes)+1)
 	for i := 0; i < len(t.nodes); i++ {
-		for _, d := range t.nodes[i].deps {
+		n := t.nodes[i]
+		for _, d := range n.deps {
 			if idx[d.id] == 0 {
 				t.nodes = append(t.nodes, d)
 				idx[d.id] = int32(len(t.nodes))
 			}
 			t.deps = append(t.deps, idx[d.id]-1)
+			if len(g.edata) > 0 { // edge data is part of the topology
+				for len(t.data) < len(t.deps)-1 {
+					t.data = append(t.data, EdgeData{})
+				}
+				t.data = append(t.data, g.edgeDataLocked(d, n))
+			}
 		}
 		t.depOff = append(t.depOff, int32(len(t.deps)))
 	}
@@ -148,7 +156,7 @@ func (pr *pairing) pair(old, nu *topo) bool {
 			return fail(UpdateErrorTopologyChanged, nu.nodes[i], nil)
 		}
 		for j := range nd {
-			if nd[j] != od[j] {
+			if nd[j] != od[j] || old.edgeData(i, j) != nu.edgeData(i, j) {
 				return fail(UpdateErrorTopologyChanged, nu.nodes[i], nu.nodes[nd[j]])
 			}
 		}
@@ -511,4 +519,12 @@ func (e *Exec) updateCondDefaults(pairs [][2]*Node) {
 			e.conds.slots[i].dflt.Store(packDefault(nh.def, nh.flags))
 		}
 	}
+}
+
+// edgeData is the data of node i's j-th dependency edge.
+func (t *topo) edgeData(i, j int) EdgeData {
+	if k := int(t.depOff[i]) + j; k < len(t.data) {
+		return t.data[k]
+	}
+	return EdgeData{}
 }

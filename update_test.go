@@ -450,3 +450,23 @@ func TestUpdateConditionalDefaults(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+// Edge data is part of the topology update compares.
+func TestUpdateEdgeDataIsTopology(t *testing.T) {
+	d := open(t)
+	build := func(data gg.EdgeData) *gg.Graph {
+		g := graph(t, d)
+		a := must[*gg.Node](t)(g.AddKernelNode(kp(kA)))
+		must[*gg.Node](t)(g.AddNodeWithEdgeData(kp(kB), []*gg.Node{a}, []gg.EdgeData{data}))
+		return g
+	}
+	prog := gg.EdgeData{FromPort: gg.KernelNodePortProgrammatic, Type: gg.DependencyTypeProgrammatic}
+	e := must[*gg.Exec](t)(build(gg.EdgeData{}).Instantiate(0))
+	res, err := e.Update(build(prog))
+	if res.Result != gg.UpdateErrorTopologyChanged || !errors.Is(err, gg.ErrGraphExecUpdateFailure) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := e.Update(build(gg.EdgeData{})); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,12 +39,12 @@ func LowerBound(g *gg.Graph) (int64, int, error) {
 		}
 		done[i] = true
 		anc[i] = make([]uint64, words)
-		deps, err := nodes[i].Dependencies()
+		deps, err := nodes[i].DependencyEdges()
 		if err != nil {
 			return err
 		}
-		for _, d := range deps {
-			j := idx[d]
+		for _, e := range deps {
+			j := idx[e.From]
 			if err := visit(j); err != nil {
 				return err
 			}

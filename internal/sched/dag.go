@@ -12,6 +12,12 @@ type DAG struct {
 	SuccOff  []int32 // successors of i are Succ[SuccOff[i]:SuccOff[i+1]]
 	Succ     []int32
 	Roots    []int32
+	// Early successors (NewDAGEarly): Early[EarlyOff[i]:EarlyOff[i+1]] are
+	// released by Runner.Trigger(i, port) with the matching EarlyPort, or
+	// when i finishes. nil when the DAG has none.
+	EarlyOff  []int32
+	Early     []int32
+	EarlyPort []uint8
 }
 
 // NewDAG compiles predecessor lists (preds[i] are the nodes i depends on)
@@ -66,6 +72,8 @@ type Runner struct {
 	helpers atomic.Int32 // active helpers; decremented under mu
 	waiting bool         // the owner sleeps on cond
 	helpFn  func()
+
+	fired []atomic.Uint32 // per node, the early ports triggered this run
 }
 
 // NewRunner prepares to run d on pool, calling exec for every node.
@@ -79,6 +87,9 @@ func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
 	}
 	r.cond.L = &r.mu
 	r.helpFn = r.help
+	if d.EarlyOff != nil {
+		r.fired = make([]atomic.Uint32, len(d.InDegree))
+	}
 	for i := range d.InDegree {
 		if d.SuccOff[i] == d.SuccOff[i+1] {
 			r.sinks++
@@ -100,6 +111,9 @@ func (r *Runner) Run() {
 		}
 	}
 	r.remaining.Store(r.sinks)
+	for i := range r.fired {
+		r.fired[i].Store(0)
+	}
 	roots := r.dag.Roots
 	if len(roots) > 1 {
 		r.mu.Lock()
@@ -139,6 +153,9 @@ func (r *Runner) work(node int32, owner bool) {
 			r.recruit()
 		}
 		r.exec(node)
+		if d.EarlyOff != nil && d.EarlyOff[node] != d.EarlyOff[node+1] {
+			r.fireAll(node) // early successors not yet released are released now
+		}
 		next := int32(-1)
 		succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
 		if len(succ) == 1 {

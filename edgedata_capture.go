@@ -1,0 +1,88 @@
+package gpugraph
+
+// Edge data in stream capture. A capturing stream's dependency set is a set
+// of half edges: nodes, each with the data of the edge that will join it to
+// the next captured work. The data is given to BeginCaptureToGraphWithData
+// and UpdateCaptureDependenciesWithData, reported by CaptureInfo, and used
+// up by the next captured node, which must accept it (a programmatic edge
+// needs a kernel there; anything else invalidates the capture). An event
+// recorded in the capture stands for the nodes alone: a stream that waits
+// on it depends on them through ordinary edges. A half edge with
+// non-default data does not wait for its node to complete, so it neither
+// joins a stream back into the origin nor may be left over: EndCapture
+// fails with ErrStreamCaptureUnjoined while one is pending.
+
+// BeginCaptureToGraphWithData captures into g as BeginCaptureToGraph does,
+// the edge from deps[i] to the first captured work carrying data[i]
+// (cudaStreamBeginCaptureToGraph with dependency data). data is nil or as
+// long as deps.
+func (s *Stream) BeginCaptureToGraphWithData(g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
+	return s.beginCaptureData("Stream.BeginCaptureToGraphWithData", s.devMain(), g, deps, data, mode)
+}
+
+// UpdateCaptureDependenciesWithData updates the stream's dependency set as
+// UpdateCaptureDependencies does, the edge from nodes[i] to the next
+// captured work carrying data[i] (cudaStreamUpdateCaptureDependencies with
+// dependency data). data is nil or as long as nodes.
+func (s *Stream) UpdateCaptureDependenciesWithData(nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
+	return s.updateCaptureDependencies("Stream.UpdateCaptureDependenciesWithData", nodes, data, flags)
+}
+
+// checkHalfEdges checks the data of edges from nodes whose downstream node
+// is not known yet.
+func checkHalfEdges(op string, nodes []*Node, data []EdgeData) error {
+	if data == nil {
+		return nil
+	}
+	if len(data) != len(nodes) {
+		return newErr(op, ErrInvalidValue, "%d dependencies but edge data for %d", len(nodes), len(data))
+	}
+	for i, n := range nodes {
+		if n == nil {
+			return newErr(op, ErrInvalidValue, "nil node")
+		}
+		if err := checkEdgeDataFrom(op, n, data[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setCapData records the data of the half edges from nodes, replacing what
+// the set held for them. The capture lock is held.
+func (s *Stream) setCapData(nodes []*Node, data []EdgeData) {
+	for i, d := range data {
+		if d == (EdgeData{}) {
+			delete(s.capData, nodes[i])
+			continue
+		}
+		if s.capData == nil {
+			s.capData = map[*Node]EdgeData{}
+		}
+		s.capData[nodes[i]] = d
+	}
+}
+
+// capEdgeData returns the data of the half edges from s.capDeps, nil when
+// all are default. The capture lock is held.
+func (s *Stream) capEdgeData() []EdgeData {
+	if len(s.capData) == 0 {
+		return nil
+	}
+	data := make([]EdgeData, len(s.capDeps))
+	for i, n := range s.capDeps {
+		data[i] = s.capData[n]
+	}
+	return data
+}
+
+// danglingEdges fails the end of a capture in which a half edge with
+// non-default data is pending: it cannot be discarded.
+func danglingEdges(opName string, seq *captureSeq) error {
+	for _, t := range seq.streams {
+		for n, d := range t.capData {
+			return nodeErr(opName, n, ErrStreamCaptureUnjoined, "a dependency with edge data (%v) was not followed by captured work", d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package gpugraph
+
+func (d *Device) cudaAddNodeEdges(g *Graph, n *Node, data []EdgeData) error { panic("unreachable") }
