@@ -266,10 +266,6 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 		cs.endLocked(seq)
 		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
 	}
-	if err := danglingEdges(opName, seq); err != nil {
-		cs.endLocked(seq)
-		return nil, err
-	}
 	if bad := unjoined(seq); bad != nil {
 		cs.endLocked(seq)
 		return nil, newErr(opName, ErrStreamCaptureUnjoined, "work captured in another stream was not joined into the origin stream")
@@ -404,7 +400,11 @@ func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := seq.graph.addNodeEdges(opName, p, s.capDeps, s.capEdgeData())
+	data := s.capEdgeData()
+	if p.NodeType() != NodeKernel {
+		data = nil // the driver captures other work behind such half edges as full dependencies
+	}
+	n, err := seq.graph.addNodeEdges(opName, p, s.capDeps, data)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			seq.invalidateLocked(e)
@@ -512,6 +512,13 @@ func (s *Stream) captureRecord(opName string, e *Event, external bool) error {
 		return err
 	}
 	e.capSeq, e.capNodes = seq, append([]*Node(nil), s.capDeps...)
+	e.capData = nil
+	for n, d := range s.capData {
+		if e.capData == nil {
+			e.capData = map[*Node]EdgeData{}
+		}
+		e.capData[n] = d
+	}
 	e.captured.Store(true)
 	e.inCapture.Store(true)
 	seq.events = append(seq.events, e)
@@ -538,11 +545,13 @@ func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, erro
 			return true, newErr(opName, ErrStreamCaptureInvalidated, "%v", eseq.invalid)
 		}
 		s.joinLocked(eseq, e.capNodes)
+		s.takeEventData(e)
 		return true, nil
 	case seq.invalid != nil:
 		return true, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
 	case eseq == seq:
 		s.capDeps = union(s.capDeps, e.capNodes)
+		s.takeEventData(e)
 		return true, nil
 	case eseq != nil:
 		err := newErr(opName, ErrStreamCaptureMerge, "the event was recorded in another capture")

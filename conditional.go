@@ -303,32 +303,19 @@ func (g *Graph) enclosingCond() *Node {
 	return nil
 }
 
-// condBodyRule refuses, on the host backend, a node that a conditional body
-// (g, or a graph g is nested in) cannot hold. On cuda the driver decides.
-func (g *Graph) condBodyRule(op string, p NodeParams) error {
-	if g.dev.cu != nil {
-		return nil
-	}
-	owner := g.enclosingCond()
-	if owner == nil {
-		return nil
-	}
-	if code, msg := bodyNodeRule(p); code != nil {
-		return newErr(op, code, "%s in the body of %v", msg, owner)
-	}
-	return nil
-}
-
 // bodyNodeRule says why a node with parameters p cannot be in a conditional
 // body, or returns nil: the body may hold kernel, empty, memset, memcpy
-// (device memory), child graph and conditional nodes, recursively.
+// (device memory), child graph and conditional nodes, recursively. Like the
+// CUDA 13.0 driver (docs/driver-conditional.txt, the conformance suite),
+// the host backend accepts any node when it is added to a body and refuses
+// the graph at instantiation, with ErrInvalidValue.
 func bodyNodeRule(p NodeParams) (*Code, string) {
 	switch p := p.(type) {
 	case KernelParams, MemsetParams, EmptyParams, ConditionalParams:
 		return nil, ""
 	case MemcpyParams:
 		if p.DstHost != nil || p.SrcHost != nil {
-			return ErrNotSupported, "a copy to or from host memory is not allowed"
+			return ErrInvalidValue, "a copy to or from host memory is not allowed"
 		}
 		return nil, ""
 	case ChildGraphParams:
@@ -339,7 +326,7 @@ func bodyNodeRule(p NodeParams) (*Code, string) {
 	case nil:
 		return nil, ""
 	}
-	return ErrNotSupported, fmt.Sprintf("a %v node is not allowed", p.NodeType())
+	return ErrInvalidValue, fmt.Sprintf("a %v node is not allowed", p.NodeType())
 }
 
 // bodyGraphRule checks every node of a graph about to be embedded in a

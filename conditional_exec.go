@@ -104,7 +104,7 @@ func (e *Exec) compileBody(opName string, body *Graph) (*Exec, error) {
 		case opKernel:
 			sub.ops[i].kern.ctx = &kernelCtx{e: sub, node: int32(i)}
 		case opHost, opRecord, opWait, opAlloc, opFree:
-			return nil, nodeErr(opName, sub.nodes[i], ErrNotSupported, "a %v node is not allowed in a conditional body", sub.nodes[i].typ)
+			return nil, nodeErr(opName, sub.nodes[i], ErrInvalidValue, "a %v node is not allowed in a conditional body", sub.nodes[i].typ)
 		}
 	}
 	if sub.pdl != nil {

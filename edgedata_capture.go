@@ -76,13 +76,13 @@ func (s *Stream) capEdgeData() []EdgeData {
 	return data
 }
 
-// danglingEdges fails the end of a capture in which a half edge with
-// non-default data is pending: it cannot be discarded.
-func danglingEdges(opName string, seq *captureSeq) error {
-	for _, t := range seq.streams {
-		for n, d := range t.capData {
-			return nodeErr(opName, n, ErrStreamCaptureUnjoined, "a dependency with edge data (%v) was not followed by captured work", d)
+// takeEventData gives s the half-edge data of the record e stands for. The
+// capture lock is held.
+func (s *Stream) takeEventData(e *Event) {
+	for n, d := range e.capData {
+		if s.capData == nil {
+			s.capData = map[*Node]EdgeData{}
 		}
+		s.capData[n] = d
 	}
-	return nil
 }

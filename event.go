@@ -30,10 +30,11 @@ type Event struct {
 
 	cu uintptr // the native CUevent on the cuda backend
 
-	inCapture atomic.Bool // capSeq != nil
-	captured  atomic.Bool // the last record was captured, not run
-	capSeq    *captureSeq // guarded by dev.cap.mu
-	capNodes  []*Node     // the nodes the captured record stands for
+	inCapture atomic.Bool        // capSeq != nil
+	captured  atomic.Bool        // the last record was captured, not run
+	capSeq    *captureSeq        // guarded by dev.cap.mu
+	capNodes  []*Node            // the nodes the captured record stands for
+	capData   map[*Node]EdgeData // and the data of their half edges, as the driver keeps it
 }
 
 // NewEvent creates an event.

@@ -245,9 +245,6 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 			return nil, newErr(op, code, "%s", msg)
 		}
 	}
-	if err := g.condBodyRule(op, p); err != nil {
-		return nil, err
-	}
 	if err := g.lock(op); err != nil {
 		return nil, err
 	}
