@@ -66,6 +66,7 @@ type Runner struct {
 	helpers atomic.Int32 // active helpers; decremented under mu
 	waiting bool         // the owner sleeps on cond
 	helpFn  func()
+	later   []atomic.Bool // nodes that called Later while running (later.go)
 }
 
 // NewRunner prepares to run d on pool, calling exec for every node.
@@ -139,6 +140,10 @@ func (r *Runner) work(node int32, owner bool) {
 			r.recruit()
 		}
 		r.exec(node)
+		if r.deferred(node) { // Done releases its successors (later.go)
+			node = -1
+			continue
+		}
 		next := int32(-1)
 		succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
 		if len(succ) == 1 {
