@@ -36,6 +36,7 @@ type Exec struct {
 	run    *sched.Runner
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
+	extSems        []int32 // external semaphore ops, whose semaphores launches hold
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -71,6 +72,8 @@ type launch struct {
 	wait   []uint64 // wait targets, parallel to e.waits
 	stream *Stream
 	upload bool // an Upload: map memory, run nothing
+
+	xsems []*ExternalSemaphore // held from issue to end (extsem.go)
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -119,6 +122,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		}
 	}
 	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	e.instantiateExtSems()
 	return e, nil
 }
 
@@ -214,8 +218,12 @@ func (e *Exec) Launch(s *Stream) error {
 		l.wait = make([]uint64, len(e.waits))
 	}
 	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
+		if err := l.acquireExtSems(opName); err != nil {
+			return 0, err
+		}
 		if e.mem {
 			if err := e.dev.gm.issueLaunch(opName, e); err != nil {
+				l.releaseExtSems()
 				return 0, err
 			}
 		}
@@ -342,6 +350,7 @@ func (l *launch) begin() *Error {
 
 func (l *launch) end() {
 	e := l.e
+	l.releaseExtSems()
 	e.cur = nil
 	e.mu.Lock()
 	e.finished.Store(l.seq)
@@ -442,6 +451,9 @@ func (e *Exec) execNode(i int32) {
 		if e.failed.Load() == nil {
 			o.ev.wait(e.cur.wait[o.seq])
 		}
+		return
+	case opExtSemWait:
+		e.execExtSemWait(i, o)
 		return
 	}
 	if e.failed.Load() != nil {

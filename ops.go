@@ -101,6 +101,8 @@ const (
 	opCall  // internal bookkeeping run in stream order (frees, uploads)
 	opAlloc // a graph allocation's lifetime starts
 	opFree  // a graph allocation's lifetime ends
+	opExtSemSignal
+	opExtSemWait
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -117,6 +119,7 @@ type op struct {
 	seq    uint64 // event record sequence number, or wait target
 	launch *launch
 	galloc *graphAlloc // opAlloc, opFree
+	xs     *extSemOp   // opExtSemSignal, opExtSemWait
 }
 
 type memsetOp struct {
@@ -154,6 +157,8 @@ func (o *op) run(d *Device) (err *Error) {
 		d.gm.allocated(o.galloc)
 	case opFree:
 		d.gm.freed(o.galloc, o.seq == seqForeignFree)
+	case opExtSemSignal, opExtSemWait:
+		o.runExtSem()
 	}
 	return nil
 }

@@ -106,6 +106,8 @@ func (d *Device) prepare(p NodeParams) (op, *Code, string) {
 			return op{}, err.(*Error).Code, err.(*Error).Detail
 		}
 		return op{kind: opWait, ev: p.Event}, nil, ""
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		return d.prepareExtSem(p)
 	case nil:
 		return op{}, ErrInvalidValue, "nil params"
 	}
@@ -118,6 +120,9 @@ func copyParams(p NodeParams) NodeParams {
 	if k, ok := p.(KernelParams); ok {
 		k.Args = append([]any(nil), k.Args...)
 		return k
+	}
+	if q, ok := copyExtSemParams(p); ok {
+		return q
 	}
 	return p
 }
