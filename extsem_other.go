@@ -11,3 +11,4 @@ func (s *ExternalSemaphore) cudaDestroy(op string) error { panic("unreachable") 
 func (s *Stream) cudaExtSems(op string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
 	panic("unreachable")
 }
+func (e *Exec) cudaSetExtSemExecParams(op string, n *Node, p NodeParams) error { panic("unreachable") }
