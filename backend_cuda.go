@@ -514,6 +514,11 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 				n.params = p
 				c.track(p.Ptr, p.Size)
 			}
+		case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+			if set {
+				return d.cudaSetExtSemNode(n.cu, params)
+			}
+			h, err = d.cudaAddExtSemNode(g.cu, deps, params)
 		case MemFreeParams:
 			var node uintptr
 			err = c.drv.Call("cuGraphAddMemFreeNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(p.Ptr))

@@ -93,6 +93,8 @@ func dotLabel(n *Node) string {
 		if n.alloc != nil && n.alloc.node != nil {
 			lines = append(lines, fmt.Sprintf("frees node %d of graph %d", n.alloc.node.id, n.alloc.node.g.id))
 		}
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		lines = append(lines, extSemLabel(p)...)
 	case MemsetParams:
 		lines = append(lines, fmt.Sprintf("value %#x elem %d", p.Value, p.ElementSize),
 			fmt.Sprintf("%dx%d pitch %d", p.Width, p.Height, p.Pitch))

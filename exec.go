@@ -37,6 +37,7 @@ type Exec struct {
 	run    *sched.Runner
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
+	extSems        []int32 // external semaphore ops, whose semaphores launches hold
 
 	mu        sync.Mutex
 	cond      sync.Cond
@@ -63,6 +64,7 @@ type Exec struct {
 	childTopo   map[*Node]*topo
 	opOf        map[*Node]int32
 	opsShared   bool
+	issuing     int        // launches between taking the op table and being issued
 	umu         sync.Mutex // serialises updates; taken before mu
 	spare       []op       // the op table before the last Update, reused by the next
 	spareParams []NodeParams
@@ -86,6 +88,8 @@ type launch struct {
 	stream *Stream
 	upload bool // an Upload: map memory, run nothing
 	ops    []op // e's op table as of this launch: later updates do not change it
+
+	xsems []*ExternalSemaphore // held from issue to end (extsem.go)
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -141,6 +145,7 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	}
 	e.run = sched.NewRunner(d, g.dev.pool, e.execFunc())
 	e.takeUserRefs(g)
+	e.instantiateExtSems()
 	return e, nil
 }
 
@@ -252,15 +257,20 @@ func (e *Exec) Launch(s *Stream) error {
 		l.wait = make([]uint64, len(e.waits))
 	}
 	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
-		if e.mem {
-			if err := e.dev.gm.issueLaunch(opName, e); err != nil {
-				return 0, err
-			}
-		}
 		e.mu.Lock()
-		l.seq = e.issued.Add(1)
 		l.ops, e.opsShared = e.ops, true
+		e.issuing++ // l reads l.ops from now: updates must copy the table
 		e.mu.Unlock()
+		err := l.issue(opName)
+		e.mu.Lock()
+		if err == nil {
+			l.seq = e.issued.Add(1)
+		}
+		e.issuing--
+		e.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
 		for i, x := range e.records {
 			l.rec[i] = l.ops[x].ev.issue()
 		}
@@ -269,6 +279,21 @@ func (e *Exec) Launch(s *Stream) error {
 		}
 		return 0, nil
 	})
+}
+
+// issue takes what launch l holds from its issue to its end: the
+// semaphores of its external semaphore nodes and its graph memory.
+func (l *launch) issue(opName string) error {
+	if err := l.acquireExtSems(opName); err != nil {
+		return err
+	}
+	if l.e.mem {
+		if err := l.e.dev.gm.issueLaunch(opName, l.e); err != nil {
+			l.releaseExtSems()
+			return err
+		}
+	}
+	return nil
 }
 
 // checkStream validates e and a stream to launch or upload it into.
@@ -386,6 +411,7 @@ func (l *launch) begin() *Error {
 
 func (l *launch) end() {
 	e := l.e
+	l.releaseExtSems()
 	e.cur = nil
 	e.mu.Lock()
 	e.finished.Store(l.seq)
@@ -490,6 +516,9 @@ func (e *Exec) execNode(i int32) {
 		if e.failed.Load() == nil {
 			o.ev.wait(e.cur.wait[o.seq])
 		}
+		return
+	case opExtSemWait:
+		e.execExtSemWait(i, o)
 		return
 	}
 	if e.failed.Load() != nil {

@@ -102,6 +102,8 @@ const (
 	opAlloc // a graph allocation's lifetime starts
 	opFree  // a graph allocation's lifetime ends
 	opCond  // a conditional node: runs its bodies
+	opExtSemSignal
+	opExtSemWait
 )
 
 // op is one unit of work, prepared and checked: a stream holds a queue of
@@ -120,6 +122,7 @@ type op struct {
 	galloc *graphAlloc // opAlloc, opFree
 	off    bool        // a disabled graph node (Exec.SetEnabled): runs as empty
 	cond   *condOp     // opCond
+	xs     *extSemOp   // opExtSemSignal, opExtSemWait
 }
 
 type memsetOp struct {
@@ -159,6 +162,8 @@ func (o *op) run(d *Device) (err *Error) {
 		d.gm.freed(o.galloc, o.seq == seqForeignFree)
 	case opCond:
 		return o.cond.run()
+	case opExtSemSignal, opExtSemWait:
+		o.runExtSem()
 	}
 	return nil
 }

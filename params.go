@@ -110,6 +110,8 @@ func (d *Device) prepareIn(p NodeParams, words *[]uint64) (op, *Code, string) {
 			return op{}, err.(*Error).Code, err.(*Error).Detail
 		}
 		return op{kind: opWait, ev: p.Event}, nil, ""
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		return d.prepareExtSem(p)
 	case nil:
 		return op{}, ErrInvalidValue, "nil params"
 	}
@@ -122,6 +124,9 @@ func copyParams(p NodeParams) NodeParams {
 	if k, ok := p.(KernelParams); ok {
 		k.Args = append([]any(nil), k.Args...)
 		return k
+	}
+	if q, ok := copyExtSemParams(p); ok {
+		return q
 	}
 	return p
 }

@@ -209,6 +209,10 @@ func updatable(old, nu NodeParams) (UpdateResult, string) {
 			(o.ElementSize != n.ElementSize || o.Width != n.Width || o.Height != n.Height || o.Pitch != n.Pitch) {
 			return UpdateErrorParametersChanged, "only the address and value of a 2D memset can change"
 		}
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		if ok, why := extSemUpdatable(old, nu); !ok {
+			return UpdateErrorParametersChanged, why
+		}
 	case NativeNodeParams:
 		return UpdateErrorNotSupported, "the node was made by the driver"
 	}
@@ -285,7 +289,7 @@ func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 	defer e.umu.Unlock()
 	e.mu.Lock()
 	cur, curParams := e.ops, e.params
-	idle := e.finished.Load() == e.issued.Load()
+	idle := e.issuing == 0 && e.finished.Load() == e.issued.Load()
 	e.mu.Unlock()
 	ops, params := e.spare, e.spareParams
 	if !idle || len(ops) != len(cur) {
@@ -353,7 +357,7 @@ func (e *Exec) setOne(x int32, p NodeParams, n *Node) error {
 // ownOpsLocked makes e.ops safe to change: a launch still queued or running
 // reads the table it was launched with, so that table is copied first.
 func (e *Exec) ownOpsLocked() {
-	if e.opsShared && e.finished.Load() != e.issued.Load() {
+	if e.opsShared && (e.issuing > 0 || e.finished.Load() != e.issued.Load()) {
 		e.ops = slices.Clone(e.ops)
 		e.params = slices.Clone(e.params)
 	}
@@ -382,6 +386,10 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 		return nodeErr(opName, n, ErrInvalidValue, "the parameters of %v nodes cannot be updated", n.typ)
 	}
 	if e.cu != 0 {
+		switch p.(type) {
+		case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+			return e.cudaSetExtSemExecParams(opName, n, p)
+		}
 		err := e.cudaSetParams(opName, n, p)
 		if cp, isChild := p.(ChildGraphParams); isChild && err == nil {
 			e.replaceChildUserRefs(n, cp.Graph)

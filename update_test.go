@@ -470,3 +470,24 @@ func TestUpdateEdgeDataIsTopology(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The number of semaphores of an external semaphore node cannot change.
+func TestUpdateExtSemCount(t *testing.T) {
+	d := open(t)
+	a := must[*gg.ExternalSemaphore](t)(d.NewExternalSemaphore())
+	b := must[*gg.ExternalSemaphore](t)(d.NewExternalSemaphore())
+	g := graph(t, d)
+	n := must[*gg.Node](t)(g.AddNode(gg.ExtSemaphoreSignalParams{Semaphores: []*gg.ExternalSemaphore{a}, Values: []uint64{1}}))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.SetParams(n, gg.ExtSemaphoreSignalParams{Semaphores: []*gg.ExternalSemaphore{b}, Values: []uint64{5}}))
+	isCode(t, e.SetParams(n, gg.ExtSemaphoreSignalParams{Semaphores: []*gg.ExternalSemaphore{a, b}, Values: []uint64{1, 1}}), gg.ErrInvalidValue)
+	s := stream(t, d)
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	if v := must[uint64](t)(b.Value()); v != 5 {
+		t.Fatalf("b = %d, want 5", v)
+	}
+	if v := must[uint64](t)(a.Value()); v != 0 {
+		t.Fatalf("a = %d, want 0", v)
+	}
+}

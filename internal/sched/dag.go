@@ -74,6 +74,7 @@ type Runner struct {
 	helpFn  func()
 
 	fired []atomic.Uint32 // per node, the early ports triggered this run
+	later []atomic.Bool   // nodes that called Later while running (later.go)
 }
 
 // NewRunner prepares to run d on pool, calling exec for every node.
@@ -153,6 +154,10 @@ func (r *Runner) work(node int32, owner bool) {
 			r.recruit()
 		}
 		r.exec(node)
+		if r.deferred(node) { // Done releases its successors (later.go)
+			node = -1
+			continue
+		}
 		if d.EarlyOff != nil && d.EarlyOff[node] != d.EarlyOff[node+1] {
 			r.fireAll(node) // early successors not yet released are released now
 		}

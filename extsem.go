@@ -1,0 +1,586 @@
+package gpugraph
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// External semaphores (CUDA's external resource interoperability): a
+// semaphore shared with code outside the device's streams, which stream
+// operations and graph nodes signal and wait on. A timeline semaphore
+// holds a 64-bit value that only grows; signalling sets it, and a wait
+// returns once it has reached a given value.
+//
+// On the host backend the semaphore is gpugraph's own (NewExternalSemaphore)
+// and Go code signals and waits on it. On the cuda backend the driver only
+// imports semaphores made by a graphics API (ImportExternalSemaphoreFD, a
+// Vulkan semaphore's file descriptor), which that API signals and waits on.
+
+// ExternalSemaphoreHandleType is the kind of operating-system handle a
+// semaphore is imported from (cudaExternalSemaphoreHandleType).
+type ExternalSemaphoreHandleType int
+
+const (
+	// ExternalSemaphoreHandleOpaqueFD is a binary semaphore's file
+	// descriptor (a VkSemaphore exported as VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT).
+	// Signal and wait values are ignored for it.
+	ExternalSemaphoreHandleOpaqueFD ExternalSemaphoreHandleType = 1
+	// ExternalSemaphoreHandleTimelineSemaphoreFD is a timeline semaphore's
+	// file descriptor (a VkSemaphore of VK_SEMAPHORE_TYPE_TIMELINE).
+	ExternalSemaphoreHandleTimelineSemaphoreFD ExternalSemaphoreHandleType = 9
+)
+
+// ExternalSemaphore is a semaphore that streams and graphs signal and wait
+// on (cudaExternalSemaphore_t). On the host backend it is a timeline
+// semaphore that Go code signals and waits on too. Its methods are safe for
+// concurrent use.
+type ExternalSemaphore struct {
+	dev  *Device
+	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a host semaphore
+	cu   uintptr                     // the CUexternalSemaphore on the cuda backend
+
+	mu        sync.Mutex
+	value     uint64
+	waiters   []*semWaiter
+	users     int // stream operations, graph launches and Go waits not yet done with it
+	destroyed bool
+}
+
+// semWaiter is a wait for value >= target; fn runs once, without the lock,
+// on the goroutine that raises the value. It must not block.
+type semWaiter struct {
+	target uint64
+	fn     func()
+}
+
+// NewExternalSemaphore creates a timeline semaphore at value 0. It is a
+// host backend feature: on the cuda backend it fails with ErrNotSupported,
+// since the driver only imports semaphores from graphics APIs
+// (ImportExternalSemaphoreFD).
+func (d *Device) NewExternalSemaphore() (*ExternalSemaphore, error) {
+	const opName = "Device.NewExternalSemaphore"
+	if err := d.check(opName); err != nil {
+		return nil, err
+	}
+	if d.cu != nil {
+		return nil, newErr(opName, ErrNotSupported, "the CUDA driver has no semaphores of its own: "+
+			"import one from a graphics API handle (a Vulkan semaphore's file descriptor) with ImportExternalSemaphoreFD")
+	}
+	return &ExternalSemaphore{dev: d}, nil
+}
+
+// ImportExternalSemaphoreFD imports a semaphore from a file descriptor made
+// by a graphics API (cuImportExternalSemaphore), such as a Vulkan semaphore
+// exported with vkGetSemaphoreFdKHR. On success the driver owns fd. It is a
+// cuda backend feature: the host backend fails with ErrNotSupported.
+func (d *Device) ImportExternalSemaphoreFD(kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
+	const opName = "Device.ImportExternalSemaphoreFD"
+	if err := d.check(opName); err != nil {
+		return nil, err
+	}
+	switch kind {
+	case ExternalSemaphoreHandleOpaqueFD, ExternalSemaphoreHandleTimelineSemaphoreFD:
+	default:
+		return nil, newErr(opName, ErrInvalidValue, "handle type %d is not a file descriptor type", int(kind))
+	}
+	if d.cu == nil {
+		return nil, newErr(opName, ErrNotSupported, "the host backend cannot import operating-system semaphores: "+
+			"make one with NewExternalSemaphore and signal it from Go")
+	}
+	return d.cudaImportExtSem(opName, kind, fd)
+}
+
+// check validates a semaphore handle for op, on device d if d is not nil;
+// code is the error a bad handle gets.
+func (s *ExternalSemaphore) check(op string, d *Device, code *Code) error {
+	if s == nil {
+		return newErr(op, code, "nil external semaphore")
+	}
+	if d != nil && s.dev != d {
+		return newErr(op, code, "external semaphore belongs to another device")
+	}
+	if err := s.dev.check(op); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	dead := s.destroyed
+	s.mu.Unlock()
+	if dead {
+		return newErr(op, code, "external semaphore is destroyed")
+	}
+	return nil
+}
+
+// goSide checks a call that Go makes on the semaphore itself.
+func (s *ExternalSemaphore) goSide(op string) error {
+	if err := s.check(op, nil, ErrInvalidResourceHandle); err != nil {
+		return err
+	}
+	if s.cu != 0 {
+		return newErr(op, ErrNotSupported, "an imported semaphore is signalled, waited on and read through the API it came from, not from Go")
+	}
+	return nil
+}
+
+// Signal sets the semaphore's value to v from Go, releasing the waits for
+// values up to v. As for a Vulkan timeline semaphore signalled from the
+// host, v must exceed the current value (ErrInvalidValue otherwise).
+func (s *ExternalSemaphore) Signal(v uint64) error {
+	const opName = "ExternalSemaphore.Signal"
+	if err := s.goSide(opName); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	}
+	if v <= s.value {
+		cur := s.value
+		s.mu.Unlock()
+		return newErr(opName, ErrInvalidValue, "value %d does not exceed the semaphore's value %d", v, cur)
+	}
+	fire := s.raiseLocked(v)
+	s.mu.Unlock()
+	for _, w := range fire {
+		w.fn()
+	}
+	return nil
+}
+
+// Wait blocks until the semaphore's value is at least v, or ctx is done.
+// An error from ctx has code ErrNotReady and also matches ctx.Err() with
+// errors.Is.
+func (s *ExternalSemaphore) Wait(ctx context.Context, v uint64) error {
+	const opName = "ExternalSemaphore.Wait"
+	if err := s.goSide(opName); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return newErr(opName, ErrInvalidValue, "nil context")
+	}
+	ch := make(chan struct{})
+	w := &semWaiter{target: v, fn: func() { close(ch) }}
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	}
+	if s.value >= v {
+		s.mu.Unlock()
+		return nil
+	}
+	s.waiters = append(s.waiters, w)
+	s.users++
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		s.release()
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	pending := s.removeLocked(w)
+	s.users--
+	s.mu.Unlock()
+	if !pending { // reached as the context ended
+		return nil
+	}
+	return ctxErr{newErr(opName, ErrNotReady, "value %d not reached: %v", v, ctx.Err()), ctx.Err()}
+}
+
+// ctxErr is an *Error that also matches the context error that caused it.
+type ctxErr struct {
+	err *Error
+	ctx error
+}
+
+func (e ctxErr) Error() string   { return e.err.Error() }
+func (e ctxErr) Unwrap() []error { return []error{e.err, e.ctx} }
+
+// Value returns the semaphore's current value.
+func (s *ExternalSemaphore) Value() (uint64, error) {
+	const opName = "ExternalSemaphore.Value"
+	if err := s.goSide(opName); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.value, nil
+}
+
+// Destroy releases the semaphore (cudaDestroyExternalSemaphore). CUDA
+// requires every signal and wait on it to have completed first and leaves
+// the rest undefined; the host backend checks it: while a stream operation
+// or a graph launch that uses the semaphore is pending, or a Go Wait is
+// blocked on it, Destroy fails with ErrIllegalState and changes nothing.
+// Later use of the semaphore, launches of executable graphs with nodes on
+// it included, fails with ErrInvalidResourceHandle.
+func (s *ExternalSemaphore) Destroy() error {
+	const opName = "ExternalSemaphore.Destroy"
+	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.destroyed {
+		s.mu.Unlock()
+		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	}
+	if s.users > 0 {
+		n := s.users
+		s.mu.Unlock()
+		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", n)
+	}
+	s.destroyed = true
+	s.mu.Unlock()
+	if s.cu != 0 {
+		return s.cudaDestroy(opName)
+	}
+	return nil
+}
+
+// raiseLocked sets the value to at least v and returns the waiters it
+// satisfies, removed from the list.
+func (s *ExternalSemaphore) raiseLocked(v uint64) []*semWaiter {
+	if v > s.value {
+		s.value = v
+	}
+	var fire []*semWaiter
+	keep := s.waiters[:0]
+	for _, w := range s.waiters {
+		if w.target <= s.value {
+			fire = append(fire, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	clear(s.waiters[len(keep):])
+	s.waiters = keep
+	return fire
+}
+
+// removeLocked removes w and reports whether it was still waiting.
+func (s *ExternalSemaphore) removeLocked(w *semWaiter) bool {
+	for i, x := range s.waiters {
+		if x == w {
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// raise is a signal from a stream or a graph: the value becomes at least v
+// (a value that does not exceed the current one changes nothing).
+func (s *ExternalSemaphore) raise(v uint64) {
+	s.mu.Lock()
+	fire := s.raiseLocked(v)
+	s.mu.Unlock()
+	for _, w := range fire {
+		w.fn()
+	}
+}
+
+// onReach arranges for fn to run once the value reaches v, and reports
+// false, arranging nothing, if it already has.
+func (s *ExternalSemaphore) onReach(v uint64, fn func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.value >= v {
+		return false
+	}
+	s.waiters = append(s.waiters, &semWaiter{target: v, fn: fn})
+	return true
+}
+
+// acquire marks the semaphore in use by work just issued, unless destroyed.
+func (s *ExternalSemaphore) acquire(op string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.destroyed {
+		return newErr(op, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	}
+	s.users++
+	return nil
+}
+
+func (s *ExternalSemaphore) release() {
+	s.mu.Lock()
+	s.users--
+	s.mu.Unlock()
+}
+
+// acquireAll acquires every semaphore of sems, or none.
+func acquireAll(op string, sems []*ExternalSemaphore) error {
+	for i, s := range sems {
+		if err := s.acquire(op); err != nil {
+			for _, t := range sems[:i] {
+				t.release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// ExtSemaphoreSignalParams describe a node that signals external
+// semaphores (cudaExternalSemaphoreSignalNodeParams): Semaphores[i] is set
+// to Values[i] (a timeline semaphore; a binary one is signalled and its
+// value ignored).
+type ExtSemaphoreSignalParams struct {
+	Semaphores []*ExternalSemaphore
+	Values     []uint64
+}
+
+// ExtSemaphoreWaitParams describe a node that waits until every
+// Semaphores[i] has reached Values[i]
+// (cudaExternalSemaphoreWaitNodeParams). A binary semaphore is waited on
+// until signalled, and reset.
+type ExtSemaphoreWaitParams struct {
+	Semaphores []*ExternalSemaphore
+	Values     []uint64
+}
+
+func (ExtSemaphoreSignalParams) NodeType() NodeType { return NodeExtSemasSignal }
+func (ExtSemaphoreWaitParams) NodeType() NodeType   { return NodeExtSemasWait }
+
+// extSemArgs returns the arrays of external semaphore params.
+func extSemArgs(p NodeParams) (sems []*ExternalSemaphore, values []uint64, signal, ok bool) {
+	switch p := p.(type) {
+	case ExtSemaphoreSignalParams:
+		return p.Semaphores, p.Values, true, true
+	case ExtSemaphoreWaitParams:
+		return p.Semaphores, p.Values, false, true
+	}
+	return nil, nil, false, false
+}
+
+// checkExtSems checks the arrays of a signal or wait for every backend: at
+// least one semaphore, one value for each, each a live semaphore of d.
+// handle is the code a bad semaphore gets: CUDA documents
+// cudaErrorInvalidResourceHandle for the stream calls and
+// cudaErrorInvalidValue for graph nodes.
+func (d *Device) checkExtSems(sems []*ExternalSemaphore, values []uint64, handle *Code) (*Code, string) {
+	if len(sems) == 0 {
+		return ErrInvalidValue, "no external semaphores"
+	}
+	if len(values) != len(sems) {
+		return ErrInvalidValue, fmt.Sprintf("%d values for %d semaphores", len(values), len(sems))
+	}
+	for i, s := range sems {
+		if err := s.check("", d, handle); err != nil {
+			e := err.(*Error)
+			return e.Code, fmt.Sprintf("semaphore %d: %s", i, e.Detail)
+		}
+	}
+	return nil, ""
+}
+
+// prepareExtSem checks signal or wait params and returns their op.
+func (d *Device) prepareExtSem(p NodeParams) (op, *Code, string) {
+	sems, values, signal, _ := extSemArgs(p)
+	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+		return op{}, code, msg
+	}
+	kind := opExtSemWait
+	if signal {
+		kind = opExtSemSignal
+	}
+	// Node params are never changed in place (copyParams), so the op may
+	// share their arrays.
+	return op{kind: kind, xs: &extSemOp{sems: sems, values: values}}, nil, ""
+}
+
+// copyExtSemParams copies the arrays of signal or wait params.
+func copyExtSemParams(p NodeParams) (NodeParams, bool) {
+	switch q := p.(type) {
+	case ExtSemaphoreSignalParams:
+		q.Semaphores, q.Values = append([]*ExternalSemaphore(nil), q.Semaphores...), append([]uint64(nil), q.Values...)
+		return q, true
+	case ExtSemaphoreWaitParams:
+		q.Semaphores, q.Values = append([]*ExternalSemaphore(nil), q.Semaphores...), append([]uint64(nil), q.Values...)
+		return q, true
+	}
+	return p, false
+}
+
+// extSemUpdatable reports whether nu may replace old as the parameters of
+// an external semaphore node of an executable graph, as
+// cudaGraphExecExternalSemaphores{Signal,Wait}NodeSetParams and
+// cudaGraphExecUpdate allow: a node of the same type with the same number
+// of semaphores (the semaphores and values may change). nu must also pass
+// Device.prepare.
+func extSemUpdatable(old, nu NodeParams) (ok bool, why string) {
+	oldSems, _, osig, ok1 := extSemArgs(old)
+	ns, _, nsig, ok2 := extSemArgs(nu)
+	switch {
+	case !ok1 || !ok2:
+		return false, fmt.Sprintf("not external semaphore params (%T, %T)", old, nu)
+	case osig != nsig:
+		return false, "a signal node and a wait node"
+	case len(oldSems) != len(ns):
+		return false, fmt.Sprintf("the number of semaphores cannot change (%d to %d)", len(oldSems), len(ns))
+	}
+	return true, ""
+}
+
+// extSemLabel is the DOT label of a signal or wait node.
+func extSemLabel(p NodeParams) []string {
+	sems, values, _, _ := extSemArgs(p)
+	return []string{fmt.Sprintf("%d semaphores", len(sems)), fmt.Sprintf("values %v", values)}
+}
+
+// extSemOp is the work of a signal or wait: a stream operation's or a
+// graph node's.
+type extSemOp struct {
+	sems   []*ExternalSemaphore
+	values []uint64
+	stream bool // a stream operation, which holds its semaphores until done
+}
+
+// runExtSem runs a signal, or a wait blocking the calling goroutine (a
+// stream's own: graph launches wait without it, execExtSemWait).
+func (o *op) runExtSem() {
+	x := o.xs
+	if o.kind == opExtSemSignal {
+		for i, s := range x.sems {
+			s.raise(x.values[i])
+		}
+	} else {
+		for i, s := range x.sems {
+			ch := make(chan struct{})
+			if s.onReach(x.values[i], func() { close(ch) }) {
+				<-ch
+			}
+		}
+	}
+	if x.stream {
+		for _, s := range x.sems {
+			s.release()
+		}
+	}
+}
+
+// SignalExternalSemaphores signals sems in stream order, sems[i] to
+// values[i] (cudaSignalExternalSemaphoresAsync): after all work issued to s
+// before it. A value that does not exceed a host semaphore's current one
+// leaves it as it is. In a capturing stream it becomes a signal node.
+func (s *Stream) SignalExternalSemaphores(sems []*ExternalSemaphore, values []uint64) error {
+	return s.extSem("Stream.SignalExternalSemaphores", true, sems, values)
+}
+
+// WaitExternalSemaphores makes all later work in s wait until each sems[i]
+// has reached values[i] (cudaWaitExternalSemaphoresAsync). It returns at
+// once; the stream, not the caller, waits. In a capturing stream it becomes
+// a wait node.
+func (s *Stream) WaitExternalSemaphores(sems []*ExternalSemaphore, values []uint64) error {
+	return s.extSem("Stream.WaitExternalSemaphores", false, sems, values)
+}
+
+func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
+	if err := s.usable(opName); err != nil {
+		return err
+	}
+	if code, msg := s.dev.checkExtSems(sems, values, ErrInvalidResourceHandle); code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	if s.capturing.Load() {
+		var p NodeParams = ExtSemaphoreWaitParams{sems, values}
+		if signal {
+			p = ExtSemaphoreSignalParams{sems, values}
+		}
+		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+			return err
+		}
+	}
+	if s.cu != 0 {
+		return s.cudaExtSems(opName, signal, sems, values)
+	}
+	kind := opExtSemWait
+	if signal {
+		kind = opExtSemSignal
+	}
+	x := &extSemOp{sems: append([]*ExternalSemaphore(nil), sems...), values: append([]uint64(nil), values...), stream: true}
+	return s.enqueue(opName, op{kind: kind, xs: x}, func() (uint64, error) { return 0, acquireAll(opName, x.sems) })
+}
+
+// Executable graphs. A wait node must not hold a worker while it waits:
+// the pool is shared by every graph and kernel of the process, and what
+// leads to the signal (another branch of the graph, another stream's work)
+// may be queued behind it. So the node finishes later (sched.Runner.Later)
+// and the semaphore's signaller releases its successors.
+
+// instantiateExtSems lists e's signal and wait ops, whose semaphores its
+// launches hold, and lets its wait nodes finish later.
+func (e *Exec) instantiateExtSems() {
+	for i := range e.ops {
+		switch e.ops[i].kind {
+		case opExtSemSignal, opExtSemWait:
+			e.extSems = append(e.extSems, int32(i))
+		}
+	}
+	if len(e.extSems) > 0 {
+		e.run.EnableLater()
+	}
+}
+
+// acquireExtSems marks the semaphores of e's nodes in use by launch l, at
+// its issue; a destroyed one fails the launch.
+func (l *launch) acquireExtSems(opName string) error {
+	e := l.e
+	if len(e.extSems) == 0 {
+		return nil
+	}
+	var held []*ExternalSemaphore
+	for _, x := range e.extSems {
+		held = append(held, l.ops[x].xs.sems...)
+	}
+	if err := acquireAll(opName, held); err != nil {
+		return err
+	}
+	l.xsems = held
+	return nil
+}
+
+// releaseExtSems ends the launch's use of its semaphores.
+func (l *launch) releaseExtSems() {
+	for _, s := range l.xsems {
+		s.release()
+	}
+	l.xsems = nil
+}
+
+// execExtSemWait runs wait node i of the current launch: done now if every
+// value is reached, otherwise deferred until the last one is.
+func (e *Exec) execExtSemWait(i int32, o *op) {
+	if e.failed.Load() != nil {
+		return
+	}
+	x := o.xs
+	reached := true
+	for k, s := range x.sems {
+		s.mu.Lock()
+		reached = reached && s.value >= x.values[k]
+		s.mu.Unlock()
+	}
+	if reached { // values only grow, so it stays reached
+		return
+	}
+	r := e.run
+	r.Later(i)
+	left := new(atomic.Int32)
+	left.Store(int32(len(x.sems)) + 1) // one per semaphore, one for this loop
+	done := func() {
+		if left.Add(-1) == 0 {
+			r.Done(i)
+		}
+	}
+	for k, s := range x.sems {
+		if !s.onReach(x.values[k], done) {
+			done()
+		}
+	}
+	done()
+}
