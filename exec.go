@@ -68,6 +68,7 @@ type Exec struct {
 	umu         sync.Mutex // serialises updates; taken before mu
 	spare       []op       // the op table before the last Update, reused by the next
 	spareParams []NodeParams
+	scratch     *updateScratch
 	users       execUserRefs // user object references
 	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
 	pdl         *pdlPlan     // early (programmatic) edges, if any (pdl.go)

@@ -69,9 +69,20 @@ type topo struct {
 }
 
 // buildTopo computes g's pairing order. g must be locked.
-func buildTopo(g *Graph) *topo {
-	t := &topo{nodes: make([]*Node, 0, len(g.nodes))}
-	idx := make([]int32, g.nextID) // node id -> pairing index + 1
+func buildTopo(g *Graph) *topo { return buildTopoInto(g, &topo{}, nil) }
+
+// buildTopoInto is buildTopo reusing the slices of t and the index buffer
+// *idxBuf (if not nil), so that an update loop does not allocate them anew.
+func buildTopoInto(g *Graph, t *topo, idxBuf *[]int32) *topo {
+	var idx []int32 // node id -> pairing index + 1
+	if idxBuf != nil {
+		idx = slices.Grow((*idxBuf)[:0], g.nextID)[:g.nextID]
+		clear(idx)
+		*idxBuf = idx
+	} else {
+		idx = make([]int32, g.nextID)
+	}
+	t.nodes, t.deps, t.data, t.op = slices.Grow(t.nodes[:0], len(g.nodes)), t.deps[:0], t.data[:0], nil
 	for _, n := range g.nodes {
 		if len(n.outs) == 0 {
 			t.nodes = append(t.nodes, n)
@@ -82,7 +93,7 @@ func buildTopo(g *Graph) *topo {
 	for i, n := range t.nodes {
 		idx[n.id] = int32(i + 1)
 	}
-	t.depOff = make([]int32, 1, len(g.nodes)+1)
+	t.depOff = append(slices.Grow(t.depOff[:0], len(g.nodes)+1), 0)
 	for i := 0; i < len(t.nodes); i++ {
 		n := t.nodes[i]
 		for _, d := range n.deps {
@@ -100,12 +111,12 @@ func buildTopo(g *Graph) *topo {
 		}
 		t.depOff = append(t.depOff, int32(len(t.deps)))
 	}
-	t.params = make([]NodeParams, len(t.nodes))
-	t.child = make([]*topo, len(t.nodes))
+	t.params = slices.Grow(t.params[:0], len(t.nodes))[:len(t.nodes)]
+	t.child = slices.Grow(t.child[:0], len(t.nodes))[:len(t.nodes)]
 	for i, n := range t.nodes {
 		t.params[i] = n.params
-		switch n.typ {
-		case NodeChildGraph:
+		t.child[i] = nil
+		if n.typ == NodeChildGraph {
 			n.child.mu.Lock()
 			t.child[i] = buildTopo(n.child)
 			n.child.mu.Unlock()
@@ -247,13 +258,21 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 		}
 		return info, err
 	}
+	// One update at a time: the scratch topology and candidate list are
+	// reused from one update to the next.
+	e.umu.Lock()
+	defer e.umu.Unlock()
 	if err := g.lock(opName); err != nil {
 		return fail, err
 	}
-	nu := buildTopo(g)
+	if e.scratch == nil {
+		e.scratch = &updateScratch{}
+	}
+	sc := e.scratch
+	nu := buildTopoInto(g, &sc.topo, &sc.idx)
 	g.mu.Unlock()
-	pr := &pairing{}
-	pr.cands = make([]paramChange, 0, len(nu.nodes))
+	pr := &pairing{cands: sc.cands[:0]}
+	defer func() { sc.cands = pr.cands[:0]; clear(sc.topo.params); clear(sc.topo.nodes) }()
 	if !pr.pair(e.topo, nu) {
 		err := nodeErr(opName, pr.info.ErrorNode, ErrGraphExecUpdateFailure, "%v", pr.info.Result)
 		return pr.info, err
@@ -285,8 +304,6 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 // table when no launch can still be reading it, so that a steady
 // update-and-launch loop allocates no tables.
 func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
-	e.umu.Lock()
-	defer e.umu.Unlock()
 	e.mu.Lock()
 	cur, curParams := e.ops, e.params
 	idle := e.issuing == 0 && e.finished.Load() == e.issued.Load()
@@ -406,6 +423,13 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	return withOp(opName, e.setOne(x, copyParams(p), n))
 }
 
+// updateScratch holds what Update reuses between calls (under umu).
+type updateScratch struct {
+	topo  topo
+	idx   []int32
+	cands []paramChange
+}
+
 // setChild updates the nodes embedded in child graph node n from g, which
 // must have the topology of n's graph (cudaGraphExecChildGraphNodeSetParams).
 func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
@@ -415,6 +439,8 @@ func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
 	if g.dev != e.dev {
 		return nodeErr(opName, n, ErrInvalidValue, "graph belongs to another device")
 	}
+	e.umu.Lock()
+	defer e.umu.Unlock()
 	old := e.childTopo[n]
 	if err := g.lock(opName); err != nil {
 		return err
