@@ -55,6 +55,7 @@ type Exec struct {
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
 	cu       uintptr // the native CUgraphExec on the cuda backend
+	dl       devState // device graph launch
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -76,23 +77,32 @@ type launch struct {
 // Instantiate validates the graph and builds an executable graph from it
 // (cudaGraphInstantiate). It fails, naming the node, on invalid parameters
 // (for example memory freed since the node was added, or a destroyed event),
-// on bad child graphs and on cycles.
+// on bad child graphs and on cycles. With InstantiateDeviceLaunch the graph
+// must also meet the requirements of a device graph (see
+// InstantiateWithParams).
 func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
-	const opName = "Graph.Instantiate"
+	return g.instantiate("Graph.Instantiate", &InstantiateParams{Flags: flags}, false)
+}
+
+// instantiate is Instantiate and InstantiateWithParams (withParams: p may
+// ask for an upload).
+func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool) (*Exec, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
-	if flags&^InstantiateAutoFreeOnLaunch != 0 {
-		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
+	if err := g.checkInstantiate(opName, p, withParams); err != nil {
+		return nil, err
 	}
+	flags := p.Flags
 	e := &Exec{dev: g.dev, autoFree: flags&InstantiateAutoFreeOnLaunch != 0}
+	e.dl.launch = flags&InstantiateDeviceLaunch != 0
 	e.cond.L = &e.mu
 	if g.dev.cu != nil {
 		if err := g.lock(opName); err != nil {
 			return nil, err
 		}
 		g.mu.Unlock()
-		if err := g.dev.cudaInstantiate(opName, e, g, flags); err != nil {
+		if err := g.dev.cudaInstantiate(opName, e, g, p); err != nil {
 			return nil, err
 		}
 		return e, nil
@@ -119,6 +129,9 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 		}
 	}
 	e.run = sched.NewRunner(d, g.dev.pool, e.execNode)
+	if err := e.instantiateUpload(opName, p); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -274,6 +287,7 @@ func (e *Exec) Destroy() error {
 	e.destroyed = true
 	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
+	e.dropDeviceHandle()
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
@@ -319,11 +333,11 @@ func (e *Exec) Upload(s *Stream) error {
 func (l *launch) begin() *Error {
 	e := l.e
 	e.mu.Lock()
-	for e.finished.Load() != l.seq-1 {
+	for e.finished.Load() != l.seq-1 || e.dl.running { // nor while a device launch runs it
 		e.cond.Wait()
 	}
+	e.cur = l // under mu: device launches check it
 	e.mu.Unlock()
-	e.cur = l
 	e.failed.Store(nil)
 	if !e.mem || len(e.bind.chunks) == 0 && !e.autoFree {
 		return nil
@@ -342,8 +356,8 @@ func (l *launch) begin() *Error {
 
 func (l *launch) end() {
 	e := l.e
-	e.cur = nil
 	e.mu.Lock()
+	e.cur = nil
 	e.finished.Store(l.seq)
 	e.cond.Broadcast()
 	release := e.destroyed && e.finished.Load() == e.issued.Load()
@@ -359,14 +373,20 @@ func (l *launch) run() *Error {
 		l.end()
 		return err
 	}
+	l.e.dl.uploaded.Store(true) // a launch uploads the graph too
+	var env *devEnv
 	if !l.upload {
 		l.e.run.Run()
+		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
 		if l.e.mem && l.e.failed.Load() == nil {
 			l.e.dev.gm.pinLive(l.e)
 		}
 	}
 	err := l.e.failed.Load()
 	l.end()
+	if env != nil {
+		err = env.finish(err) // its tail and sibling launches, before the stream moves on
+	}
 	return err
 }
 

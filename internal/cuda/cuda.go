@@ -93,6 +93,7 @@ var driverSymbols = []string{
 	"cuGraphHostNodeSetParams", "cuGraphEventRecordNodeSetEvent", "cuGraphEventWaitNodeSetEvent",
 	"cuDeviceGetDefaultMemPool", "cuMemPoolCreate", "cuMemPoolDestroy", "cuMemPoolTrimTo",
 	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
+	"cuGraphInstantiateWithParams", "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.
