@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gpugraph/gpugraph/internal/cuda"
 )
@@ -86,9 +87,12 @@ static inline __device__ cudaGraphExec_t cudaGetCurrentGraphExec(void) {
 
 // devRTSource returns the source NVRTC compiles for k and the extra
 // options: kernels that launch graphs are relocatable device code, with the
-// prelude.
+// prelude; kernels that only ask for their graph get the prelude.
 func devRTSource(k *Kernel) (string, []string) {
 	if !k.DeviceRuntime {
+		if strings.Contains(k.CUDA, "cudaGetCurrentGraphExec") { // inline: no device runtime needed
+			return devRTPrelude + k.CUDA, nil
+		}
 		return k.CUDA, nil
 	}
 	return devRTPrelude + k.CUDA, []string{"-rdc=true"}

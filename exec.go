@@ -55,7 +55,8 @@ type Exec struct {
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
 	cu       uintptr // the native CUgraphExec on the cuda backend
-	dl       devState // device graph launch
+
+	dl devState // device graph launch
 }
 
 // foreignFree is a free node of an allocation made by another graph.
