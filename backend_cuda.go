@@ -154,12 +154,17 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 		if err != nil {
 			return 0, err
 		}
-		if image, err = nv.Compile(k.CUDA, k.Name, c.major, c.minor); err != nil {
+		src, opts := devRTSource(k)
+		if image, err = nv.Compile(src, k.Name, c.major, c.minor, opts...); err != nil {
 			return 0, fmt.Errorf("kernel %q: %v", k.Name, err)
 		}
 	}
 	var f uintptr
 	err := c.do(func() error {
+		image, err := c.linkDevRT(k, image) // kernels that launch graphs
+		if err != nil {
+			return err
+		}
 		mod, err := c.drv.ModuleLoadData(image)
 		if err != nil {
 			return err
@@ -741,12 +746,8 @@ func (d *Device) cudaDestroyGraph(g *Graph) {
 	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.Call("cuGraphDestroy", g.cu) })
 }
 
-func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, flags InstantiateFlags) error {
-	return d.cuCall(op, func() error {
-		var err error
-		e.cu, err = d.cu.drv.Instantiate(g.cu, uint64(flags))
-		return err
-	})
+func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, p *InstantiateParams) error {
+	return d.cudaInstantiateWithParams(op, e, g, p)
 }
 
 func (s *Stream) cudaLaunch(op string, p *KernelParams) error {

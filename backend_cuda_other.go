@@ -37,7 +37,7 @@ func (d *Device) cudaDestroyNode(op string, n *Node) error { panic("unreachable"
 
 func (d *Device) cudaDestroyGraph(g *Graph) { panic("unreachable") }
 
-func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, flags InstantiateFlags) error {
+func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, p *InstantiateParams) error {
 	panic("unreachable")
 }
 

@@ -117,7 +117,7 @@ func (e *Exec) compileBody(opName string, body *Graph) (*Exec, error) {
 	}
 	sub.dag = *sched.NewDAG(preds)
 	sub.run = sched.NewRunner(&sub.dag, e.dev.pool, sub.execNode)
-	sub.cur = &launch{e: sub, ops: sub.ops} // what execNode runs; bodies are not updated
+	sub.runOps = sub.ops // what execNode runs; bodies are not updated
 
 	condMu.Lock()
 	if body.conds != nil {

@@ -26,6 +26,16 @@
 // in parallel, later work in the stream waits for the whole graph, and
 // launches of one Exec never overlap, even in different streams.
 //
+// # Device graph launch
+//
+// A graph instantiated with InstantiateDeviceLaunch (only kernel, memcpy,
+// memset and child graph nodes, copying device memory only) is a device
+// graph: once uploaded (Exec.Upload, InstantiateUpload or a host launch), a
+// kernel node of any graph can launch it with Block.LaunchGraph, given its
+// Exec.DeviceHandle: fire-and-forget, as a tail launch after the launching
+// graph, or as a sibling. A kernel that does so sets Kernel.DeviceRuntime.
+// See devlaunch.go for the rules.
+//
 // # Stream capture
 //
 // Ordinary stream code becomes a graph by capture: between

@@ -69,9 +69,11 @@ type Exec struct {
 	spare       []op       // the op table before the last Update, reused by the next
 	spareParams []NodeParams
 	scratch     *updateScratch
+	runOps      []op         // the op table of the execution running now (host or device launch)
 	users       execUserRefs // user object references
 	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
 	pdl         *pdlPlan     // early (programmatic) edges, if any (pdl.go)
+	dl          devState     // device graph launch
 }
 
 // foreignFree is a free node of an allocation made by another graph.
@@ -96,23 +98,32 @@ type launch struct {
 // Instantiate validates the graph and builds an executable graph from it
 // (cudaGraphInstantiate). It fails, naming the node, on invalid parameters
 // (for example memory freed since the node was added, or a destroyed event),
-// on bad child graphs and on cycles.
+// on bad child graphs and on cycles. With InstantiateDeviceLaunch the graph
+// must also meet the requirements of a device graph (see
+// InstantiateWithParams).
 func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
-	const opName = "Graph.Instantiate"
+	return g.instantiate("Graph.Instantiate", &InstantiateParams{Flags: flags}, false)
+}
+
+// instantiate is Instantiate and InstantiateWithParams (withParams: p may
+// ask for an upload).
+func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool) (*Exec, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
-	if flags&^InstantiateAutoFreeOnLaunch != 0 {
-		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
+	if err := g.checkInstantiate(opName, p, withParams); err != nil {
+		return nil, err
 	}
+	flags := p.Flags
 	e := &Exec{dev: g.dev, autoFree: flags&InstantiateAutoFreeOnLaunch != 0}
+	e.dl.launch = flags&InstantiateDeviceLaunch != 0
 	e.cond.L = &e.mu
 	if g.dev.cu != nil {
 		if err := g.lock(opName); err != nil {
 			return nil, err
 		}
 		g.mu.Unlock()
-		if err := g.dev.cudaInstantiate(opName, e, g, flags); err != nil {
+		if err := g.dev.cudaInstantiate(opName, e, g, p); err != nil {
 			return nil, err
 		}
 		e.takeUserRefs(g)
@@ -147,6 +158,9 @@ func (g *Graph) Instantiate(flags InstantiateFlags) (*Exec, error) {
 	e.run = sched.NewRunner(d, g.dev.pool, e.execFunc())
 	e.takeUserRefs(g)
 	e.instantiateExtSems()
+	if err := e.instantiateUpload(opName, p); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -340,6 +354,7 @@ func (e *Exec) Destroy() error {
 	idle := e.issued.Load() == e.finished.Load()
 	e.mu.Unlock()
 	e.destroyUserRefs() // deferred past the launches queued (by the driver on cuda)
+	e.dropDeviceHandle()
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
@@ -386,11 +401,12 @@ func (e *Exec) Upload(s *Stream) error {
 func (l *launch) begin() *Error {
 	e := l.e
 	e.mu.Lock()
-	for e.finished.Load() != l.seq-1 {
+	for e.finished.Load() != l.seq-1 || e.dl.running { // nor while a device launch runs it
 		e.cond.Wait()
 	}
+	e.cur = l // under mu: device launches check it
+	e.runOps = l.ops
 	e.mu.Unlock()
-	e.cur = l
 	e.failed.Store(nil)
 	if e.conds != nil {
 		e.conds.begin()
@@ -413,8 +429,8 @@ func (l *launch) begin() *Error {
 func (l *launch) end() {
 	e := l.e
 	l.releaseExtSems()
-	e.cur = nil
 	e.mu.Lock()
+	e.cur = nil
 	e.finished.Store(l.seq)
 	e.cond.Broadcast()
 	release := e.destroyed && e.finished.Load() == e.issued.Load()
@@ -431,14 +447,20 @@ func (l *launch) run() *Error {
 		l.end()
 		return err
 	}
+	l.e.dl.uploaded.Store(true) // a launch uploads the graph too
+	var env *devEnv
 	if !l.upload {
 		l.e.run.Run()
+		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
 		if l.e.mem && l.e.failed.Load() == nil {
 			l.e.dev.gm.pinLive(l.e)
 		}
 	}
 	err := l.e.failed.Load()
 	l.end()
+	if env != nil {
+		err = env.finish(err) // its tail and sibling launches, before the stream moves on
+	}
 	return err
 }
 
@@ -503,7 +525,7 @@ func (e *Exec) releaseMem() {
 // execNode runs flattened node i of the current launch. After a node fails,
 // the rest of the launch only keeps ordering (and event records) intact.
 func (e *Exec) execNode(i int32) {
-	o := &e.cur.ops[i]
+	o := &e.runOps[i]
 	if o.off {
 		return
 	}

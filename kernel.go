@@ -57,6 +57,12 @@ type Kernel struct {
 	// __global__ function named Name, compiled with NVRTC), PTX text, or a
 	// cubin image.
 	CUDA string
+	// DeviceRuntime marks a kernel that launches graphs from the device
+	// (Block.LaunchGraph; cudaGraphLaunch in its CUDA body). The cuda
+	// backend compiles it with -rdc=true and links it with libcudadevrt.a;
+	// like the GPU, both backends refuse to launch it into a stream: it
+	// runs only as a kernel node of a graph.
+	DeviceRuntime bool
 }
 
 // Block is what a Go kernel body gets: which block of the grid it is, and the

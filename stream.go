@@ -275,6 +275,9 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	if s.cu != 0 {
 		return s.cudaLaunch(opName, p)
 	}
+	if err := checkStreamLaunch(opName, p); err != nil { // the driver's own check on cuda
+		return err
+	}
 	k, code, msg := s.dev.prepareKernel(p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)

@@ -102,6 +102,7 @@ var driverSymbols = []string{
 	"cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
 	"cuUserObjectCreate", "cuUserObjectRetain", "cuUserObjectRelease", "cuGraphRetainUserObject", "cuGraphReleaseUserObject",
 	"cuGraphConditionalHandleCreate", "cuGraphAddNode_v2",
+	"cuGraphInstantiateWithParams", "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
 }
 
 // Call calls the named driver function, which must be in driverSymbols.

@@ -72,8 +72,9 @@ func (n *NVRTC) call(name string, args ...uintptr) error {
 	return fmt.Errorf("%s: %s", name, GoString(*(**byte)(unsafe.Pointer(&s)))) // s is a C pointer
 }
 
-// Compile compiles CUDA C++ source to PTX for the given compute capability.
-func (n *NVRTC) Compile(src, name string, major, minor int) ([]byte, error) {
+// Compile compiles CUDA C++ source to PTX for the given compute capability,
+// with extra options if any (such as -rdc=true).
+func (n *NVRTC) Compile(src, name string, major, minor int, extra ...string) ([]byte, error) {
 	m, err := NewCMem(1 << 20)
 	if err != nil {
 		return nil, err
@@ -88,7 +89,7 @@ func (n *NVRTC) Compile(src, name string, major, minor int) ([]byte, error) {
 		return nil, err
 	}
 	defer n.call("nvrtcDestroyProgram", uintptr(unsafe.Pointer(&prog)))
-	opts := []string{fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor), "--std=c++17"}
+	opts := append([]string{fmt.Sprintf("--gpu-architecture=compute_%d%d", major, minor), "--std=c++17"}, extra...)
 	arr := unsafe.Slice((*uintptr)(m.Alloc(8*len(opts))), len(opts))
 	for i, o := range opts {
 		arr[i] = uintptr(unsafe.Pointer(m.String(o)))
