@@ -28,9 +28,9 @@ import (
 // node, in that graph or in a body nested in it. Each executable graph keeps
 // its own values: with ConditionalAssignDefault a value is reset to the
 // handle's default at the start of every launch; without it, CUDA leaves the
-// value at the start of a launch undefined, and the host backend starts from
-// the default at the first launch and keeps the value from one launch of the
-// executable graph to the next.
+// value at the start of a launch undefined; like the H100, the host backend
+// starts it at 0 (the default is not applied) and keeps the value from one
+// launch of the executable graph to the next.
 //
 // Adding the node creates its bodies (Node.ConditionalBodies), empty graphs
 // owned by the node that are filled with the explicit API or with
@@ -143,8 +143,8 @@ type condNode struct {
 
 // ConditionalHandleCreate creates a handle for a conditional node of g or of
 // a body nested in it (cudaGraphConditionalHandleCreate). defaultValue is
-// the value at the first launch, and at every launch with
-// ConditionalAssignDefault. Handles cannot be destroyed.
+// the value at the start of every launch with ConditionalAssignDefault;
+// without that flag it is not applied. Handles cannot be destroyed.
 func (g *Graph) ConditionalHandleCreate(defaultValue uint32, flags ConditionalFlags) (ConditionalHandle, error) {
 	const op = "Graph.ConditionalHandleCreate"
 	if flags&^ConditionalAssignDefault != 0 {

@@ -163,8 +163,12 @@ func (e *Exec) condInstantiate(opName string, g *Graph) error {
 	g.conds.execs++
 	x.graph = g
 	x.vals = make([]atomic.Uint32, len(x.slots))
+	// Without ConditionalAssignDefault the default is never applied: the
+	// value starts at 0, as on the H100 (docs/driver-conditional.txt).
 	for i := range x.slots {
-		x.vals[i].Store(uint32(x.slots[i].dflt.Load()))
+		if v := x.slots[i].dflt.Load(); v>>32 != 0 {
+			x.vals[i].Store(uint32(v))
+		}
 	}
 	return nil
 }

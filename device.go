@@ -44,6 +44,7 @@ type Device struct {
 	closed  atomic.Bool
 
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
+	once   atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
 
 	cap     capState  // stream capture
 	capOnce sync.Once // creates main
@@ -144,6 +145,9 @@ func (d *Device) Synchronize() error {
 	if e := d.sticky.Load(); e != nil {
 		return e
 	}
+	if e := d.once.Swap(nil); e != nil {
+		return withOp("Device.Synchronize", e)
+	}
 	return nil
 }
 
@@ -217,4 +221,10 @@ func (d *Device) check(op string) error {
 
 // fail records the first asynchronous failure. Like CUDA's sticky errors, it
 // makes every later call on the device fail: the device state is unknown.
-func (d *Device) fail(e *Error) { d.sticky.CompareAndSwap(nil, e) }
+func (d *Device) fail(e *Error) {
+	if e.transient {
+		d.once.CompareAndSwap(nil, e)
+		return
+	}
+	d.sticky.CompareAndSwap(nil, e)
+}

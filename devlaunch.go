@@ -23,7 +23,8 @@ package gpugraph
 // running or queued, a second self tail launch, more than 120
 // fire-and-forget launches in one execution or 255 pending tail launches.
 // Launching a graph that is not a device graph faults, on the GPU as here:
-// the launch fails with ErrIllegalAddress, a sticky error.
+// the launch fails with ErrIllegalAddress, reported once (not sticky, as
+// the driver does).
 
 import (
 	"errors"
@@ -128,7 +129,7 @@ func (p *InstantiateParams) fail(r InstantiateResult, err *Error) *Error {
 // one place these rules live, for both backends.
 func (g *Graph) checkInstantiate(opName string, p *InstantiateParams, withParams bool) error {
 	f := p.Flags
-	if f&^(InstantiateAutoFreeOnLaunch|InstantiateUpload|InstantiateDeviceLaunch) != 0 {
+	if f&^(InstantiateAutoFreeOnLaunch|InstantiateUpload|InstantiateDeviceLaunch|InstantiateUseNodePriority) != 0 {
 		return p.fail(InstantiateError, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(f)))
 	}
 	if f&InstantiateUpload != 0 {
@@ -246,7 +247,8 @@ const (
 // devState is what an executable graph keeps for device graph launch.
 type devState struct {
 	launch   bool                   // instantiated with InstantiateDeviceLaunch: a device graph
-	uploaded atomic.Bool            // uploaded, and not changed since: the device may launch it
+	uploaded atomic.Bool            // uploaded at least once: the device may launch it
+	upOps    []op                   // the op table as last uploaded, which device launches run (under mu)
 	handle   atomic.Uint64          // its device handle, once asked for (host backend)
 	env      atomic.Pointer[devEnv] // the environment of the execution running now, once it has one
 
@@ -340,7 +342,7 @@ func (x *Exec) startDevice(root *devEnv) bool {
 		return false
 	}
 	x.dl.running = true
-	x.runOps, x.opsShared = x.ops, true
+	x.runOps = x.dl.upOps
 	return true
 }
 
@@ -396,7 +398,8 @@ func (x *Exec) retire(tails []*Exec) {
 // like the GPU, it fails nothing else. A graph that was not instantiated with
 // InstantiateDeviceLaunch cannot be launched from the device: on the GPU the
 // kernel faults, and so here the launch running the kernel fails with
-// ErrIllegalAddress (sticky, as every fault).
+// ErrIllegalAddress, reported once by the next synchronize: on the H100 the
+// driver does not make this fault sticky.
 func (b Block) LaunchGraph(h uint64, mode DeviceLaunchMode) error {
 	const opName = "Block.LaunchGraph"
 	c := b.ctx
@@ -416,11 +419,12 @@ func (b Block) LaunchGraph(h uint64, mode DeviceLaunchMode) error {
 	}
 	if !x.dl.launch {
 		err := nodeErr(opName, node, ErrIllegalAddress, "launched a graph not instantiated with InstantiateDeviceLaunch")
+		err.transient = true // the driver reports it once; later calls succeed
 		src.failed.CompareAndSwap(nil, err)
 		return err
 	}
 	if !x.dl.uploaded.Load() {
-		return nodeErr(opName, node, ErrInvalidValue, "the graph was not uploaded since it was instantiated or updated")
+		return nodeErr(opName, node, ErrInvalidValue, "the graph was never uploaded")
 	}
 	env := src.env()
 	if mode == TailLaunch {
@@ -489,7 +493,7 @@ func (x *Exec) acquire(opName string, node *Node, run bool) error {
 	x.dl.pending++
 	x.dl.running = run
 	if run {
-		x.runOps, x.opsShared = x.ops, true
+		x.runOps = x.dl.upOps
 	}
 	return nil
 }
@@ -554,12 +558,12 @@ func (e *Exec) dropDeviceHandle() {
 	}
 }
 
-// markUpdated records that the executable graph has changed (Update,
-// SetParams, SetEnabled). The device runs a device graph as last uploaded,
-// so until it is uploaded again (Exec.Upload, or implicitly by a host
-// launch) a device launch of it is refused with ErrInvalidValue rather than
-// running parameters the host no longer has.
-func (e *Exec) markUpdated() { e.dl.uploaded.Store(false) }
+// uploadedLocked records that launch or upload l uploaded e: device
+// launches run l's op table from now on. e.mu is held.
+func (e *Exec) uploadedLocked(l *launch) {
+	e.dl.upOps = l.ops
+	e.dl.uploaded.Store(true)
+}
 
 // checkStreamLaunch refuses a kernel that launches graphs outside a graph:
 // the GPU refuses to launch such a kernel into a stream

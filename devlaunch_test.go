@@ -724,7 +724,7 @@ func TestDeviceLaunchHostGraphFaults(t *testing.T) {
 	ok(t, hostGraph(t, d, 0, func(b gg.Block) { err = b.LaunchGraph(h, gg.FireAndForget) }).Launch(s))
 	isCode(t, s.Synchronize(), gg.ErrIllegalAddress) // the launching graph's launch failed, as on the GPU
 	isCode(t, err, gg.ErrIllegalAddress)
-	isCode(t, s.Launch(dlLog, one, one, gg.DevicePtr(0), 0), gg.ErrIllegalAddress) // sticky
+	ok(t, s.Synchronize()) // reported once, as the driver does: not sticky
 }
 
 func TestDeviceLaunchChildFaultFailsLaunch(t *testing.T) {
@@ -867,4 +867,33 @@ func TestInstantiateWithParamsUploadStream(t *testing.T) {
 	p := &gg.InstantiateParams{Flags: gg.InstantiateUpload, UploadStream: s}
 	e := must[*gg.Exec](t)(g.InstantiateWithParams(p))
 	run(t, s, e)
+}
+
+// Sibling launches of a device graph launched fire-and-forget count against
+// its parent's execution, which already holds that launch: the driver (H100,
+// CUDA 13.0, docs/driver-devlaunch.txt) refuses the 120th, not the 121st.
+func TestDeviceLaunchSiblingLimitInParent(t *testing.T) {
+	d := open(t)
+	s := stream(t, d)
+	var graphs []uint64
+	for range 125 {
+		e := hostGraph(t, d, gg.InstantiateDeviceLaunch, func(gg.Block) {})
+		ok(t, e.Upload(s))
+		graphs = append(graphs, handle(t, e))
+	}
+	refused := -1
+	sib := hostGraph(t, d, gg.InstantiateDeviceLaunch, func(b gg.Block) {
+		for i, h := range graphs {
+			if err := b.LaunchGraph(h, gg.SiblingLaunch); err != nil {
+				refused = i
+				return
+			}
+		}
+	})
+	ok(t, sib.Upload(s))
+	hs := handle(t, sib)
+	run(t, s, hostGraph(t, d, 0, func(b gg.Block) { ok(t, b.LaunchGraph(hs, gg.FireAndForget)) }))
+	if refused != 119 {
+		t.Fatalf("first sibling refused at %d, want 119", refused)
+	}
 }

@@ -57,6 +57,11 @@ type Error struct {
 	Node   *Node  // the offending node, or nil
 	Code   *Code
 	Detail string
+
+	// transient marks an asynchronous failure that the next synchronizing
+	// call reports once, without making the device unusable (a device graph
+	// launch of a host graph, as the driver reports it).
+	transient bool
 }
 
 func (e *Error) Error() string {

@@ -22,6 +22,10 @@ const (
 	// InstantiateDeviceLaunch makes a device graph, one that kernels can
 	// launch (cudaGraphInstantiateFlagDeviceLaunch).
 	InstantiateDeviceLaunch InstantiateFlags = 4
+	// InstantiateUseNodePriority makes kernel nodes launch with their
+	// priority attribute (cudaGraphInstantiateFlagUseNodePriority). The
+	// host backend has no priorities and accepts the flag.
+	InstantiateUseNodePriority InstantiateFlags = 8
 )
 
 // Exec is an executable graph: a snapshot of a Graph, validated and planned,
@@ -391,6 +395,7 @@ func (e *Exec) Upload(s *Stream) error {
 	return s.enqueue(opName, op{kind: opGraph, launch: l}, func() (uint64, error) {
 		e.mu.Lock()
 		l.seq = e.issued.Add(1)
+		l.ops, e.opsShared = e.ops, true // what device launches will run
 		e.mu.Unlock()
 		return 0, nil
 	})
@@ -447,7 +452,9 @@ func (l *launch) run() *Error {
 		l.end()
 		return err
 	}
-	l.e.dl.uploaded.Store(true) // a launch uploads the graph too
+	l.e.mu.Lock()
+	l.e.uploadedLocked(l) // a launch uploads the graph too
+	l.e.mu.Unlock()
 	var env *devEnv
 	if !l.upload {
 		l.e.run.Run()

@@ -212,6 +212,9 @@ func (s *Stream) Synchronize() error {
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
+	if e := s.dev.once.Swap(nil); e != nil {
+		return withOp(opName, e)
+	}
 	return nil
 }
 

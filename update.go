@@ -306,7 +306,8 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 	e.mu.Lock()
 	cur, curParams := e.ops, e.params
-	idle := e.issuing == 0 && !e.dl.running && e.finished.Load() == e.issued.Load()
+	// A device graph's uploaded table stays in use until the next upload.
+	idle := e.issuing == 0 && !e.dl.launch && e.finished.Load() == e.issued.Load()
 	e.mu.Unlock()
 	ops, params := e.spare, e.spareParams
 	if !idle || len(ops) != len(cur) {
@@ -340,7 +341,6 @@ func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 	e.ops, e.params = ops, params
 	e.opsShared = false
 	e.mu.Unlock()
-	e.markUpdated() // a device graph must be uploaded again
 	return UpdateResultInfo{Result: UpdateSuccess}, "", nil
 }
 
@@ -369,14 +369,13 @@ func (e *Exec) setOne(x int32, p NodeParams, n *Node) error {
 	e.ownOpsLocked()
 	keepInstantiated(&o, &e.ops[x])
 	e.ops[x], e.params[x] = o, p
-	e.markUpdated()
 	return nil
 }
 
 // ownOpsLocked makes e.ops safe to change: a launch still queued or running
 // reads the table it was launched with, so that table is copied first.
 func (e *Exec) ownOpsLocked() {
-	if e.opsShared && (e.issuing > 0 || e.dl.running || e.finished.Load() != e.issued.Load()) {
+	if e.opsShared && (e.issuing > 0 || e.dl.launch || e.finished.Load() != e.issued.Load()) {
 		e.ops = slices.Clone(e.ops)
 		e.params = slices.Clone(e.params)
 	}
@@ -488,7 +487,6 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	}
 	e.ownOpsLocked()
 	e.ops[x].off = !enabled
-	e.markUpdated()
 	return nil
 }
 
