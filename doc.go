@@ -26,6 +26,29 @@
 // in parallel, later work in the stream waits for the whole graph, and
 // launches of one Exec never overlap, even in different streams.
 //
+// # Updating an executable graph
+//
+// When only parameters change, an Exec is updated in place instead of
+// instantiated again: Exec.Update takes a graph of the same topology (built
+// by the same API calls or captured from the same stream code) and pairs its
+// nodes with the Exec's as CUDA does, sinks in the order they became sinks,
+// then dependencies in edge order; Exec.SetParams changes one node;
+// Exec.SetEnabled turns kernel, memcpy and memset nodes off and on. A
+// refused update (UpdateResult says why, naming the node) changes nothing;
+// an accepted one reaches the next launch, never a launch already queued.
+//
+// # Resources, semaphores and edges
+//
+// A UserObject ties a resource's lifetime to the graphs and executable
+// graphs that reference it: its destructor runs once the last reference is
+// gone, after the launches using it have finished. ExternalSemaphore signal
+// and wait nodes (and stream operations) synchronise graphs with work
+// outside them; on host a semaphore is signalled and waited on from Go.
+// EdgeData on an edge makes it a programmatic dependency: the downstream
+// kernel may start once the upstream one triggers
+// (Block.TriggerProgrammaticLaunchCompletion) and waits for its results with
+// Block.GridDependencySynchronize.
+//
 // # Device graph launch
 //
 // A graph instantiated with InstantiateDeviceLaunch (only kernel, memcpy,
