@@ -74,7 +74,7 @@ func TestCondRootExec(t *testing.T) {
 	}
 	defer d.Close()
 	g, _ := d.NewGraph()
-	h, _ := g.ConditionalHandleCreate(1, 0)
+	h, _ := g.ConditionalHandleCreate(1, ConditionalAssignDefault)
 	n, err := g.AddNode(ConditionalParams{Handle: h, Type: ConditionalIf, Size: 1})
 	if err != nil {
 		t.Fatal(err)
