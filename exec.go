@@ -74,6 +74,7 @@ type Exec struct {
 	spareParams []NodeParams
 	scratch     *updateScratch
 	runOps      []op         // the op table of the execution running now (host or device launch)
+	src         *Graph       // the graph instantiated, on the cuda backend (MemLayout)
 	users       execUserRefs // user object references
 	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
 	pdl         *pdlPlan     // early (programmatic) edges, if any (pdl.go)
@@ -127,6 +128,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 			return nil, err
 		}
 		g.mu.Unlock()
+		e.src = g
 		if err := g.dev.cudaInstantiate(opName, e, g, p); err != nil {
 			return nil, err
 		}
