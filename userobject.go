@@ -127,9 +127,9 @@ func (o *UserObject) checkLocked(op string) error {
 	return nil
 }
 
-// Retain adds n references, owned by the caller (cudaUserObjectRetain).
-func (o *UserObject) Retain(n int) error {
-	const op = "UserObject.Retain"
+// lockFor checks a call on o that takes n references and locks o.mu; on
+// error o is left unlocked.
+func (o *UserObject) lockFor(op string, n int) error {
 	if o == nil {
 		return newErr(op, ErrInvalidValue, "nil user object")
 	}
@@ -140,10 +140,20 @@ func (o *UserObject) Retain(n int) error {
 		return err
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if err := o.checkLocked(op); err != nil {
+		o.mu.Unlock()
 		return err
 	}
+	return nil
+}
+
+// Retain adds n references, owned by the caller (cudaUserObjectRetain).
+func (o *UserObject) Retain(n int) error {
+	const op = "UserObject.Retain"
+	if err := o.lockFor(op, n); err != nil {
+		return err
+	}
+	defer o.mu.Unlock()
 	if o.dev.cu != nil {
 		if err := o.dev.cudaUserObjectCall(op, "cuUserObjectRetain", o.cu, uintptr(n)); err != nil {
 			return err
@@ -157,20 +167,10 @@ func (o *UserObject) Retain(n int) error {
 // The destructor is scheduled if no reference is left.
 func (o *UserObject) Release(n int) error {
 	const op = "UserObject.Release"
-	if o == nil {
-		return newErr(op, ErrInvalidValue, "nil user object")
-	}
-	if err := o.dev.check(op); err != nil {
+	if err := o.lockFor(op, n); err != nil {
 		return err
 	}
-	if err := checkRefCount(op, n); err != nil {
-		return err
-	}
-	o.mu.Lock()
 	defer o.mu.Unlock()
-	if err := o.checkLocked(op); err != nil {
-		return err
-	}
 	if own := o.refs - o.held; int64(n) > own {
 		return newErr(op, ErrInvalidValue, "releasing %d references; the caller owns %d (graphs own the other %d)", n, own, o.held)
 	}
