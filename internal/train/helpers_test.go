@@ -81,3 +81,5 @@ func randVec(r *rand.Rand, n int) []float32 {
 func relErr(got, want, floor float64) float64 {
 	return math.Abs(got-want) / max(math.Abs(want), floor)
 }
+
+func newRand(a, b uint64) *rand.Rand { return rand.New(rand.NewPCG(a, b)) }
