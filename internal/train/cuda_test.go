@@ -1,0 +1,137 @@
+package train
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// These tests run the kernels' CUDA bodies; they skip without a GPU.
+
+func TestCUDAGEMM(t *testing.T) {
+	_, s := openCUDA(t)
+	for _, c := range gemmCases() {
+		t.Run(c.String(), func(t *testing.T) { runGEMMCase(t, s, KernelGEMM, c, 1.2e-7) })
+	}
+	// Sizes of the reference model's products, against the host backend.
+	_, hs := openHost(t)
+	for _, c := range []gemmCase{
+		{transA: false, transB: true, m: 512, n: 1024, k: 1024, alpha: 1},
+		{transA: false, transB: false, m: 512, n: 1024, k: 1024, alpha: 1},
+		{transA: true, transB: false, m: 1024, n: 1024, k: 512, alpha: 1},
+		{transA: false, transB: true, m: 512, n: 10, k: 1024, alpha: 1},
+	} {
+		t.Run("host/"+c.String(), func(t *testing.T) { compareGEMM(t, s, hs, c) })
+	}
+}
+
+// compareGEMM runs one case on two streams and compares the results.
+func compareGEMM(t *testing.T, s1, s2 *gg.Stream, c gemmCase) {
+	lda, ldb := c.k, c.n
+	if c.transA {
+		lda = c.m
+	}
+	if c.transB {
+		ldb = c.k
+	}
+	r := newRand(uint64(c.m), uint64(c.k))
+	ha, hb := randVec(r, c.m*c.k), randVec(r, c.k*c.n)
+	var out [2][]float32
+	for i, s := range []*gg.Stream{s1, s2} {
+		a, b, cp := upload(t, s, ha), upload(t, s, hb), upload(t, s, make([]float32, c.m*c.n))
+		ok(t, KernelGEMM(s, c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, 0, cp, c.n))
+		out[i] = download(t, s, cp, c.m*c.n)
+		for _, p := range []gg.DevicePtr{a, b, cp} {
+			ok(t, s.FreeAsync(p))
+		}
+	}
+	worst := 0.0
+	for i := range out[0] {
+		worst = max(worst, math.Abs(float64(out[0][i])-float64(out[1][i])))
+	}
+	// Entries are sums of k products of [-1, 1] values: about sqrt(k/9)
+	// in size; float32 rounding differs (FMA on the GPU).
+	if tol := 1e-6 * float64(c.k); worst > tol {
+		t.Fatalf("%v: largest difference %g, tolerance %g", c, worst, tol)
+	}
+	t.Logf("%v: largest difference %g", c, worst)
+}
+
+// TestCUDAStep trains a few steps from the same initialization on the host
+// backend and on the GPU, op by op and replayed from a captured graph on
+// the GPU, and compares losses and parameters.
+func TestCUDAStep(t *testing.T) {
+	_, cs := openCUDA(t)
+	_, hs := openHost(t)
+	for _, opt := range []string{SGD, Adam} {
+		t.Run(opt, func(t *testing.T) {
+			cfg := Small()
+			cfg.Optimizer = opt
+			if opt == Adam {
+				cfg.LR = 1e-3
+			}
+			const steps = 5
+			ds, err := NewDataset(cfg, 4)
+			ok(t, err)
+			hl, hp := trainStream(t, hs, cfg, ds, steps)
+			cl, cp := trainStream(t, cs, cfg, ds, steps)
+			gl, gp, _ := trainGraph(t, cs, cfg, ds, steps)
+			for i := range steps {
+				if relErr(float64(cl[i]), float64(hl[i]), 1e-3) > 1e-4 || relErr(float64(gl[i]), float64(cl[i]), 1e-3) > 1e-5 {
+					t.Errorf("step %d: loss %v on host, %v on the GPU op by op, %v replayed", i, hl[i], cl[i], gl[i])
+				}
+			}
+			// Adam normalizes each update, so a gradient near zero that
+			// rounds differently can move its parameter by up to LR: allow a
+			// few of those.
+			far, worst := 0, 0.0
+			for i := range hp {
+				d := math.Abs(float64(cp[i]) - float64(hp[i]))
+				worst = max(worst, d)
+				if d > 1e-5+1e-4*math.Abs(float64(hp[i])) {
+					far++
+				}
+				if d > 2*float64(cfg.LR)*steps {
+					t.Fatalf("parameter %d: %v on host, %v on the GPU", i, hp[i], cp[i])
+				}
+				if relErr(float64(gp[i]), float64(cp[i]), 1e-2) > 1e-5 {
+					t.Fatalf("parameter %d: %v on the GPU op by op, %v replayed", i, cp[i], gp[i])
+				}
+			}
+			t.Logf("%s: losses host %v, GPU %v; largest parameter difference %g, %d of %d beyond tolerance", opt, hl, cl, worst, far, len(hp))
+			if allowed := len(hp) / 1000; opt == SGD && far > 0 || far > allowed {
+				t.Fatalf("%d parameters differ between host and GPU", far)
+			}
+		})
+	}
+}
+
+// TestCUDAReference trains the reference model on the GPU, by replaying a
+// captured step, and checks that the loss falls.
+func TestCUDAReference(t *testing.T) {
+	_, s := openCUDA(t)
+	if testing.Short() {
+		t.Skip("short")
+	}
+	cfg := Reference()
+	ds, err := NewDataset(cfg, 32)
+	ok(t, err)
+	const steps = 300
+	start := time.Now()
+	losses, _, _ := trainGraph(t, s, cfg, ds, steps)
+	first, last := losses[0], mean(losses[steps-10:])
+	t.Logf("%v: loss %.4f -> %.4f over %d steps (%v a step with a loss read-back each)", cfg, first, last, steps, time.Since(start)/steps)
+	if !(last < 0.5*first) {
+		t.Fatalf("loss %v -> %v: did not halve", first, last)
+	}
+}
+
+// BenchmarkCUDAStep times a step of the reference model on the GPU, op by
+// op and replayed.
+func BenchmarkCUDAStep(b *testing.B) {
+	for _, mode := range []string{"stream", "graph"} {
+		b.Run(mode, func(b *testing.B) { benchStep(b, openCUDA, Reference(), mode) })
+	}
+}

@@ -1,0 +1,23 @@
+// Package train is the training core of `gpugraph train`: a ReLU MLP
+// classifier (forward, softmax cross-entropy, backward, SGD or Adam) trained
+// on a synthetic data set, written once as gpugraph kernels so that the same
+// step runs op by op on a stream or captured into a graph and replayed.
+//
+// The shape of a step follows the PyTorch CUDA-graph recipe (seed 004):
+// parameters and optimizer state are allocated once; the batch lives in
+// static device buffers that the host refills before each step (PyTorch's
+// static_input.copy_()); everything else a step needs (activations, logits,
+// gradients) is allocated with Stream.MallocAsync inside the step and freed
+// with Stream.FreeAsync at its last use. Op by op, the stream-ordered pool
+// caches and reuses that memory from step to step; under stream capture the
+// same calls become graph alloc and free nodes, and the graph reuses the
+// memory of every buffer freed before a later one is allocated. Nothing in a
+// step depends on host state that changes between steps (Adam's step count
+// lives in device memory and a kernel increments it), so a graph captured
+// from one Model.Step stays valid for every later step.
+//
+// Kernels have a Go body (the host backend runs blocks in parallel) and a
+// CUDA C body compiled by NVRTC. Matrix products go through a GEMM function
+// that defaults to this package's tiled kernel (KernelGEMM) and may be
+// replaced, for instance by cuBLAS on the cuda backend.
+package train
