@@ -157,13 +157,18 @@ func (h *Handle) unlock() {
 
 func (h *Handle) live(call string) error {
 	if h == nil || h.h == 0 {
-		return &Error{Call: call, Status: StatusNotInitialized, Detail: "the handle was destroyed"}
+		return &Error{Call: call, Status: StatusNotInitialized, Detail: "no live handle (nil or destroyed)"}
 	}
 	return nil
 }
 
 // Native returns the cublasHandle_t.
-func (h *Handle) Native() uintptr { return h.h }
+func (h *Handle) Native() uintptr {
+	if h == nil {
+		return 0
+	}
+	return h.h
+}
 
 // Destroy destroys the handle (cublasDestroy_v2), which synchronises the
 // device, and releases the scalar page. A second Destroy returns
