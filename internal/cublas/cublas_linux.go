@@ -3,7 +3,6 @@
 package cublas
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,7 +104,7 @@ func load(names []string) (*Lib, error) {
 }
 
 // Handle is a cublasHandle_t. Its methods may be called from several
-// goroutines: Sgemm serialises on the handle's scalar page.
+// goroutines: they serialise on the handle (Sgemm shares its scalar page).
 type Handle struct {
 	lib *Lib
 	h   uintptr
@@ -142,26 +141,41 @@ func (l *Lib) Create() (*Handle, error) {
 	return &Handle{lib: l, h: h, page: page, scal: (*[2]float32)(unsafe.Pointer(&page[0]))}, nil
 }
 
-var errDestroyed = errors.New("the handle was destroyed")
+// lock serialises the handle's calls with Destroy (and Sgemm's use of the
+// scalar page); a nil handle is left to live to report.
+func (h *Handle) lock() {
+	if h != nil {
+		h.mu.Lock()
+	}
+}
+
+func (h *Handle) unlock() {
+	if h != nil {
+		h.mu.Unlock()
+	}
+}
 
 func (h *Handle) live(call string) error {
 	if h == nil || h.h == 0 {
-		return &Error{Call: call, Status: StatusNotInitialized, Detail: errDestroyed.Error()}
+		return &Error{Call: call, Status: StatusNotInitialized, Detail: "no live handle (nil or destroyed)"}
 	}
 	return nil
 }
 
 // Native returns the cublasHandle_t.
-func (h *Handle) Native() uintptr { return h.h }
+func (h *Handle) Native() uintptr {
+	if h == nil {
+		return 0
+	}
+	return h.h
+}
 
 // Destroy destroys the handle (cublasDestroy_v2), which synchronises the
 // device, and releases the scalar page. A second Destroy returns
 // CUBLAS_STATUS_NOT_INITIALIZED.
 func (h *Handle) Destroy() error {
-	if h != nil {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-	}
+	h.lock()
+	defer h.unlock()
 	if err := h.live("cublasDestroy_v2"); err != nil {
 		return err
 	}
@@ -176,6 +190,8 @@ func (h *Handle) Destroy() error {
 // stream is a CUstream (Stream.NativeStream), 0 for the legacy default
 // stream.
 func (h *Handle) SetStream(stream uintptr) error {
+	h.lock()
+	defer h.unlock()
 	if err := h.live("cublasSetStream_v2"); err != nil {
 		return err
 	}
@@ -190,6 +206,8 @@ func (h *Handle) SetStream(stream uintptr) error {
 // streams at once. cuBLAS wants it 256-byte aligned. SetStream resets the
 // workspace to cuBLAS's default pool: call SetWorkspace after SetStream.
 func (h *Handle) SetWorkspace(ptr uintptr, bytes int) error {
+	h.lock()
+	defer h.unlock()
 	if err := h.live("cublasSetWorkspace_v2"); err != nil {
 		return err
 	}
@@ -202,6 +220,8 @@ func (h *Handle) SetWorkspace(ptr uintptr, bytes int) error {
 
 // SetMathMode sets the handle's math mode (cublasSetMathMode).
 func (h *Handle) SetMathMode(mode Math) error {
+	h.lock()
+	defer h.unlock()
 	if err := h.live("cublasSetMathMode"); err != nil {
 		return err
 	}
@@ -212,6 +232,8 @@ func (h *Handle) SetMathMode(mode Math) error {
 // Version returns cuBLAS's version number (cublasGetVersion_v2), e.g.
 // 130000 for 13.0.0.
 func (h *Handle) Version() (int, error) {
+	h.lock()
+	defer h.unlock()
 	if err := h.live("cublasGetVersion_v2"); err != nil {
 		return 0, err
 	}
@@ -243,8 +265,8 @@ func (h *Handle) sgemm(g gemm, alpha, beta float32, c uintptr, ldc int) error {
 	if err := fitInt32(call, "m, n, k, lda, ldb, ldc", g.m, g.n, g.k, g.lda, g.ldb, ldc); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.lock()
+	defer h.unlock()
 	if err := h.live(call); err != nil {
 		return err
 	}

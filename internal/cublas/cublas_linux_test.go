@@ -48,3 +48,15 @@ func TestDestroyedHandle(t *testing.T) {
 		}
 	}
 }
+
+func TestNilHandle(t *testing.T) {
+	var h *Handle
+	for _, err := range []error{h.Destroy(), h.SetStream(0), h.SetMathMode(MathDefault), h.Sgemm(false, false, 1, 1, 1, 1, 0, 1, 0, 1, 0, 0, 1)} {
+		if !errors.Is(err, StatusNotInitialized) {
+			t.Fatalf("got %v", err)
+		}
+	}
+	if _, err := h.Version(); !errors.Is(err, StatusNotInitialized) {
+		t.Fatalf("got %v", err)
+	}
+}
