@@ -23,9 +23,10 @@ type MemLayoutAlloc struct {
 	Ptr          DevicePtr
 	Offset, Size uint64 // Offset: from the lowest address of the graph's allocations
 	Start, End   int    // indexes in Nodes of the alloc and free nodes; End = len(Nodes) if not freed
-	// Phys is the physical chunk mapped under each ChunkBytes piece of the
-	// allocation's range, on the host backend once the graph was launched or
-	// uploaded; nil otherwise (the driver does not say).
+	// Phys is the physical chunk mapped under each chunk the allocation's
+	// range overlaps (chunk Offset/ChunkBytes + i for Phys[i]), on the host
+	// backend once the graph was launched or uploaded; nil otherwise (the
+	// driver does not say).
 	Phys []int
 }
 
@@ -73,6 +74,7 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 	for a := range byAlloc {
 		base = min(base, a.off)
 	}
+	base &^= vmem.Granularity - 1 // Offset/ChunkBytes then counts whole chunks
 	for a, k := range byAlloc {
 		m := &l.Allocs[k]
 		m.Ptr, m.Offset = a.ptr(gm), uint64(a.off-base)

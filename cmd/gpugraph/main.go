@@ -2,10 +2,18 @@
 //
 // Usage:
 //
+//	gpugraph train [--backend host] [--model small|reference] [--steps N] [--timeline FILE] ...
 //	gpugraph demo  [--backend host] [--dot FILE] [--n N] [--launches L]
 //	gpugraph bench [--backend host] [--count N] [--benchtime D]
 //	gpugraph mem   [--backend host]
 //	gpugraph help
+//
+// train trains a multi-layer perceptron on a synthetic data set twice, op by
+// op on a stream and as a captured graph replayed every step, from the same
+// initial parameters on the same batches, and reports loss, memory (in
+// PyTorch's terms: allocated and reserved, for the stream-ordered pool and
+// graph memory) and step time for both, then a one-line verdict. --timeline
+// writes an SVG of the captured step's graph allocations.
 //
 // demo builds a real workload with the explicit graph API: a host-to-device
 // copy of an input vector fans out into parallel kernels that each reduce a
@@ -38,6 +46,18 @@ import (
 const usage = `usage: gpugraph <command> [flags]
 
 commands:
+  train  train an MLP op by op and as a captured graph; compare memory and speed
+         --backend NAME   device backend (default "host")
+         --model NAME     small (64->256x2->10, batch 128) or reference
+                          (256->1024x4->10, batch 512) (default "small")
+         --optimizer NAME sgd or adam (default: the model's, sgd)
+         --steps N        training steps per mode (default 300)
+         --every N        report loss and memory every N steps (default 50)
+         --warmup N       op-by-op steps before the capture, graph mode (default 3)
+         --batches N      distinct batches in the data set (default 32)
+         --modes LIST     eager,graph, or one of them (default "eager,graph")
+         --gemm NAME      auto, kernel or cublas (default "auto": cuBLAS on cuda if found)
+         --timeline FILE  write an SVG of the captured step's graph memory to FILE
   demo   run a fan-out/fan-in graph workload end to end and check its result
          --backend NAME   device backend (default "host")
          --dot FILE       also write the graph in Graphviz DOT form to FILE
@@ -66,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "train":
+		err = trainMain(rest, stdout, stderr)
 	case "demo":
 		err = demoMain(rest, stdout, stderr)
 	case "bench":

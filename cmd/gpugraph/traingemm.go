@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/cublas"
+	"github.com/gpugraph/gpugraph/internal/train"
+)
+
+// cublasWorkspace is what cuBLAS gets to work in: given up front, so that
+// GEMMs captured into a graph never allocate (NVIDIA recommends 32 MiB on
+// Hopper).
+const cublasWorkspace = 32 << 20
+
+// pickGEMM chooses the matrix product of the training step: the package's
+// own tiled kernel (nil: the model's default), or cuBLAS on the cuda
+// backend, called on the stream's native handle, so that stream capture
+// records it into the graph like any other work. "auto" takes cuBLAS when
+// it can be loaded.
+func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
+	kernel := func(why string) (train.GEMM, string, func(), error) {
+		return nil, "tiled kernel (internal/train)" + why, func() {}, nil
+	}
+	switch name {
+	case "kernel":
+		return kernel("")
+	case "auto", "cublas":
+	default:
+		return nil, "", nil, fmt.Errorf("%w: unknown GEMM %q (auto, kernel, cublas)", errUsage, name)
+	}
+	if dev.Properties().Backend != gg.BackendCUDA {
+		if name == "cublas" {
+			return nil, "", nil, fmt.Errorf("%w: --gemm cublas needs --backend cuda", errUsage)
+		}
+		return kernel("")
+	}
+	lib, err := cublas.Load()
+	if err != nil {
+		if name == "cublas" {
+			return nil, "", nil, err
+		}
+		return kernel(fmt.Sprintf("; cuBLAS not used: %v", err))
+	}
+	h, err := lib.Create()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	ws, err := dev.Malloc(cublasWorkspace)
+	if err != nil {
+		h.Destroy()
+		return nil, "", nil, err
+	}
+	if err := h.SetWorkspace(uintptr(ws), cublasWorkspace); err != nil {
+		h.Destroy()
+		dev.Free(ws)
+		return nil, "", nil, err
+	}
+	var stream uintptr // the stream the handle is set to
+	gemm := func(s *gg.Stream, transA, transB bool, m, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
+		if err := train.CheckGEMM(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
+			return err
+		}
+		if ns := s.NativeStream(); ns != stream {
+			// Setting the stream resets the workspace: give ours again.
+			if err := h.SetStream(ns); err != nil {
+				return err
+			}
+			if err := h.SetWorkspace(uintptr(ws), cublasWorkspace); err != nil {
+				return err
+			}
+			stream = ns
+		}
+		return h.SgemmRowMajor(transA, transB, m, n, k, alpha, uintptr(a), lda, uintptr(b), ldb, beta, uintptr(c), ldc)
+	}
+	ver, _ := h.Version()
+	closeFn := func() { _ = errors.Join(h.Destroy(), dev.Free(ws)) }
+	return gemm, fmt.Sprintf("cuBLAS %d (%s), FP32", ver, lib.Path), closeFn, nil
+}
