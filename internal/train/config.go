@@ -6,7 +6,7 @@ import (
 	gg "github.com/gpugraph/gpugraph"
 )
 
-// Optimizers Config.Optimizer accepts.
+// The optimizers Config.Optimizer names.
 const (
 	SGD  = "sgd"
 	Adam = "adam"

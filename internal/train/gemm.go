@@ -73,8 +73,9 @@ func CheckGEMM(transA, transB bool, m, n, k int, a gg.DevicePtr, lda int, b gg.D
 	return nil
 }
 
-// KernelGEMM is the default GEMM: gemmKernel, one block of 256 threads per
-// 64×64 tile of C.
+// KernelGEMM is the default GEMM: this package's shared-memory tiled
+// kernel, one block of 256 threads per 64×64 tile of C, each thread
+// computing 4×4 elements of it; one launch per call.
 func KernelGEMM(s *gg.Stream, transA, transB bool, m, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
 	if err := CheckGEMM(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
 		return err

@@ -258,7 +258,8 @@ func TestGraphMatchesStream(t *testing.T) {
 // says (the pool counts requested bytes), that the step frees everything it
 // allocates, and that op by op the pool serves later steps from cache.
 func TestStepMemory(t *testing.T) {
-	for _, cfg := range []Config{tiny(SGD), Small(), {In: 33, Hidden: 65, Layers: 3, Classes: 7, Batch: 19, LR: 0.1, Optimizer: Adam}} {
+	for _, cfg := range []Config{tiny(SGD), Small(), {In: 33, Hidden: 65, Layers: 3, Classes: 7, Batch: 19, LR: 0.1, Optimizer: Adam},
+		{In: 9, Hidden: 1, Layers: 0, Classes: 4, Batch: 3, LR: 0.1}} {
 		d, s := openHost(t)
 		pool := d.DefaultMemPool()
 		ds, err := NewDataset(cfg, 2)
@@ -289,7 +290,7 @@ func TestStepMemory(t *testing.T) {
 				t.Errorf("%v: step %d grew the pool from %d to %d bytes", cfg, i, reserved, got.ReservedCurrent)
 			}
 		}
-		if peak >= total {
+		if cfg.Layers > 0 && peak >= total { // one layer: the logits and its gradient live together
 			t.Errorf("%v: peak %d, total %d: nothing is freed early", cfg, peak, total)
 		}
 
@@ -303,7 +304,7 @@ func TestStepMemory(t *testing.T) {
 		ok(t, err)
 		t.Logf("%v: step peak %d B, total %d B; graph allocations span %d B of %d B, graph memory reserved %d B",
 			cfg, peak, total, span, sum, gs.ReservedHigh)
-		if span < peak || span >= sum {
+		if span < peak || cfg.Layers > 0 && span >= sum {
 			t.Errorf("%v: graph allocations span %d B, want in [peak %d, sum %d)", cfg, span, peak, sum)
 		}
 		ok(t, e.Destroy())
