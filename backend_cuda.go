@@ -1017,7 +1017,7 @@ func (c *cudaDev) mirror(g *Graph) error {
 		if err := c.drv.Call("cuGraphNodeGetType", h, uintptr(unsafe.Pointer(&t))); err != nil {
 			return err
 		}
-		node := &Node{g: g, id: g.nextID, typ: NodeType(t), params: NativeNodeParams{NodeType(t), h}, cu: h}
+		node := &Node{g: g, id: g.nextID, typ: NodeType(t), params: c.nativeParams(NodeType(t), h), cu: h}
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
@@ -1041,6 +1041,25 @@ func (c *cudaDev) mirror(g *Graph) error {
 // nodeDeps returns a native node's dependencies and the data of their
 // edges (asking without the data fails with CUDA_ERROR_LOSSY_QUERY when
 // some is not default).
+// nativeParams reads back the parameters of a node the driver made where
+// gpugraph models them (memory nodes: their address and size, which graph
+// memory accounting and layouts need); others stay NativeNodeParams.
+func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
+	switch t {
+	case NodeMemAlloc:
+		var p cuda.MemAllocNodeParams
+		if c.drv.Call("cuGraphMemAllocNodeGetParams", h, uintptr(unsafe.Pointer(&p))) == nil {
+			return MemAllocParams{Size: int(p.Bytesize), Location: int(p.LocationID), Ptr: DevicePtr(p.Dptr)}
+		}
+	case NodeMemFree:
+		var ptr uint64
+		if c.drv.Call("cuGraphMemFreeNodeGetParams", h, uintptr(unsafe.Pointer(&ptr))) == nil {
+			return MemFreeParams{Ptr: DevicePtr(ptr)}
+		}
+	}
+	return NativeNodeParams{t, h}
+}
+
 func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
 	var k uintptr
 	if err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil || k == 0 {

@@ -125,12 +125,16 @@ func rowMajorRef(ta, tb bool, m, n, k int, alpha float64, A []float32, lda int, 
 		for j := 0; j < n; j++ {
 			var s float64
 			for l := 0; l < k; l++ {
-				av, bv := A[i*lda+l], B[l*ldb+j]
+				var av, bv float32
 				if ta {
 					av = A[l*lda+i]
+				} else {
+					av = A[i*lda+l]
 				}
 				if tb {
 					bv = B[j*ldb+l]
+				} else {
+					bv = B[l*ldb+j]
 				}
 				s += float64(av) * float64(bv)
 			}

@@ -70,7 +70,10 @@ func LowerBound(g *gg.Graph) (int64, int, error) {
 			if err != nil {
 				return 0, 0, err
 			}
-			ap := p.(gg.MemAllocParams)
+			ap, ok := p.(gg.MemAllocParams)
+			if !ok {
+				return 0, 0, fmt.Errorf("%v: its size is not known (%T)", n, p)
+			}
 			byPtr[ap.Ptr] = append(byPtr[ap.Ptr], len(as))
 			as = append(as, allocation{alloc: i, free: -1, size: int64(ap.Size)})
 		}
@@ -81,17 +84,21 @@ func LowerBound(g *gg.Graph) (int64, int, error) {
 			continue
 		}
 		p, _ := n.Params()
+		fp, ok := p.(gg.MemFreeParams)
+		if !ok {
+			return 0, 0, fmt.Errorf("%v: the address it frees is not known (%T)", n, p)
+		}
 		// Of the allocations at this address (in-graph reuse), the free
 		// belongs to the one allocated before it and not freed earlier:
 		// the latest alloc that is an ancestor of the free.
 		best := -1
-		for _, k := range byPtr[p.(gg.MemFreeParams).Ptr] {
+		for _, k := range byPtr[fp.Ptr] {
 			if as[k].free < 0 && isAnc(as[k].alloc, i) && (best < 0 || isAnc(as[best].alloc, as[k].alloc)) {
 				best = k
 			}
 		}
 		if best < 0 {
-			for _, k := range byPtr[p.(gg.MemFreeParams).Ptr] {
+			for _, k := range byPtr[fp.Ptr] {
 				if as[k].free < 0 {
 					best = k
 					break

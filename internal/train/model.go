@@ -23,6 +23,7 @@ type Model struct {
 
 	cfg     Config
 	dev     *gg.Device
+	s       *gg.Stream // the stream that allocated the parameters; Destroy frees in its order
 	in, out []int
 	params  []gg.DevicePtr // per layer: W then b
 	mom     []gg.DevicePtr // Adam: per layer, first moments then second moments
@@ -49,7 +50,7 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	if s == nil {
 		return nil, &gg.Error{Op: "train.NewModel", Code: gg.ErrInvalidValue, Detail: "nil stream"}
 	}
-	m := &Model{cfg: cfg, dev: s.Device()}
+	m := &Model{cfg: cfg, dev: s.Device(), s: s}
 	m.in, m.out = cfg.dims()
 	n := len(m.in)
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x1417))
@@ -157,15 +158,18 @@ func (m *Model) WriteParams(s *gg.Stream, params []float32) error {
 	return nil
 }
 
-// Destroy frees the parameters and optimizer state (Device.Free: it waits
-// for the device). The Model is unusable afterwards.
+// Destroy frees the parameters and optimizer state, in the order of the
+// stream that allocated them (after the work queued there). The Model is
+// unusable afterwards.
 func (m *Model) Destroy() error {
 	var first error
 	for _, p := range slices.Concat(m.params, m.mom, []gg.DevicePtr{m.count}) {
 		if p == 0 {
 			continue
 		}
-		if err := m.dev.Free(p); err != nil && first == nil {
+		// FreeAsync pairs with the MallocAsync that made p, so the pool's
+		// statistics (and the driver's) see it freed.
+		if err := m.s.FreeAsync(p); err != nil && first == nil {
 			first = err
 		}
 	}
