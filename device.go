@@ -46,6 +46,8 @@ type Device struct {
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
 	once   atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
 
+	mallocs mallocTable // live Malloc allocations, for MemoryStats
+
 	cap     capState  // stream capture
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one

@@ -2,6 +2,7 @@ package gpugraph
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -36,7 +37,11 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 		return 0, nil
 	}
 	if d.cu != nil {
-		return d.cudaMalloc(n)
+		p, err := d.cudaMalloc(n)
+		if err == nil {
+			d.mallocs.add(p, n)
+		}
+		return p, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -49,7 +54,41 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 		d.alloc.Free(off)
 		return 0, newErr(op, ErrMemoryAllocation, "%d bytes: %v", n, err)
 	}
-	return DevicePtr(d.res.Addr() + uintptr(off)), nil
+	p := DevicePtr(d.res.Addr() + uintptr(off))
+	d.mallocs.add(p, n)
+	return p, nil
+}
+
+// mallocTable counts the live allocations of Malloc, for MemoryStats.
+type mallocTable struct {
+	mu    sync.Mutex
+	sizes map[DevicePtr]int
+	bytes uint64
+}
+
+func (t *mallocTable) add(p DevicePtr, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sizes == nil {
+		t.sizes = map[DevicePtr]int{}
+	}
+	t.sizes[p] = n
+	t.bytes += uint64(n)
+}
+
+func (t *mallocTable) remove(p DevicePtr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.sizes[p]; ok {
+		delete(t.sizes, p)
+		t.bytes -= uint64(n)
+	}
+}
+
+func (t *mallocTable) live() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bytes
 }
 
 // Free waits for all work on the device, then frees an allocation made by
@@ -71,7 +110,11 @@ func (sc *Scope) Free(p DevicePtr) error {
 		return nil
 	}
 	if d.cu != nil {
-		return d.cudaFree(p)
+		err := d.cudaFree(p)
+		if err == nil {
+			d.mallocs.remove(p)
+		}
+		return err
 	}
 	if !d.res.Contains(uintptr(p), 1) {
 		d.syncAll()
@@ -92,6 +135,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 		return newErr(op, ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
 	}
 	d.decommitLocked(off, uintptr(size))
+	d.mallocs.remove(p)
 	return nil
 }
 

@@ -109,13 +109,18 @@ func (c *CapturedGraph) Destroy() error {
 	return err
 }
 
-// MemoryStats are a device's memory statistics in PyTorch's terms, for the
-// two allocators whose memory graphs change: the default stream-ordered
-// pool (Stream.MallocAsync, PyTorch's caching allocator) and graph memory
-// (alloc nodes). Allocated counts bytes of live allocations, Reserved the
-// bytes the allocator holds from the device (PyTorch's "cached"); the Peak
-// fields are high-water marks since the device opened or ResetPeakMemory.
+// MemoryStats are a device's memory statistics in PyTorch's terms: the
+// default stream-ordered pool (Stream.MallocAsync, PyTorch's caching
+// allocator), graph memory (alloc nodes), and memory from Malloc. Allocated
+// counts bytes of live allocations, Reserved the bytes the allocator holds
+// from the device (PyTorch's "cached"); the Peak fields are high-water marks
+// since the device opened or ResetPeakMemory.
 type MemoryStats struct {
+	// Malloc is the bytes of live Malloc allocations (asked for: the
+	// allocator's rounding is not counted), memory held outside both
+	// allocators below; it counts as allocated and reserved.
+	Malloc uint64
+
 	Allocated, AllocatedPeak uint64 // default pool: memory_allocated, max_memory_allocated
 	Reserved, ReservedPeak   uint64 // default pool: memory_reserved, max_memory_reserved
 
@@ -123,8 +128,12 @@ type MemoryStats struct {
 	GraphReserved, GraphReservedPeak   uint64 // graph memory held (physical memory mapped)
 }
 
-// TotalReserved is the memory both allocators hold.
-func (m MemoryStats) TotalReserved() uint64 { return m.Reserved + m.GraphReserved }
+// TotalAllocated is the memory in live allocations of every kind.
+func (m MemoryStats) TotalAllocated() uint64 { return m.Malloc + m.Allocated + m.GraphAllocated }
+
+// TotalReserved is the memory held: Malloc allocations and what both
+// allocators reserve.
+func (m MemoryStats) TotalReserved() uint64 { return m.Malloc + m.Reserved + m.GraphReserved }
 
 // MemoryStats returns the device's memory statistics.
 func (d *Device) MemoryStats() (MemoryStats, error) {
@@ -137,6 +146,7 @@ func (d *Device) MemoryStats() (MemoryStats, error) {
 		return MemoryStats{}, withOp("Device.MemoryStats", err)
 	}
 	return MemoryStats{
+		Malloc:    d.mallocs.live(),
 		Allocated: p.UsedCurrent, AllocatedPeak: p.UsedHigh,
 		Reserved: p.ReservedCurrent, ReservedPeak: p.ReservedHigh,
 		GraphAllocated: g.UsedCurrent, GraphAllocatedPeak: g.UsedHigh,

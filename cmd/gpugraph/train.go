@@ -43,7 +43,7 @@ type modeResult struct {
 	losses     []float32 // at every report
 	finalLoss  float32
 	stepTime   time.Duration // median per-step time over the timed chunks
-	reserved   uint64        // the most reserved (pool + graph) at a report while training: the steady state
+	reserved   uint64        // peak reserved (Malloc + pool + graph) while training, warm-up and capture excluded
 	peak       uint64        // peak reserved (pool + graph) over the whole mode, warm-up included
 	allocated  uint64        // peak allocated (pool + graph)
 	graphBytes uint64        // graph memory reserved (graph mode)
@@ -90,6 +90,11 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		return fmt.Errorf("open device: %w", err)
 	}
 	defer func() { err = errors.Join(err, dev.Close()) }()
+	// The pool keeps what a step frees for the next one, as PyTorch's caching
+	// allocator does, instead of returning it at every synchronize.
+	if err := dev.DefaultMemPool().SetReleaseThreshold(math.MaxUint64); err != nil {
+		return err
+	}
 	s, err := dev.NewStream()
 	if err != nil {
 		return err
@@ -157,8 +162,8 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	r.name = title
 	mem := func(what string) {
 		st, _ := dev.MemoryStats()
-		r.peak = max(r.peak, st.ReservedPeak+st.GraphReservedPeak)
-		r.allocated = max(r.allocated, st.AllocatedPeak+st.GraphAllocatedPeak)
+		r.peak = max(r.peak, peakReserved(st))
+		r.allocated = max(r.allocated, peakAllocated(st))
 		fmt.Fprintf(w, "%-24s %s\n", what, memLine(st))
 	}
 	if err := s.Synchronize(); err != nil {
@@ -248,6 +253,10 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	}
 
 	// Training: chunks of --every steps, timed between synchronizations.
+	// Peaks from here on are the training's own.
+	if err := dev.ResetPeakMemory(); err != nil {
+		return r, err
+	}
 	var perStep []float64
 	prog := newProgress(w, cfg.Live, cfg.Steps)
 	for step < cfg.Steps {
@@ -266,9 +275,9 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 		r.losses = append(r.losses, loss)
 		r.finalLoss = loss
 		ms, _ := dev.MemoryStats()
-		r.reserved = max(r.reserved, ms.TotalReserved())
-		r.peak = max(r.peak, ms.ReservedPeak+ms.GraphReservedPeak)
-		r.allocated = max(r.allocated, ms.AllocatedPeak+ms.GraphAllocatedPeak)
+		r.reserved = max(r.reserved, peakReserved(ms))
+		r.peak = max(r.peak, peakReserved(ms))
+		r.allocated = max(r.allocated, peakAllocated(ms))
 		prog.report(step, loss, dt/time.Duration(n), memLine(ms))
 	}
 	prog.done()
@@ -284,7 +293,7 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	}
 	fmt.Fprintf(w, "%-24s loss %.4f -> %.4f, %s per step (median over %d timed chunks)\n", "trained",
 		r.losses[0], r.finalLoss, fmtDur(r.stepTime), len(perStep))
-	fmt.Fprintf(w, "%-24s reserved while training %s; peaks: allocated %s, reserved %s (pool and graph memory)\n", "",
+	fmt.Fprintf(w, "%-24s peak reserved while training %s; peaks overall: allocated %s, reserved %s\n", "",
 		mib(r.reserved), mib(r.allocated), mib(r.peak))
 	return r, nil
 }
@@ -320,7 +329,7 @@ func verdict(w io.Writer, eager, graph modeResult) {
 		// Two allocators each round up to whole granules where one did.
 		why = fmt.Sprintf(" [graph memory is mapped in %s granules: the step's buffers need %s]", mib(granule), mib(uint64(graph.bound)))
 	}
-	fmt.Fprintf(w, "\nverdict: the captured graph steps in %s vs %s op by op (%.2f× faster), reserves %s vs %s while training (%.2f×)%s, %s (%.4f vs %.4f; parameters differ by at most %.2g)\n",
+	fmt.Fprintf(w, "\nverdict: the captured graph steps in %s vs %s op by op (%.2f× faster), reserves at most %s vs %s while training (%.2f×)%s, %s (%.4f vs %.4f; parameters differ by at most %.2g)\n",
 		fmtDur(graph.stepTime), fmtDur(eager.stepTime), speed, mib(graph.reserved), mib(eager.reserved), mem, why, same,
 		graph.finalLoss, eager.finalLoss, maxParam)
 }
@@ -329,11 +338,17 @@ func verdict(w io.Writer, eager, graph modeResult) {
 // (the driver's is at least as coarse).
 const granule = 2 << 20
 
+// memLine prints memory as PyTorch does (allocated, reserved, their peaks),
+// with where the reserved memory is: Malloc (parameters, static buffers),
+// the stream-ordered pool, graph memory.
 func memLine(st gg.MemoryStats) string {
-	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s); graph memory %s reserved",
-		mib(st.Allocated+st.GraphAllocated), mib(st.AllocatedPeak+st.GraphAllocatedPeak),
-		mib(st.TotalReserved()), mib(st.ReservedPeak+st.GraphReservedPeak), mib(st.GraphReserved))
+	return fmt.Sprintf("allocated %s (peak %s), reserved %s (peak %s) = Malloc %s + pool %s + graph %s",
+		mib(st.TotalAllocated()), mib(peakAllocated(st)), mib(st.TotalReserved()), mib(peakReserved(st)),
+		mib(st.Malloc), mib(st.Reserved), mib(st.GraphReserved))
 }
+
+func peakAllocated(st gg.MemoryStats) uint64 { return st.Malloc + st.AllocatedPeak + st.GraphAllocatedPeak }
+func peakReserved(st gg.MemoryStats) uint64  { return st.Malloc + st.ReservedPeak + st.GraphReservedPeak }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
 

@@ -66,7 +66,7 @@ func (d *Dataset) At(i int) (x []float32, y []int32) {
 // Static holds the step's fixed device buffers, PyTorch's static_input,
 // static_target and static_loss: a captured step reads its batch from X and
 // Y and writes its loss to Loss, and the host refills X and Y before each
-// replay. They come from the stream's default pool (Stream.MallocAsync).
+// replay. They are allocated with Device.Malloc, like the parameters.
 type Static struct {
 	X    gg.DevicePtr // Batch×In float32
 	Y    gg.DevicePtr // Batch int32 labels
@@ -80,17 +80,18 @@ func NewStatic(s *gg.Stream, cfg Config) (*Static, error) {
 		return nil, err
 	}
 	st := &Static{cfg: cfg}
+	d := s.Device()
 	var err error
-	if st.X, err = s.MallocAsync(4 * cfg.Batch * cfg.In); err != nil {
+	if st.X, err = d.Malloc(4 * cfg.Batch * cfg.In); err != nil {
 		return nil, err
 	}
-	if st.Y, err = s.MallocAsync(4 * cfg.Batch); err != nil {
-		s.FreeAsync(st.X)
+	if st.Y, err = d.Malloc(4 * cfg.Batch); err != nil {
+		d.Free(st.X)
 		return nil, err
 	}
-	if st.Loss, err = s.MallocAsync(4); err != nil {
-		s.FreeAsync(st.X)
-		s.FreeAsync(st.Y)
+	if st.Loss, err = d.Malloc(4); err != nil {
+		d.Free(st.X)
+		d.Free(st.Y)
 		return nil, err
 	}
 	return st, nil
@@ -127,12 +128,12 @@ func readLoss(s *gg.Stream, p gg.DevicePtr) (float32, error) {
 	return v[0], nil
 }
 
-// Free frees the buffers in stream order.
+// Free frees the buffers (Device.Free: after the work queued on the device).
 func (st *Static) Free(s *gg.Stream) error {
 	var first error
 	for _, p := range []*gg.DevicePtr{&st.X, &st.Y, &st.Loss} {
 		if *p != 0 {
-			if err := s.FreeAsync(*p); err != nil && first == nil {
+			if err := s.Device().Free(*p); err != nil && first == nil {
 				first = err
 			}
 			*p = 0

@@ -23,7 +23,6 @@ type Model struct {
 
 	cfg     Config
 	dev     *gg.Device
-	s       *gg.Stream // the stream that allocated the parameters; Destroy frees in its order
 	in, out []int
 	params  []gg.DevicePtr // per layer: W then b
 	mom     []gg.DevicePtr // Adam: per layer, first moments then second moments
@@ -39,7 +38,9 @@ type Layer struct {
 	B       gg.DevicePtr // Out float32, right after W
 }
 
-// NewModel allocates the parameters on s's default pool and initializes
+// NewModel allocates the parameters with Device.Malloc (long-lived state:
+// the stream-ordered pool, and graph memory once a step is captured, hold
+// only what a step allocates) and initializes
 // them from cfg.Seed: weights Kaiming-uniform for ReLU (U(±sqrt(6/In))),
 // biases zero; Adam's moments and step count start at zero. The uploads
 // are ordered in s.
@@ -50,19 +51,19 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	if s == nil {
 		return nil, &gg.Error{Op: "train.NewModel", Code: gg.ErrInvalidValue, Detail: "nil stream"}
 	}
-	m := &Model{cfg: cfg, dev: s.Device(), s: s}
+	m := &Model{cfg: cfg, dev: s.Device()}
 	m.in, m.out = cfg.dims()
 	n := len(m.in)
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x1417))
 	fail := func(err error) (*Model, error) {
 		for _, p := range slices.Concat(m.params, m.mom, []gg.DevicePtr{m.count}) {
-			s.FreeAsync(p)
+			m.dev.Free(p)
 		}
 		return nil, err
 	}
 	for l := range n {
 		size := m.layerSize(l)
-		p, err := s.MallocAsync(4 * size)
+		p, err := m.dev.Malloc(4 * size)
 		if err != nil {
 			return fail(err)
 		}
@@ -78,7 +79,7 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	}
 	if cfg.adam() {
 		for l := range n {
-			p, err := s.MallocAsync(8 * m.layerSize(l))
+			p, err := m.dev.Malloc(8 * m.layerSize(l))
 			if err != nil {
 				return fail(err)
 			}
@@ -88,7 +89,7 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 			}
 		}
 		var err error
-		if m.count, err = s.MallocAsync(4); err != nil {
+		if m.count, err = m.dev.Malloc(4); err != nil {
 			return fail(err)
 		}
 		if err := s.Memset(gg.Memset8(m.count, 0, 4)); err != nil {
@@ -158,18 +159,15 @@ func (m *Model) WriteParams(s *gg.Stream, params []float32) error {
 	return nil
 }
 
-// Destroy frees the parameters and optimizer state, in the order of the
-// stream that allocated them (after the work queued there). The Model is
-// unusable afterwards.
+// Destroy frees the parameters and optimizer state (Device.Free: it waits
+// for the device). The Model is unusable afterwards.
 func (m *Model) Destroy() error {
 	var first error
 	for _, p := range slices.Concat(m.params, m.mom, []gg.DevicePtr{m.count}) {
 		if p == 0 {
 			continue
 		}
-		// FreeAsync pairs with the MallocAsync that made p, so the pool's
-		// statistics (and the driver's) see it freed.
-		if err := m.s.FreeAsync(p); err != nil && first == nil {
+		if err := m.dev.Free(p); err != nil && first == nil {
 			first = err
 		}
 	}
