@@ -347,8 +347,12 @@ func memLine(st gg.MemoryStats) string {
 		mib(st.Malloc), mib(st.Reserved), mib(st.GraphReserved))
 }
 
-func peakAllocated(st gg.MemoryStats) uint64 { return st.Malloc + st.AllocatedPeak + st.GraphAllocatedPeak }
-func peakReserved(st gg.MemoryStats) uint64  { return st.Malloc + st.ReservedPeak + st.GraphReservedPeak }
+func peakAllocated(st gg.MemoryStats) uint64 {
+	return st.Malloc + st.AllocatedPeak + st.GraphAllocatedPeak
+}
+func peakReserved(st gg.MemoryStats) uint64 {
+	return st.Malloc + st.ReservedPeak + st.GraphReservedPeak
+}
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
 
