@@ -210,15 +210,7 @@ func (r *Runner) release(succ []int32) int32 {
 	if !pushed {
 		return next
 	}
-	r.queued.Store(int32(len(r.stack)))
-	waiting := r.waiting
-	if waiting {
-		r.cond.Broadcast()
-	}
-	r.mu.Unlock()
-	if !waiting {
-		r.recruit()
-	}
+	r.publish()
 	return next
 }
 
@@ -278,3 +270,17 @@ func (r *Runner) pop(owner bool, buf *[popBatch]int32) int {
 }
 
 func (r *Runner) help() { r.work(-1, false) }
+
+// publish makes the nodes just pushed on the stack visible: it wakes the
+// waiting owner, or recruits helpers. r.mu is held on entry and released.
+func (r *Runner) publish() {
+	r.queued.Store(int32(len(r.stack)))
+	waiting := r.waiting
+	if waiting {
+		r.cond.Broadcast()
+	}
+	r.mu.Unlock()
+	if !waiting {
+		r.recruit()
+	}
+}

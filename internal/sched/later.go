@@ -57,13 +57,5 @@ func (r *Runner) Done(node int32) {
 		r.mu.Unlock()
 		return
 	}
-	r.queued.Store(int32(len(r.stack)))
-	waiting := r.waiting
-	if waiting {
-		r.cond.Broadcast()
-	}
-	r.mu.Unlock()
-	if !waiting {
-		r.recruit()
-	}
+	r.publish()
 }
