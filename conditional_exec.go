@@ -29,6 +29,7 @@ type condExec struct {
 	slots   []condSlot
 	vals    []atomic.Uint32 // the condition values, one per slot
 	created []*condHandle   // handles created in the bodies compiled, for the unused-handle check
+	subs    []*Exec         // the body Execs, nested ones included: a launch takes their op tables
 }
 
 // condSlot is one handle of an executable graph, with the default and flag
@@ -117,7 +118,9 @@ func (e *Exec) compileBody(opName string, body *Graph) (*Exec, error) {
 	}
 	sub.dag = *sched.NewDAG(preds)
 	sub.run = sched.NewRunner(&sub.dag, e.dev.pool, sub.execNode)
-	sub.runOps = sub.ops // what execNode runs; bodies are not updated
+	sub.runOps = sub.ops // what execNode runs; each launch of the root sets it again
+	sub.topo.index(sub)  // for whole-graph updates of the body's nodes
+	e.conds.subs = append(e.conds.subs, sub)
 
 	condMu.Lock()
 	if body.conds != nil {

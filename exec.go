@@ -94,8 +94,9 @@ type launch struct {
 	rec    []uint64 // record sequence numbers, parallel to e.records
 	wait   []uint64 // wait targets, parallel to e.waits
 	stream *Stream
-	upload bool // an Upload: map memory, run nothing
-	ops    []op // e's op table as of this launch: later updates do not change it
+	upload bool   // an Upload: map memory, run nothing
+	ops    []op   // e's op table as of this launch: later updates do not change it
+	bodies [][]op // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
 	xsems []*ExternalSemaphore // held from issue to end (extsem.go)
 }
@@ -281,6 +282,12 @@ func (e *Exec) Launch(s *Stream) error {
 		e.mu.Lock()
 		l.ops, e.opsShared = e.ops, true
 		e.issuing++ // l reads l.ops from now: updates must copy the table
+		if e.conds != nil && len(e.conds.subs) > 0 {
+			l.bodies = make([][]op, len(e.conds.subs))
+			for i, sub := range e.conds.subs {
+				l.bodies[i] = sub.ops
+			}
+		}
 		e.mu.Unlock()
 		err := l.issue(opName)
 		e.mu.Lock()
@@ -413,6 +420,9 @@ func (l *launch) begin() *Error {
 	}
 	e.cur = l // under mu: device launches check it
 	e.runOps = l.ops
+	for i, ops := range l.bodies { // launches of e never overlap: its bodies run these
+		e.conds.subs[i].runOps = ops
+	}
 	e.mu.Unlock()
 	e.failed.Store(nil)
 	if e.conds != nil {

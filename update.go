@@ -65,7 +65,8 @@ type topo struct {
 	data   []EdgeData // parallel to deps, when the graph has edge data
 	sinks  int
 	child  []*topo // parallel to nodes; set for child graph nodes
-	op     []int32 // parallel to nodes: each node's op in the Exec (old topology only)
+	op     []int32 // parallel to nodes: each node's op in exec (old topology only)
+	exec   *Exec   // the Exec whose ops op indexes: the instantiated one, or a conditional body's
 }
 
 // buildTopo computes g's pairing order. g must be locked.
@@ -138,6 +139,7 @@ type pairing struct {
 }
 
 type paramChange struct {
+	x    *Exec // the Exec the op is in: the instantiated one, or a conditional body's
 	op   int32 // the op of the node of the instantiated graph
 	p    NodeParams
 	from *Node // of the graph the parameters come from
@@ -192,15 +194,27 @@ func (pr *pairing) pair(old, nu *topo) bool {
 		}
 		if n.typ == NodeConditional {
 			// The node's parameters cannot change; its handle's default
-			// and flags are updated. (The nodes of its bodies are not
-			// paired: bodies keep the parameters of instantiation.)
+			// and flags are updated.
 			if ok, _ := condUpdatable(o, n); !ok {
 				return fail(UpdateErrorParametersChanged, n, nil)
 			}
 			pr.conds = append(pr.conds, [2]*Node{o, n})
+			// The nodes of its bodies pair like those of a child graph.
+			co := old.exec.ops[old.op[i]].cond
+			if n.conds == nil || len(n.conds.bodies) != len(co.bodies) {
+				return fail(UpdateErrorParametersChanged, n, nil)
+			}
+			for b, body := range n.conds.bodies {
+				body.mu.Lock()
+				nt := buildTopo(body)
+				body.mu.Unlock()
+				if !pr.pair(co.bodies[b].topo, nt) {
+					return false
+				}
+			}
 			continue
 		}
-		pr.cands = append(pr.cands, paramChange{old.op[i], nu.params[i], n})
+		pr.cands = append(pr.cands, paramChange{old.exec, old.op[i], nu.params[i], n})
 	}
 	return true
 }
@@ -315,6 +329,27 @@ func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 	}
 	copy(ops, cur)
 	copy(params, curParams)
+	// The nodes of conditional bodies change in copies of their bodies'
+	// tables: a launch takes those at issue too.
+	type table struct {
+		ops    []op
+		params []NodeParams
+	}
+	var bodies map[*Exec]*table
+	tableOf := func(x *Exec) *table {
+		if x == e {
+			return &table{ops, params}
+		}
+		if bodies == nil {
+			bodies = map[*Exec]*table{}
+		}
+		t := bodies[x]
+		if t == nil {
+			t = &table{slices.Clone(x.ops), slices.Clone(x.params)}
+			bodies[x] = t
+		}
+		return t
+	}
 	var words []uint64
 	n := 0
 	for _, c := range cands {
@@ -326,20 +361,24 @@ func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 		words = make([]uint64, 0, n)
 	}
 	for _, c := range cands {
-		if r, why := updatable(params[c.op], c.p); r != UpdateSuccess {
+		t := tableOf(c.x)
+		if r, why := updatable(t.params[c.op], c.p); r != UpdateSuccess {
 			return UpdateResultInfo{Result: r, ErrorNode: c.from}, why, nil
 		}
 		o, code, msg := e.dev.prepareIn(c.p, &words)
 		if code != nil {
 			return UpdateResultInfo{Result: UpdateError, ErrorNode: c.from}, msg, nodeErr("", c.from, code, "%s", msg)
 		}
-		keepInstantiated(&o, &ops[c.op])
-		ops[c.op], params[c.op] = o, c.p
+		keepInstantiated(&o, &t.ops[c.op])
+		t.ops[c.op], t.params[c.op] = o, c.p
 	}
 	e.mu.Lock()
 	e.spare, e.spareParams = e.ops, e.params
 	e.ops, e.params = ops, params
 	e.opsShared = false
+	for x, t := range bodies {
+		x.ops, x.params = t.ops, t.params
+	}
 	e.mu.Unlock()
 	return UpdateResultInfo{Result: UpdateSuccess}, "", nil
 }
@@ -530,6 +569,7 @@ func (e *Exec) enableable(opName string, n *Node) (int32, error) {
 // index records, once e is flattened, the op of every node and the
 // topology of every embedded graph by its child graph node.
 func (t *topo) index(e *Exec) {
+	t.exec = e
 	t.op = make([]int32, len(t.nodes))
 	for i, n := range t.nodes {
 		t.op[i] = e.opOf[n]

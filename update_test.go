@@ -491,3 +491,50 @@ func TestUpdateExtSemCount(t *testing.T) {
 		t.Fatalf("a = %d, want 0", v)
 	}
 }
+
+// A whole-graph update reaches the nodes of conditional bodies (CUDA: "subject
+// to the rules above"), from the next launch on: a launch queued before the
+// update runs the bodies as they were.
+func TestConformanceUpdateConditionalBodies(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) { updateConditionalBodies(t, d) })
+}
+
+func updateConditionalBodies(t *testing.T, d *gg.Device) {
+	s := stream(t, d)
+	p := must[gg.DevicePtr](t)(d.Malloc(64))
+	out := must[gg.DevicePtr](t)(d.Malloc(64))
+	build := func(v uint32) *gg.Graph {
+		g := graph(t, d)
+		h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+		n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+		body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
+		must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, v)))
+		must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(out, p, 4), n))
+		return g
+	}
+	e := must[*gg.Exec](t)(build(1).Instantiate(0))
+	gate := make(chan struct{})
+	ok(t, s.LaunchHostFunc(func() { <-gate }))
+	ok(t, e.Launch(s)) // queued: writes 1
+	ok(t, s.Memcpy(gg.DtoD(out+4, out, 4)))
+	if _, err := e.Update(build(7)); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, e.Launch(s)) // writes 7
+	close(gate)
+	ok(t, s.Synchronize())
+	equalU32(t, readU32(t, d, out, 2), 7, 1)
+
+	// A body of another shape is a topology change.
+	g := graph(t, d)
+	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+	n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+	body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
+	a := must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, 1)))
+	must[*gg.Node](t)(body.AddKernelNode(setAt(p, 1, 1), a))
+	must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(out, p, 4), n))
+	res, err := e.Update(g)
+	if res.Result != gg.UpdateErrorTopologyChanged || !errors.Is(err, gg.ErrGraphExecUpdateFailure) {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
