@@ -336,9 +336,10 @@ func (e *Exec) install(cands []paramChange) (UpdateResultInfo, string, error) {
 		params []NodeParams
 	}
 	var bodies map[*Exec]*table
+	top := &table{ops, params}
 	tableOf := func(x *Exec) *table {
 		if x == e {
-			return &table{ops, params}
+			return top
 		}
 		if bodies == nil {
 			bodies = map[*Exec]*table{}
