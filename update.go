@@ -424,8 +424,8 @@ func (e *Exec) ownOpsLocked() {
 
 // SetParams changes the parameters of node n in e, for e's next launch
 // (cudaGraphExec*NodeSetParams). n is the node of the graph e was
-// instantiated from (or of a graph embedded in it); the graph itself does
-// not change. Kernel, memcpy, memset, host, event record and wait, and
+// instantiated from, or of a graph embedded in it (a child graph or a
+// conditional body); the graph itself does not change. Kernel, memcpy, memset, host, event record and wait, and
 // child graph nodes can be updated, within the limits of Update; a child
 // graph node takes a graph of the same topology as its current one.
 func (e *Exec) SetParams(n *Node, p NodeParams) error {
@@ -456,6 +456,19 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	}
 	x, ok := e.opOf[n]
 	if !ok {
+		if sub, sx := e.bodyOp(n); sub != nil && p.NodeType() != NodeChildGraph {
+			// A node of a conditional body: its body's table changes.
+			e.umu.Lock()
+			defer e.umu.Unlock()
+			info, why, err := e.install([]paramChange{{sub, sx, copyParams(p), n}})
+			if err != nil {
+				return withOp(opName, err)
+			}
+			if info.Result != UpdateSuccess {
+				return nodeErr(opName, n, ErrInvalidValue, "%s", why)
+			}
+			return nil
+		}
 		return nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
 	}
 	if cp, isChild := p.(ChildGraphParams); isChild {
@@ -603,4 +616,17 @@ func (t *topo) edgeData(i, j int) EdgeData {
 		return t.data[k]
 	}
 	return EdgeData{}
+}
+
+// bodyOp finds node n among the nodes of e's conditional bodies.
+func (e *Exec) bodyOp(n *Node) (*Exec, int32) {
+	if e.conds == nil {
+		return nil, 0
+	}
+	for _, sub := range e.conds.subs {
+		if x, ok := sub.opOf[n]; ok {
+			return sub, x
+		}
+	}
+	return nil, 0
 }

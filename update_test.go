@@ -538,3 +538,21 @@ func updateConditionalBodies(t *testing.T, d *gg.Device) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+// Exec.SetParams reaches a node of a conditional body too.
+func TestExecSetParamsInConditionalBody(t *testing.T) {
+	d := open(t)
+	s := stream(t, d)
+	p := must[gg.DevicePtr](t)(d.Malloc(64))
+	g := graph(t, d)
+	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+	n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+	body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
+	k := must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, 1)))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.SetParams(k, setAt(p, 0, 5)))
+	isCode(t, e.SetParams(k, gg.Memset32(p, 0, 1)), gg.ErrInvalidValue)
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	equalU32(t, readU32(t, d, p, 1), 5)
+}
