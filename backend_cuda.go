@@ -1056,8 +1056,31 @@ func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
 		if c.drv.Call("cuGraphMemFreeNodeGetParams", h, uintptr(unsafe.Pointer(&ptr))) == nil {
 			return MemFreeParams{Ptr: DevicePtr(ptr)}
 		}
+	case NodeKernel:
+		return NativeNodeParams{Type: t, Node: h, Name: c.kernelName(h)}
 	}
-	return NativeNodeParams{t, h}
+	return NativeNodeParams{Type: t, Node: h}
+}
+
+// kernelName is the function name of kernel node h (cuFuncGetName, or
+// cuKernelGetName for library kernels), or "" if the driver does not say.
+func (c *cudaDev) kernelName(h uintptr) string {
+	var p cuda.KernelNodeParams
+	if c.drv.Call("cuGraphKernelNodeGetParams_v2", h, uintptr(unsafe.Pointer(&p))) != nil {
+		return ""
+	}
+	var name *byte
+	switch {
+	case p.Func != 0:
+		if c.drv.Call("cuFuncGetName", uintptr(unsafe.Pointer(&name)), p.Func) != nil {
+			return ""
+		}
+	case p.Kern != 0:
+		if c.drv.Call("cuKernelGetName", uintptr(unsafe.Pointer(&name)), p.Kern) != nil {
+			return ""
+		}
+	}
+	return cuda.GoString(name)
 }
 
 func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {

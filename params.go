@@ -50,6 +50,7 @@ type NodeParams interface {
 type NativeNodeParams struct {
 	Type NodeType
 	Node uintptr // the CUgraphNode
+	Name string  // a kernel node's function name, when the driver tells it
 }
 
 func (p NativeNodeParams) NodeType() NodeType { return p.Type }

@@ -503,16 +503,18 @@ func updateConditionalBodies(t *testing.T, d *gg.Device) {
 	s := stream(t, d)
 	p := must[gg.DevicePtr](t)(d.Malloc(64))
 	out := must[gg.DevicePtr](t)(d.Malloc(64))
+	var bodyNode *gg.Node // of the last graph built
 	build := func(v uint32) *gg.Graph {
 		g := graph(t, d)
 		h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
 		n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
 		body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
-		must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, v)))
+		bodyNode = must[*gg.Node](t)(body.AddKernelNode(setAt(p, 0, v)))
 		must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(out, p, 4), n))
 		return g
 	}
 	e := must[*gg.Exec](t)(build(1).Instantiate(0))
+	k := bodyNode
 	gate := make(chan struct{})
 	ok(t, s.LaunchHostFunc(func() { <-gate }))
 	ok(t, e.Launch(s)) // queued: writes 1
@@ -524,6 +526,12 @@ func updateConditionalBodies(t *testing.T, d *gg.Device) {
 	close(gate)
 	ok(t, s.Synchronize())
 	equalU32(t, readU32(t, d, out, 2), 7, 1)
+
+	// Exec.SetParams reaches the body's node as well.
+	ok(t, e.SetParams(k, setAt(p, 0, 9)))
+	ok(t, e.Launch(s))
+	ok(t, s.Synchronize())
+	equalU32(t, readU32(t, d, out, 1), 9)
 
 	// A body of another shape is a topology change.
 	g := graph(t, d)

@@ -56,8 +56,15 @@ func nodeLabel(n *gg.Node) string {
 	if err != nil {
 		return n.Type().String()
 	}
-	if k, ok := p.(gg.KernelParams); ok && k.Kernel != nil {
-		return k.Kernel.Name
+	switch k := p.(type) {
+	case gg.KernelParams:
+		if k.Kernel != nil {
+			return k.Kernel.Name
+		}
+	case gg.NativeNodeParams:
+		if k.Name != "" {
+			return k.Name
+		}
 	}
 	return n.Type().String()
 }
