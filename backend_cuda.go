@@ -394,7 +394,7 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 				if exec != 0 {
 					return c.drv.Call("cuGraphExecChildGraphNodeSetParams", exec, n.cu, p.Graph.cu)
 				}
-				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
+				return c.setChild(n, p.Graph)
 			case MemAllocParams, MemFreeParams:
 				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
 			}
@@ -544,6 +544,24 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 	}
 	n.cu = h
 	return nil
+}
+
+// setChild replaces the graph embedded in child graph node n with a clone of
+// the native graph g.cu (cuGraphNodeSetParams, CU_GRAPH_NODE_TYPE_GRAPH),
+// then points g, the Go clone, at the driver's clone.
+func (c *cudaDev) setChild(n *Node, g *Graph) error {
+	var p cuda.GraphNodeParams
+	p.Type = int32(NodeChildGraph)
+	p.Union[0] = int64(g.cu) // CUDA_CHILD_GRAPH_NODE_PARAMS.graph; ownership 0: clone
+	if err := c.drv.Call("cuGraphNodeSetParams", n.cu, uintptr(unsafe.Pointer(&p))); err != nil {
+		return err
+	}
+	var emb uintptr
+	if err := c.drv.Call("cuGraphChildGraphNodeGetGraph", n.cu, uintptr(unsafe.Pointer(&emb))); err != nil {
+		return err
+	}
+	g.cu = emb
+	return c.bindClone(g)
 }
 
 // bindClone gives the nodes of a Go clone the handles of the driver's clone

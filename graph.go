@@ -389,9 +389,11 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	if n.g.dev.cu != nil {
 		if child != nil {
-			return nodeErr(op, n, ErrNotSupported, "changing the graph of a child graph node is not supported on the cuda backend yet")
+			// The driver clones the new graph into the node; the Go clone
+			// is bound to the driver's (cudaSetChild).
+			child.cu = p.(ChildGraphParams).Graph.cu
 		}
-		if err := n.g.dev.cudaSetParams(n, p); err != nil {
+		if err := n.g.dev.cudaSetParams(n, childOr(p, child)); err != nil {
 			var e *Error
 			if errors.As(err, &e) {
 				c := *e
@@ -411,6 +413,14 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	n.params = copyParams(p)
 	return nil
+}
+
+// childOr returns ChildGraphParams holding child if there is one, else p.
+func childOr(p NodeParams, child *Graph) NodeParams {
+	if child != nil {
+		return ChildGraphParams{child}
+	}
+	return p
 }
 
 // Dependencies returns the nodes n depends on, in the order they were added.

@@ -564,3 +564,35 @@ func TestExecSetParamsInConditionalBody(t *testing.T) {
 	ok(t, s.Synchronize())
 	equalU32(t, readU32(t, d, p, 1), 5)
 }
+
+// Node.SetParams gives a child graph node a new graph (a clone of it), on
+// both backends; later instantiations run it, and it can be edited through
+// the node like the one it replaced.
+func TestConformanceSetChildGraph(t *testing.T) {
+	eachBackend(t, func(t *testing.T, d *gg.Device) {
+		s := stream(t, d)
+		p := must[gg.DevicePtr](t)(d.Malloc(64))
+		g := graph(t, d)
+		first, _ := chainOf(t, d, p, 1)
+		cn := must[*gg.Node](t)(g.AddChildGraphNode(first))
+		second, _ := chainOf(t, d, p, 2, 3)
+		ok(t, cn.SetParams(gg.ChildGraphParams{Graph: second}))
+		e := must[*gg.Exec](t)(g.Instantiate(0))
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+		equalU32(t, readU32(t, d, p, 2), 2, 3)
+		// The embedded graph is second's clone: edit it through the node.
+		emb := must[*gg.Graph](t)(cn.ChildGraph())
+		nodes := must[[]*gg.Node](t)(emb.Nodes())
+		ok(t, nodes[0].SetParams(setAt(p, 0, 20)))
+		e2 := must[*gg.Exec](t)(g.Instantiate(0))
+		ok(t, e2.Launch(s))
+		ok(t, s.Synchronize())
+		equalU32(t, readU32(t, d, p, 2), 20, 3)
+		// second itself is unchanged.
+		kp := must[gg.NodeParams](t)(must[[]*gg.Node](t)(second.Nodes())[0].Params()).(gg.KernelParams)
+		if kp.Args[2] != uint32(2) {
+			t.Fatalf("the source graph changed: %v", kp.Args)
+		}
+	})
+}

@@ -98,7 +98,7 @@ var driverSymbols = []string{
 	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
 	// graph update
 	"cuGraphMemAllocNodeGetParams", "cuGraphMemFreeNodeGetParams",
-	"cuGraphKernelNodeGetParams_v2", "cuFuncGetName", "cuKernelGetName",
+	"cuGraphKernelNodeGetParams_v2", "cuFuncGetName", "cuKernelGetName", "cuGraphNodeSetParams",
 	"cuGraphExecUpdate_v2", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecMemcpyNodeSetParams",
 	"cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphExecChildGraphNodeSetParams",
 	"cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",
