@@ -112,8 +112,7 @@
 // compiled with NVRTC on first use. NativeStream and its siblings give the
 // driver handles to code that calls other CUDA libraries; work such code
 // enqueues on a capturing stream is captured too; memory pools are the
-// driver's. Not yet on cuda: changing the graph of a child graph node with
-// SetParams, and the checking mode (ErrNotSupported).
+// driver's. Not on cuda: the checking mode of WithMemCheck (ErrNotSupported).
 //
 // # Kernels
 //
