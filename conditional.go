@@ -292,17 +292,6 @@ func (n *Node) condDestroy() {
 	condMu.Unlock()
 }
 
-// enclosingCond returns the conditional node whose body g is, or is nested
-// in (through child graphs and bodies), or nil.
-func (g *Graph) enclosingCond() *Node {
-	for x := g; x.parent != nil; x = x.parent.g {
-		if x.parent.typ == NodeConditional {
-			return x.parent
-		}
-	}
-	return nil
-}
-
 // bodyNodeRule says why a node with parameters p cannot be in a conditional
 // body, or returns nil: the body may hold kernel, empty, memset, memcpy
 // (device memory), child graph and conditional nodes, recursively. Like the

@@ -162,14 +162,6 @@ func (h *Handle) live(call string) error {
 	return nil
 }
 
-// Native returns the cublasHandle_t.
-func (h *Handle) Native() uintptr {
-	if h == nil {
-		return 0
-	}
-	return h.h
-}
-
 // Destroy destroys the handle (cublasDestroy_v2), which synchronises the
 // device, and releases the scalar page. A second Destroy returns
 // CUBLAS_STATUS_NOT_INITIALIZED.

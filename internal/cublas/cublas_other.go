@@ -20,9 +20,6 @@ func unsupported(call string) error {
 // Create fails outside Linux.
 func (l *Lib) Create() (*Handle, error) { return nil, unsupported("cublasCreate_v2") }
 
-// Native returns 0 outside Linux.
-func (h *Handle) Native() uintptr { return 0 }
-
 // Destroy fails outside Linux.
 func (h *Handle) Destroy() error { return unsupported("cublasDestroy_v2") }
 
