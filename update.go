@@ -472,7 +472,7 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 		return nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
 	}
 	if cp, isChild := p.(ChildGraphParams); isChild {
-		return e.setChild(opName, n, x, cp.Graph)
+		return e.setChild(opName, n, cp.Graph)
 	}
 	return withOp(opName, e.setOne(x, copyParams(p), n))
 }
@@ -486,7 +486,7 @@ type updateScratch struct {
 
 // setChild updates the nodes embedded in child graph node n from g, which
 // must have the topology of n's graph (cudaGraphExecChildGraphNodeSetParams).
-func (e *Exec) setChild(opName string, n *Node, x int32, g *Graph) error {
+func (e *Exec) setChild(opName string, n *Node, g *Graph) error {
 	if g == nil {
 		return nodeErr(opName, n, ErrInvalidValue, "nil child graph")
 	}
