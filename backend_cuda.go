@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
 )
 
@@ -115,7 +116,7 @@ func cudaErr(op string, err error) error {
 	}
 	code, ok := cudaCodes[r.Code]
 	if !ok {
-		code = &Code{r.Code, r.Name, "CUDA driver error"}
+		code = backend.NewCode(r.Code, r.Name, "CUDA driver error")
 	}
 	return newErr(op, code, "%s", r.Call)
 }

@@ -391,47 +391,45 @@ func union(a, b []*Node) []*Node {
 
 // captureNode records work issued to a capturing stream as a node depending
 // on the stream's dependency set. A call that fails invalidates the
-// capture: the captured sequence would lack the work.
-func (s *Stream) captureNode(opName string, p NodeParams) (*Node, error) {
+// capture: the captured sequence would lack the work. captured is false
+// when the capture ended meanwhile: the caller runs the work as usual.
+func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured bool, err error) {
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq, err := s.activeLocked(opName)
-	if err != nil {
-		return nil, err
+	if seq == nil {
+		return nil, err != nil, err
 	}
 	data := s.capEdgeData()
 	if p.NodeType() != NodeKernel {
 		data = nil // the driver captures other work behind such half edges as full dependencies
 	}
-	n, err := seq.graph.addNodeEdges(opName, p, s.capDeps, data)
+	n, err = seq.graph.addNodeEdges(opName, p, s.capDeps, data)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			seq.invalidateLocked(e)
 		}
-		return nil, err
+		return nil, true, err
 	}
 	s.capDeps = append(s.capDeps[:0], n)
 	s.capData = nil
-	return n, nil
+	return n, true, nil
 }
 
-// activeLocked returns the capture s is in, errCaptureEnded if it has ended
-// meanwhile, or the invalidation error.
+// activeLocked returns the capture s is in, or the invalidation error. It
+// returns neither when the capture has ended meanwhile: a stream operation
+// that raced with EndCapture runs as ordinary work.
 func (s *Stream) activeLocked(opName string) (*captureSeq, error) {
 	seq := s.cap
 	if seq == nil {
-		return nil, errCaptureEnded
+		return nil, nil
 	}
 	if seq.invalid != nil {
 		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
 	}
 	return seq, nil
 }
-
-// errCaptureEnded tells a stream operation that raced with EndCapture to
-// run as ordinary work.
-var errCaptureEnded = &Error{Op: "capture", Code: ErrIllegalState, Detail: "capture ended"}
 
 // prohibit fails a call that stream capture forbids, invalidating the
 // captures it concerns.
@@ -471,15 +469,15 @@ func (d *Device) unsafeCall(opName string, sc *Scope, code *Code) error {
 }
 
 // captureProhibited fails work that cannot be captured and invalidates the
-// capture.
-func (s *Stream) captureProhibited(opName string, code *Code, what string) error {
+// capture. captured is false when the capture ended meanwhile.
+func (s *Stream) captureProhibited(opName string, code *Code, what string) (captured bool, err error) {
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if s.cap == nil {
-		return errCaptureEnded
+		return false, nil
 	}
-	return prohibit([]*captureSeq{s.cap}, newErr(opName, code, "%s is not supported in stream capture", what))
+	return true, prohibit([]*captureSeq{s.cap}, newErr(opName, code, "%s is not supported in stream capture", what))
 }
 
 // streamSyncProhibited fails Synchronize and Query of a capturing stream.
@@ -498,18 +496,19 @@ func (s *Stream) syncProhibited(opName string) error {
 
 // captureRecord records event e in a capturing stream: the event now stands
 // for the stream's dependency set. external makes it a record node instead
-// (cudaEventRecordExternal).
-func (s *Stream) captureRecord(opName string, e *Event, external bool) error {
+// (cudaEventRecordExternal). captured is false when the capture ended
+// meanwhile.
+func (s *Stream) captureRecord(opName string, e *Event, external bool) (captured bool, err error) {
 	if external {
-		_, err := s.captureNode(opName, EventRecordParams{e})
-		return err
+		_, captured, err := s.captureNode(opName, EventRecordParams{e})
+		return captured, err
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq, err := s.activeLocked(opName)
-	if err != nil {
-		return err
+	if seq == nil {
+		return err != nil, err
 	}
 	e.capSeq, e.capNodes = seq, append([]*Node(nil), s.capDeps...)
 	e.capData = nil
@@ -522,7 +521,7 @@ func (s *Stream) captureRecord(opName string, e *Event, external bool) error {
 	e.captured.Store(true)
 	e.inCapture.Store(true)
 	seq.events = append(seq.events, e)
-	return nil
+	return true, nil
 }
 
 // captureWait makes s wait on e during a capture, or makes s join the
@@ -530,8 +529,8 @@ func (s *Stream) captureRecord(opName string, e *Event, external bool) error {
 // is in a capture.
 func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, error) {
 	if external && s.capturing.Load() {
-		_, err := s.captureNode(opName, EventWaitParams{e})
-		return err != errCaptureEnded, err
+		_, captured, err := s.captureNode(opName, EventWaitParams{e})
+		return captured, err
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()

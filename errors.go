@@ -3,51 +3,42 @@ package gpugraph
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // Code is an error value named after a CUDA runtime error. Compare with
 // errors.Is: every error this package returns wraps exactly one Code.
-type Code struct {
-	num  int
-	name string
-	msg  string
-}
+type Code = backend.Code
 
-func (c *Code) Error() string { return c.msg + " (" + c.name + ")" }
-
-// Num is CUDA's numeric value of the error (cudaError_t).
-func (c *Code) Num() int { return c.num }
-
-// Name is CUDA's name of the error, such as "cudaErrorInvalidValue".
-func (c *Code) Name() string { return c.name }
-
-// The errors, with CUDA's numbers and names.
+// The errors, with CUDA's numbers and names. Both backends report with
+// these values.
 var (
-	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
-	ErrMemoryAllocation         = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
-	ErrInvalidConfiguration     = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
-	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
-	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
-	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
-	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
-	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
-	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
-	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
-	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
-	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
-	ErrLaunchFailure            = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
-	ErrNotPermitted             = &Code{800, "cudaErrorNotPermitted", "operation not permitted"}
-	ErrNotSupported             = &Code{801, "cudaErrorNotSupported", "operation not supported"}
-	ErrStreamCaptureUnsupported = &Code{900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}
-	ErrStreamCaptureInvalidated = &Code{901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"}
-	ErrStreamCaptureMerge       = &Code{902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"}
-	ErrStreamCaptureUnmatched   = &Code{903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"}
-	ErrStreamCaptureUnjoined    = &Code{904, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"}
-	ErrStreamCaptureIsolation   = &Code{905, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"}
-	ErrStreamCaptureImplicit    = &Code{906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"}
-	ErrCapturedEvent            = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
-	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
-	ErrGraphExecUpdateFailure   = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
+	ErrInvalidValue             = backend.ErrInvalidValue
+	ErrMemoryAllocation         = backend.ErrMemoryAllocation
+	ErrInvalidConfiguration     = backend.ErrInvalidConfiguration
+	ErrInvalidDeviceFunction    = backend.ErrInvalidDeviceFunction
+	ErrNoDevice                 = backend.ErrNoDevice
+	ErrInvalidDevice            = backend.ErrInvalidDevice
+	ErrInvalidResourceHandle    = backend.ErrInvalidResourceHandle
+	ErrIllegalState             = backend.ErrIllegalState
+	ErrLossyQuery               = backend.ErrLossyQuery
+	ErrNotReady                 = backend.ErrNotReady
+	ErrIllegalAddress           = backend.ErrIllegalAddress
+	ErrContextIsDestroyed       = backend.ErrContextIsDestroyed
+	ErrLaunchFailure            = backend.ErrLaunchFailure
+	ErrNotPermitted             = backend.ErrNotPermitted
+	ErrNotSupported             = backend.ErrNotSupported
+	ErrStreamCaptureUnsupported = backend.ErrStreamCaptureUnsupported
+	ErrStreamCaptureInvalidated = backend.ErrStreamCaptureInvalidated
+	ErrStreamCaptureMerge       = backend.ErrStreamCaptureMerge
+	ErrStreamCaptureUnmatched   = backend.ErrStreamCaptureUnmatched
+	ErrStreamCaptureUnjoined    = backend.ErrStreamCaptureUnjoined
+	ErrStreamCaptureIsolation   = backend.ErrStreamCaptureIsolation
+	ErrStreamCaptureImplicit    = backend.ErrStreamCaptureImplicit
+	ErrCapturedEvent            = backend.ErrCapturedEvent
+	ErrStreamCaptureWrongThread = backend.ErrStreamCaptureWrongThread
+	ErrGraphExecUpdateFailure   = backend.ErrGraphExecUpdateFailure
 )
 
 // Error is what the API returns: the operation, the node it concerns (if
@@ -91,9 +82,16 @@ func nodeErr(op string, n *Node, code *Code, format string, args ...any) *Error 
 func withOp(op string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
-		c := *e
-		c.Op = op
-		return &c
+		return e.at(op, e.Node)
 	}
 	return err
+}
+
+// at returns a copy of e reported by the public operation op about node n:
+// a helper's error, or a device's sticky one, reaches each caller under the
+// caller's own name, and the original stays unchanged for the next.
+func (e *Error) at(op string, n *Node) *Error {
+	c := *e
+	c.Op, c.Node = op, n
+	return &c
 }

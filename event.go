@@ -138,7 +138,7 @@ func (s *Stream) RecordExternal(e *Event) error {
 
 func (s *Stream) record(opName string, e *Event, external bool) error {
 	if s.capturing.Load() {
-		if err := s.captureRecord(opName, e, external); err != errCaptureEnded {
+		if captured, err := s.captureRecord(opName, e, external); captured {
 			return err
 		}
 	}
@@ -178,7 +178,7 @@ func (s *Stream) WaitExternal(e *Event) error {
 
 func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 	if s.capturing.Load() || e.inCapture.Load() {
-		if handled, err := s.captureWait(opName, e, external); handled && err != errCaptureEnded {
+		if handled, err := s.captureWait(opName, e, external); handled {
 			return err
 		}
 	}

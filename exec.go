@@ -264,7 +264,7 @@ func (e *Exec) Launch(s *Stream) error {
 		return err
 	}
 	if s.capturing.Load() {
-		if err := e.captureLaunch(opName, s); err != errCaptureEnded {
+		if captured, err := e.captureLaunch(opName, s); captured {
 			return err
 		}
 	}
@@ -393,7 +393,7 @@ func (e *Exec) Upload(s *Stream) error {
 		return err
 	}
 	if s.capturing.Load() {
-		if err := s.captureProhibited(opName, ErrStreamCaptureUnsupported, "uploading a graph"); err != errCaptureEnded {
+		if captured, err := s.captureProhibited(opName, ErrStreamCaptureUnsupported, "uploading a graph"); captured {
 			return err
 		}
 	}
@@ -567,16 +567,15 @@ func (e *Exec) execNode(i int32) {
 		return
 	}
 	if err := o.run(e.dev); err != nil {
-		c := *err
-		c.Node = e.nodes[i]
-		e.failed.CompareAndSwap(nil, &c)
+		e.failed.CompareAndSwap(nil, err.at(err.Op, e.nodes[i]))
 	}
 }
 
 // captureLaunch captures a launch of e as a child graph node holding the
 // graph e was instantiated from, flattened (child graphs inlined). Graphs
 // with memory nodes cannot be launched into a capture, as with the driver.
-func (e *Exec) captureLaunch(opName string, s *Stream) error {
+// captured is false when the capture ended meanwhile.
+func (e *Exec) captureLaunch(opName string, s *Stream) (captured bool, err error) {
 	if e.mem {
 		return s.captureProhibited(opName, ErrStreamCaptureUnsupported, "launching a graph with memory nodes")
 	}
@@ -585,10 +584,10 @@ func (e *Exec) captureLaunch(opName string, s *Stream) error {
 	}
 	g, err := e.snapshot()
 	if err != nil {
-		return err
+		return true, err
 	}
-	_, err = s.captureNode(opName, ChildGraphParams{g})
-	return err
+	_, captured, err = s.captureNode(opName, ChildGraphParams{g})
+	return captured, err
 }
 
 // snapshot rebuilds the graph e runs, from its flattened nodes.

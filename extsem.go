@@ -491,7 +491,7 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 		if signal {
 			p = ExtSemaphoreSignalParams{sems, values}
 		}
-		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, p); captured {
 			return err
 		}
 	}

@@ -396,9 +396,7 @@ func (n *Node) SetParams(p NodeParams) error {
 		if err := n.g.dev.cudaSetParams(n, childOr(p, child)); err != nil {
 			var e *Error
 			if errors.As(err, &e) {
-				c := *e
-				c.Op, c.Node = op, n
-				return &c
+				return e.at(op, n)
 			}
 			return err
 		}

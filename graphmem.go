@@ -813,7 +813,7 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 		return s.cudaFreeAsync(opName, p)
 	}
 	if s.capturing.Load() {
-		if _, err := s.captureNode(opName, MemFreeParams{p}); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, MemFreeParams{p}); captured {
 			return err
 		}
 	}

@@ -442,8 +442,8 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	if s.capturing.Load() && n > 0 && p != nil && p.dev == s.dev {
 		// Captured, it becomes an alloc node: its address is the graph
 		// allocation's, usable by the rest of the captured work.
-		node, err := s.captureNode(opName, MemAllocParams{Size: n, Location: p.props.Location})
-		if err != errCaptureEnded {
+		node, captured, err := s.captureNode(opName, MemAllocParams{Size: n, Location: p.props.Location})
+		if captured {
 			if err != nil {
 				return 0, err
 			}

@@ -271,7 +271,7 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 		return err
 	}
 	if s.capturing.Load() {
-		if _, err := s.captureNode(opName, *p); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, *p); captured {
 			return err
 		}
 	}
@@ -300,7 +300,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 		return newErr(opName, ErrInvalidValue, "nil function")
 	}
 	if s.capturing.Load() {
-		if _, err := s.captureNode(opName, HostParams{fn}); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, HostParams{fn}); captured {
 			return err
 		}
 	}
@@ -318,7 +318,7 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 		return err
 	}
 	if s.capturing.Load() {
-		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, p); captured {
 			return err
 		}
 	}
@@ -339,7 +339,7 @@ func (s *Stream) Memset(p MemsetParams) error {
 		return err
 	}
 	if s.capturing.Load() {
-		if _, err := s.captureNode(opName, p); err != errCaptureEnded {
+		if _, captured, err := s.captureNode(opName, p); captured {
 			return err
 		}
 	}
