@@ -5,9 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gpugraph/gpugraph/internal/alloc"
+	"github.com/gpugraph/gpugraph/internal/host"
 	"github.com/gpugraph/gpugraph/internal/sched"
-	"github.com/gpugraph/gpugraph/internal/vmem"
 )
 
 // Backend names accepted by Open.
@@ -34,12 +33,10 @@ type Properties struct {
 // Its methods are safe for concurrent use.
 type Device struct {
 	props Properties
-	res   *vmem.Reservation
+	mem   *host.Memory // Malloc's memory on the host backend
 	pool  *sched.Pool
 
 	mu      sync.Mutex // guards the fields below
-	alloc   *alloc.Allocator
-	refs    map[uintptr]int32 // committed granules: granule index -> live allocations touching it
 	streams map[*Stream]struct{}
 	closed  atomic.Bool
 
@@ -96,18 +93,17 @@ func Open(backend string, opts ...Option) (*Device, error) {
 	default:
 		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
 	}
-	res, err := vmem.Reserve(hostMemSize, 1<<30)
+	mem, err := host.NewMemory(hostMemSize, 1<<30)
 	if err != nil {
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
-	registerReservation(res)
 	d := &Device{
 		props: Properties{
 			Name:                 "gpugraph host (" + runtime.GOOS + "/" + runtime.GOARCH + ")",
 			Backend:              BackendHost,
 			DriverVersion:        13000,
 			MemoryPoolsSupported: true,
-			TotalMem:             uint64(res.Size()),
+			TotalMem:             mem.Size(),
 			MultiProcessorCount:  runtime.GOMAXPROCS(0),
 			MaxThreadsPerBlock:   1024,
 			MaxBlockDim:          Dim3{1024, 1024, 64},
@@ -115,10 +111,8 @@ func Open(backend string, opts ...Option) (*Device, error) {
 			WarpSize:             32,
 			SharedMemPerBlock:    48 << 10,
 		},
-		res:     res,
+		mem:     mem,
 		pool:    sched.Default(),
-		alloc:   alloc.New(uint64(res.Size()), allocAlign),
-		refs:    map[uintptr]int32{},
 		streams: map[*Stream]struct{}{},
 	}
 	for _, o := range opts {
@@ -193,8 +187,7 @@ func (d *Device) Close() error {
 	}
 	d.gmIfAny().close()
 	d.closePools()
-	unregisterReservation(d.res)
-	return d.res.Release()
+	return d.mem.Release()
 }
 
 // forget drops a stream whose worker has exited.

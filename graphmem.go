@@ -141,7 +141,6 @@ func (d *Device) graphMemory() (*graphMem, error) {
 		va.Release()
 		return nil, err
 	}
-	registerReservation(va)
 	d.gm = &graphMem{d: d, check: d.memCheck, va: va, phys: phys,
 		regions: alloc.New(uint64(va.Size()), vmem.Granularity),
 		arenas:  map[*Stream]*arena{}, pins: map[int]int{}}
@@ -153,7 +152,6 @@ func (gm *graphMem) close() {
 	if gm == nil {
 		return
 	}
-	unregisterReservation(gm.va)
 	gm.va.Release()
 	gm.phys.Close()
 }

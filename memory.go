@@ -3,18 +3,14 @@ package gpugraph
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/vmem"
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // DevicePtr is an address in device memory. On the host backend it is a real
 // virtual address of this process; read it from a Go kernel with Slice.
 type DevicePtr uint64
-
-// allocAlign is the alignment of Malloc, the same 256 bytes as cudaMalloc.
-const allocAlign = 256
 
 // Malloc allocates n bytes of device memory. Malloc(0) returns a zero pointer
 // and no error, as cudaMalloc does.
@@ -43,20 +39,12 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 		}
 		return p, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	off, err := d.alloc.Alloc(uint64(n))
+	p, err := d.mem.Malloc(n)
 	if err != nil {
-		return 0, newErr(op, ErrMemoryAllocation, "%d bytes: device address space exhausted", n)
+		return 0, newErr(op, ErrMemoryAllocation, "%v", err)
 	}
-	size := uintptr(d.alloc.Rounded(uint64(n)))
-	if err := d.commitLocked(uintptr(off), size); err != nil {
-		d.alloc.Free(off)
-		return 0, newErr(op, ErrMemoryAllocation, "%d bytes: %v", n, err)
-	}
-	p := DevicePtr(d.res.Addr() + uintptr(off))
-	d.mallocs.add(p, n)
-	return p, nil
+	d.mallocs.add(DevicePtr(p), n)
+	return DevicePtr(p), nil
 }
 
 // mallocTable counts the live allocations of Malloc, for MemoryStats.
@@ -116,7 +104,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 		}
 		return err
 	}
-	if !d.res.Contains(uintptr(p), 1) {
+	if !d.mem.Contains(uint64(p), 1) {
 		d.syncAll()
 		if handled, err := d.freeGraphAlloc(op, p); handled {
 			return err
@@ -127,45 +115,11 @@ func (sc *Scope) Free(p DevicePtr) error {
 		return newErr(op, ErrInvalidValue, "%#x is not device memory of this device", uint64(p))
 	}
 	d.syncAll()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	off := uintptr(p) - d.res.Addr()
-	size, ok := d.alloc.Free(uint64(off))
-	if !ok {
+	if !d.mem.Free(uint64(p)) {
 		return newErr(op, ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
 	}
-	d.decommitLocked(off, uintptr(size))
 	d.mallocs.remove(p)
 	return nil
-}
-
-// commitLocked makes every granule touched by [off, off+n) accessible.
-func (d *Device) commitLocked(off, n uintptr) error {
-	first, last := off/vmem.Granularity, (off+n-1)/vmem.Granularity
-	for g := first; g <= last; g++ {
-		if d.refs[g] == 0 {
-			if err := d.res.Commit(g*vmem.Granularity, vmem.Granularity); err != nil {
-				if g > first {
-					d.decommitLocked(first*vmem.Granularity, (g-first)*vmem.Granularity)
-				}
-				return err
-			}
-		}
-		d.refs[g]++
-	}
-	return nil
-}
-
-// decommitLocked drops one reference on every granule touched by
-// [off, off+n), returning the pages of unreferenced granules to the system.
-func (d *Device) decommitLocked(off, n uintptr) {
-	first, last := off/vmem.Granularity, (off+n-1)/vmem.Granularity
-	for g := first; g <= last; g++ {
-		if d.refs[g]--; d.refs[g] == 0 {
-			delete(d.refs, g)
-			_ = d.res.Decommit(g*vmem.Granularity, vmem.Granularity)
-		}
-	}
 }
 
 // deviceBytes returns the device range [p, p+n) as a byte slice after
@@ -174,7 +128,7 @@ func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("negative size %d", n)
 	}
-	if !d.res.Contains(uintptr(p), uintptr(n)) {
+	if !d.mem.Contains(uint64(p), n) {
 		if b, handled, err := d.graphBytes(p, n); handled {
 			return b, err
 		}
@@ -183,54 +137,7 @@ func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", uint64(p), n)
 	}
-	off := uint64(uintptr(p) - d.res.Addr())
-	d.mu.Lock()
-	start, size, ok := d.alloc.Find(off)
-	d.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("%#x is not in a live allocation", uint64(p))
-	}
-	if off+uint64(n) > start+size {
-		return nil, fmt.Errorf("[%#x, +%d) runs past the end of its allocation (%d bytes at %#x)",
-			uint64(p), n, size, uint64(d.res.Addr())+start)
-	}
-	if n == 0 {
-		return nil, nil
-	}
-	return unsafe.Slice((*byte)(d.res.Pointer(uintptr(off))), n), nil
-}
-
-// reservations lists the address ranges of all open host devices, so Slice
-// can turn a DevicePtr into a pointer without knowing its device.
-var reservations atomic.Pointer[[]*vmem.Reservation]
-
-func registerReservation(r *vmem.Reservation) {
-	for {
-		old := reservations.Load()
-		var next []*vmem.Reservation
-		if old != nil {
-			next = append(next, *old...)
-		}
-		next = append(next, r)
-		if reservations.CompareAndSwap(old, &next) {
-			return
-		}
-	}
-}
-
-func unregisterReservation(r *vmem.Reservation) {
-	for {
-		old := reservations.Load()
-		var next []*vmem.Reservation
-		for _, x := range *old {
-			if x != r {
-				next = append(next, x)
-			}
-		}
-		if reservations.CompareAndSwap(old, &next) {
-			return
-		}
-	}
+	return d.mem.Bytes(uint64(p), n)
 }
 
 // IllegalAddressError is what Slice panics with when given memory that is not
@@ -256,11 +163,9 @@ func Slice[T any](p DevicePtr, n int) []T {
 	}
 	var zero T
 	size := uintptr(n) * unsafe.Sizeof(zero)
-	if rs := reservations.Load(); rs != nil && n > 0 {
-		for _, r := range *rs {
-			if r.Contains(uintptr(p), size) {
-				return unsafe.Slice((*T)(r.Pointer(uintptr(p)-r.Addr())), n)
-			}
+	if n > 0 {
+		if ptr := host.Pointer(uint64(p), size); ptr != nil {
+			return unsafe.Slice((*T)(ptr), n)
 		}
 	}
 	panic(IllegalAddressError{p, size})

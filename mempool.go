@@ -228,7 +228,6 @@ func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	registerReservation(res)
 	p := &MemPool{dev: d, props: props, res: res, refs: map[uintptr]int32{}}
 	if n := min(size, uint64(res.Size())) &^ (poolAlign - 1); n > 0 {
 		p.free = []poolRange{{0, n}}
@@ -725,7 +724,6 @@ func (p *MemPool) releaseLocked() {
 func (p *MemPool) releaseRes() {
 	p.released = true
 	if p.res != nil {
-		unregisterReservation(p.res)
 		_ = p.res.Release()
 	}
 	p.refs, p.idle = nil, 0

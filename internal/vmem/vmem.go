@@ -6,6 +6,7 @@ package vmem
 
 import (
 	"errors"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -36,4 +37,55 @@ func (r *Reservation) Pointer(off uintptr) unsafe.Pointer { return unsafe.Add(r.
 // Contains reports whether [addr, addr+n) lies inside the reservation.
 func (r *Reservation) Contains(addr, n uintptr) bool {
 	return addr >= r.addr && n <= r.size && addr-r.addr <= r.size-n
+}
+
+// live lists the reservations not yet released, so Find can turn an address
+// into a pointer without knowing whose memory it is (a Go kernel reads any
+// device's memory by address, as a GPU kernel dereferences a pointer).
+var live atomic.Pointer[[]*Reservation]
+
+func register(r *Reservation) {
+	for {
+		old := live.Load()
+		var next []*Reservation
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, r)
+		if live.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+func unregister(r *Reservation) {
+	for {
+		old := live.Load()
+		if old == nil {
+			return
+		}
+		next := make([]*Reservation, 0, len(*old))
+		for _, x := range *old {
+			if x != r {
+				next = append(next, x)
+			}
+		}
+		if live.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// Find returns a pointer to [addr, addr+n) if the range lies inside one
+// live reservation, and nil otherwise. Whether the pages are committed is
+// not checked: touching an uncommitted one faults.
+func Find(addr, n uintptr) unsafe.Pointer {
+	if rs := live.Load(); rs != nil {
+		for _, r := range *rs {
+			if r.Contains(addr, n) {
+				return r.Pointer(addr - r.addr)
+			}
+		}
+	}
+	return nil
 }

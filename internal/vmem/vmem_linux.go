@@ -34,7 +34,9 @@ func Reserve(size, min uintptr) (*Reservation, error) {
 		if tail := Granularity - head; tail > 0 {
 			_ = unix.MunmapPtr(unsafe.Add(p, head+size), tail)
 		}
-		return &Reservation{base: unsafe.Add(p, head), addr: aligned, size: size}, nil
+		r := &Reservation{base: unsafe.Add(p, head), addr: aligned, size: size}
+		register(r)
+		return r, nil
 	}
 }
 
@@ -59,6 +61,7 @@ func (r *Reservation) Release() error {
 	if r.base == nil {
 		return nil
 	}
+	unregister(r)
 	err := unix.MunmapPtr(r.base, r.size)
 	r.base = nil
 	return err
