@@ -1,9 +1,10 @@
 package gpugraph
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // EventFlags select event behaviour at creation (cudaEventCreateWithFlags).
@@ -21,12 +22,8 @@ type Event struct {
 	dev   *Device
 	flags EventFlags
 
-	mu        sync.Mutex
-	cond      sync.Cond
-	recorded  uint64 // sequence number of the latest record issued
-	completed uint64 // highest record sequence number completed
-	at        time.Time
-	destroyed bool
+	h         host.Event // records and completions on the host backend
+	destroyed atomic.Bool
 
 	cu uintptr // the native CUevent on the cuda backend
 
@@ -47,7 +44,6 @@ func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
 		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
 	e := &Event{dev: d, flags: flags}
-	e.cond.L = &e.mu
 	if d.cu != nil {
 		if err := d.cudaNewEvent(e); err != nil {
 			return nil, err
@@ -66,49 +62,21 @@ func (e *Event) check(op string, d *Device) error {
 	if err := e.dev.check(op); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	dead := e.destroyed
-	e.mu.Unlock()
-	if dead {
+	if e.destroyed.Load() {
 		return newErr(op, ErrInvalidResourceHandle, "event is destroyed")
 	}
 	return nil
 }
 
 // issue starts a new record and returns its sequence number.
-func (e *Event) issue() uint64 {
-	e.mu.Lock()
-	e.recorded++
-	seq := e.recorded
-	e.mu.Unlock()
-	return seq
-}
+func (e *Event) issue() uint64 { return e.h.Issue() }
 
 // target is what a wait issued now must wait for.
-func (e *Event) target() uint64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.recorded
-}
+func (e *Event) target() uint64 { return e.h.Target() }
 
-func (e *Event) complete(seq uint64) {
-	now := time.Now()
-	e.mu.Lock()
-	if seq > e.completed {
-		e.completed = seq
-		e.at = now
-	}
-	e.cond.Broadcast()
-	e.mu.Unlock()
-}
+func (e *Event) complete(seq uint64) { e.h.Complete(seq) }
 
-func (e *Event) wait(seq uint64) {
-	e.mu.Lock()
-	for e.completed < seq {
-		e.cond.Wait()
-	}
-	e.mu.Unlock()
-}
+func (e *Event) wait(seq uint64) { e.h.Wait(seq) }
 
 // Record captures the work issued to s so far (cudaEventRecord).
 func (s *Stream) Record(e *Event) error {
@@ -229,10 +197,7 @@ func (e *Event) Query() error {
 	if e.cu != 0 {
 		return e.cudaQuery(opName)
 	}
-	e.mu.Lock()
-	done := e.completed >= e.recorded
-	e.mu.Unlock()
-	if !done {
+	if _, done, _ := e.h.Latest(); !done {
 		return newErr(opName, ErrNotReady, "record pending")
 	}
 	return nil
@@ -244,9 +209,7 @@ func (e *Event) Destroy() error {
 	if err := e.check(opName, nil); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.destroyed = true
-	e.mu.Unlock()
+	e.destroyed.Store(true)
 	if e.cu != 0 {
 		return e.cudaDestroy(opName)
 	}
@@ -273,9 +236,7 @@ func ElapsedTime(start, end *Event) (time.Duration, error) {
 				return 0, err
 			}
 		}
-		e.mu.Lock()
-		rec, done, t := e.recorded, e.completed >= e.recorded, e.at
-		e.mu.Unlock()
+		rec, done, t := e.h.Latest()
 		switch {
 		case e.flags&EventDisableTiming != 0:
 			return 0, newErr(opName, ErrInvalidResourceHandle, "event created with EventDisableTiming")
