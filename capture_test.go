@@ -12,25 +12,9 @@ func kp(k *gg.Kernel, args ...any) gg.KernelParams {
 	return gg.KernelParams{Kernel: k, Grid: one, Block: one, Args: args}
 }
 
-var (
-	kA = &gg.Kernel{Name: "A", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void A() {}`}
-	kB = &gg.Kernel{Name: "B", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void B() {}`}
-	kC = &gg.Kernel{Name: "C", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void C() {}`}
-	kD = &gg.Kernel{Name: "D", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void D() {}`}
-)
-
 func status(t *testing.T, s *gg.Stream) gg.CaptureStatus {
 	t.Helper()
 	return must[gg.CaptureStatus](t)(s.IsCapturing())
-}
-
-func endOK(t *testing.T, s *gg.Stream) *gg.Graph {
-	t.Helper()
-	g, err := s.EndCapture()
-	if err != nil || g == nil {
-		t.Fatalf("EndCapture: %v, graph %v", err, g)
-	}
-	return g
 }
 
 func TestCaptureRecordsWorkInsteadOfRunning(t *testing.T) {
@@ -72,20 +56,6 @@ func TestCaptureRecordsWorkInsteadOfRunning(t *testing.T) {
 	if !ran || out[3] != 6 {
 		t.Fatalf("replay: host func ran %v, out[3] = %v", ran, out[3])
 	}
-}
-
-// forkJoin issues the seed's fork/join example into s1 and s2.
-func forkJoin(t *testing.T, d *gg.Device, s1, s2 *gg.Stream) {
-	e1 := must[*gg.Event](t)(d.NewEvent(0))
-	e2 := must[*gg.Event](t)(d.NewEvent(0))
-	ok(t, s1.LaunchKernel(kp(kA)))
-	ok(t, s1.Record(e1)) // fork into stream 2
-	ok(t, s2.Wait(e1))
-	ok(t, s1.LaunchKernel(kp(kB)))
-	ok(t, s2.LaunchKernel(kp(kC)))
-	ok(t, s2.Record(e2)) // join stream 2 back
-	ok(t, s1.Wait(e2))
-	ok(t, s1.LaunchKernel(kp(kD)))
 }
 
 func TestCaptureForkJoin(t *testing.T) {

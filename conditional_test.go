@@ -10,87 +10,6 @@ import (
 	gg "github.com/gpugraph/gpugraph"
 )
 
-// Kernels for conditional nodes, with Go and CUDA bodies. Each runs as one
-// thread (Grid and Block one).
-var (
-	// condSet sets handle a0 to *a1, a uint32 in device memory.
-	condSet = &gg.Kernel{
-		Name:   "cond_set",
-		Params: []gg.ParamType{gg.Uint64, gg.Pointer},
-		Go: func(b gg.Block, a gg.Args) {
-			b.SetConditional(gg.ConditionalHandle(a.Uint64(0)), gg.Slice[uint32](a.Ptr(1), 1)[0])
-		},
-		CUDA: gg.SetConditionalCUDA + `extern "C" __global__ void cond_set(cudaGraphConditionalHandle h, const unsigned int* v) {
-	cudaGraphSetConditional(h, *v);
-}`,
-	}
-	// condConst sets handle a0 to a1.
-	condConst = &gg.Kernel{
-		Name:   "cond_const",
-		Params: []gg.ParamType{gg.Uint64, gg.Uint32},
-		Go: func(b gg.Block, a gg.Args) {
-			b.SetConditional(gg.ConditionalHandle(a.Uint64(0)), a.Uint32(1))
-		},
-		CUDA: gg.SetConditionalCUDA + `extern "C" __global__ void cond_const(cudaGraphConditionalHandle h, unsigned int v) {
-	cudaGraphSetConditional(h, v);
-}`,
-	}
-	// condCountDown decrements *a1, counts the call in *a2, and clears
-	// handle a0 when *a1 reaches zero: the body of a WHILE loop.
-	condCountDown = &gg.Kernel{
-		Name:   "cond_count_down",
-		Params: []gg.ParamType{gg.Uint64, gg.Pointer, gg.Pointer},
-		Go: func(b gg.Block, a gg.Args) {
-			c, it := gg.Slice[int32](a.Ptr(1), 1), gg.Slice[int32](a.Ptr(2), 1)
-			it[0]++
-			if c[0]--; c[0] <= 0 {
-				b.SetConditional(gg.ConditionalHandle(a.Uint64(0)), 0)
-			}
-		},
-		CUDA: gg.SetConditionalCUDA + `extern "C" __global__ void cond_count_down(cudaGraphConditionalHandle h, int* c, int* iters) {
-	++*iters;
-	if (--*c <= 0) cudaGraphSetConditional(h, 0);
-}`,
-	}
-	// condMark adds a2 to a0[a1]: which body ran, and how often.
-	condMark = &gg.Kernel{
-		Name:   "cond_mark",
-		Params: []gg.ParamType{gg.Pointer, gg.Int32, gg.Int32},
-		Go: func(b gg.Block, a gg.Args) {
-			gg.Slice[int32](a.Ptr(0), a.Int(1)+1)[a.Int(1)] += a.Int32(2)
-		},
-		CUDA: `extern "C" __global__ void cond_mark(int* d, int i, int v) { d[i] += v; }`,
-	}
-)
-
-// condBuf is a small int32 buffer in device memory.
-type condBuf struct {
-	d *gg.Device
-	p gg.DevicePtr
-	n int
-}
-
-func newCondBuf(t testing.TB, d *gg.Device, n int) condBuf {
-	t.Helper()
-	b := condBuf{d, must[gg.DevicePtr](t)(d.Malloc(4 * n)), n}
-	b.set(t, make([]int32, n)...)
-	return b
-}
-
-func (b condBuf) set(t testing.TB, v ...int32) {
-	t.Helper()
-	ok(t, b.d.Memcpy(gg.HtoD(b.p, gg.Bytes(v))))
-}
-
-func (b condBuf) get(t testing.TB) []int32 {
-	t.Helper()
-	out := make([]int32, b.n)
-	ok(t, b.d.Memcpy(gg.DtoH(gg.Bytes(out), b.p)))
-	return out
-}
-
-func (b condBuf) at(i int) gg.DevicePtr { return b.p + gg.DevicePtr(4*i) }
-
 func equal32(a, b []int32) bool {
 	if len(a) != len(b) {
 		return false
@@ -103,17 +22,6 @@ func equal32(a, b []int32) bool {
 	return true
 }
 
-// addCond adds a conditional node to g and returns it with its bodies.
-func addCond(t testing.TB, g *gg.Graph, h gg.ConditionalHandle, typ gg.ConditionalType, size int, deps ...*gg.Node) (*gg.Node, []*gg.Graph) {
-	t.Helper()
-	n := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: typ, Size: size}, deps...))
-	bodies := must[[]*gg.Graph](t)(n.ConditionalBodies())
-	if len(bodies) != size {
-		t.Fatalf("%d bodies, want %d", len(bodies), size)
-	}
-	return n, bodies
-}
-
 // launchSync launches e into s and waits.
 func launchSync(t testing.TB, e *gg.Exec, s *gg.Stream) {
 	t.Helper()
@@ -121,66 +29,11 @@ func launchSync(t testing.TB, e *gg.Exec, s *gg.Stream) {
 	ok(t, s.Synchronize())
 }
 
-// ifElseScenario: A sets the handle from device memory, B is an IF node
-// whose body i marks marks[i] (the CUDA sample's simpleIfElseGraph).
-func ifElseScenario(t *testing.T, d *gg.Device, size int, values []uint32) {
-	s := stream(t, d)
-	in := newCondBuf(t, d, 1)
-	marks := newCondBuf(t, d, 2)
-	g := graph(t, d)
-	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(0, 0))
-	a := must[*gg.Node](t)(g.AddKernelNode(kp(condSet, h, in.p)))
-	_, bodies := addCond(t, g, h, gg.ConditionalIf, size, a)
-	for i, b := range bodies {
-		must[*gg.Node](t)(b.AddKernelNode(kp(condMark, marks.p, i, 1)))
-	}
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	want := make([]int32, 2)
-	for _, v := range values {
-		in.set(t, int32(v))
-		launchSync(t, e, s)
-		if v != 0 {
-			want[0]++
-		} else if size == 2 {
-			want[1]++
-		}
-		if got := marks.get(t); !equal32(got, want) {
-			t.Fatalf("size %d, after value %d: bodies ran %v times, want %v", size, v, got, want)
-		}
-	}
-	ok(t, e.Destroy())
-}
-
 func TestConditionalIfElse(t *testing.T) {
 	for _, size := range []int{1, 2} {
 		ifElseScenario(t, open(t), size, []uint32{0, 1, 7, 0, 0xffffffff})
 	}
 }
-
-// whileScenario is the CUDA sample's simpleDoWhileGraph: the handle's
-// default (1, assigned at every launch) enters the loop, and the body's
-// kernel counts a counter in device memory down and ends the loop at zero.
-func whileScenario(t *testing.T, d *gg.Device) {
-	s := stream(t, d)
-	ctr := newCondBuf(t, d, 2) // counter, iterations
-	g := graph(t, d)
-	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
-	_, bodies := addCond(t, g, h, gg.ConditionalWhile, 1)
-	b0 := must[*gg.Node](t)(bodies[0].AddEmptyNode())
-	b1 := must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condMark, ctr.p, 1, 0), b0))
-	must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condCountDown, h, ctr.at(0), ctr.at(1)), b1))
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	for _, start := range []int32{10, 3, 1} {
-		ctr.set(t, start, 0)
-		launchSync(t, e, s)
-		if got := ctr.get(t); !equal32(got, []int32{0, start}) {
-			t.Fatalf("start %d: counter, iterations = %v, want [0 %d]", start, got, start)
-		}
-	}
-	ok(t, e.Destroy())
-}
-
-func TestConditionalWhileCountsDown(t *testing.T) { whileScenario(t, open(t)) }
 
 // A WHILE node checks the value before the first iteration: with 0 the
 // body never runs.
@@ -191,44 +44,14 @@ func TestConditionalWhileChecksFirst(t *testing.T) {
 	g := graph(t, d)
 	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(0, gg.ConditionalAssignDefault))
 	_, bodies := addCond(t, g, h, gg.ConditionalWhile, 1)
-	must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condCountDown, h, ctr.at(0), ctr.at(1))))
+	must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condCountDown, h, ctr.At(0), ctr.At(1))))
 	e := must[*gg.Exec](t)(g.Instantiate(0))
-	ctr.set(t, 5, 0)
+	ctr.Set(t, 5, 0)
 	launchSync(t, e, s)
-	if got := ctr.get(t); !equal32(got, []int32{5, 0}) {
+	if got := ctr.Get(t); !equal32(got, []int32{5, 0}) {
 		t.Fatalf("counter, iterations = %v, want [5 0]", got)
 	}
 }
-
-// switchScenario is the CUDA sample's simpleSwitchGraph: body n runs when
-// the value is n, none when it is at least the number of bodies.
-func switchScenario(t *testing.T, d *gg.Device) {
-	const size = 4
-	s := stream(t, d)
-	in := newCondBuf(t, d, 1)
-	marks := newCondBuf(t, d, size)
-	g := graph(t, d)
-	h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(0, 0))
-	a := must[*gg.Node](t)(g.AddKernelNode(kp(condSet, h, in.p)))
-	_, bodies := addCond(t, g, h, gg.ConditionalSwitch, size, a)
-	for i, b := range bodies {
-		must[*gg.Node](t)(b.AddKernelNode(kp(condMark, marks.p, i, 1)))
-	}
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	want := make([]int32, size)
-	for _, v := range []uint32{0, 1, 2, 3, 4, 100, 3, 0xffffffff} {
-		in.set(t, int32(v))
-		launchSync(t, e, s)
-		if v < size {
-			want[v]++
-		}
-		if got := marks.get(t); !equal32(got, want) {
-			t.Fatalf("after value %d: bodies ran %v times, want %v", v, got, want)
-		}
-	}
-}
-
-func TestConditionalSwitch(t *testing.T) { switchScenario(t, open(t)) }
 
 // With ConditionalAssignDefault the value is the default at every launch;
 // without it the default is never applied: the value starts at 0 and keeps
@@ -248,12 +71,12 @@ func TestConditionalDefaultResetVersusPersist(t *testing.T) {
 		g := graph(t, d)
 		h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, c.flags))
 		n, bodies := addCond(t, g, h, gg.ConditionalIf, 1)
-		must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condMark, marks.p, 0, 1)))
+		must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condMark, marks.P, 0, 1)))
 		must[*gg.Node](t)(g.AddKernelNode(kp(condConst, h, 0), n)) // after the IF: clear for next time
 		e := must[*gg.Exec](t)(g.Instantiate(0))
 		for i, w := range c.want {
 			launchSync(t, e, s)
-			if got := marks.get(t)[0]; got != w {
+			if got := marks.Get(t)[0]; got != w {
 				t.Fatalf("flags %d, launch %d: body ran %d times in all, want %d", c.flags, i+1, got, w)
 			}
 		}
@@ -261,67 +84,11 @@ func TestConditionalDefaultResetVersusPersist(t *testing.T) {
 		ok(t, e.Destroy())
 		e = must[*gg.Exec](t)(g.Instantiate(0))
 		launchSync(t, e, s)
-		if got, w := marks.get(t)[0], c.want[len(c.want)-1]+int32(c.flags); got != w {
+		if got, w := marks.Get(t)[0], c.want[len(c.want)-1]+int32(c.flags); got != w {
 			t.Fatalf("flags %d, new executable graph: body ran %d times in all, want %d", c.flags, got, w)
 		}
 	}
 }
-
-// nestedScenario: a WHILE loop counts down from 6; in each iteration a
-// kernel sets an IF/ELSE handle to the counter's parity and a SWITCH handle
-// to the counter modulo 3; the IF's THEN body holds the SWITCH node.
-//
-//	WHILE [ countdown -> setIf, setSwitch -> IF [ SWITCH [ mark 2+k ] | mark 1 ] ]
-func nestedScenario(t *testing.T, d *gg.Device) {
-	s := stream(t, d)
-	ctr := newCondBuf(t, d, 2)
-	marks := newCondBuf(t, d, 5)
-	g := graph(t, d)
-	hw := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
-	hi := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(0, 0))
-	_, wb := addCond(t, g, hw, gg.ConditionalWhile, 1)
-	body := wb[0]
-	// The switch handle is created in the loop's body, where its node goes.
-	hs := must[gg.ConditionalHandle](t)(body.ConditionalHandleCreate(0, 0))
-	cd := must[*gg.Node](t)(body.AddKernelNode(kp(condCountDown, hw, ctr.at(0), ctr.at(1))))
-	// The counter after the count-down: parity and modulo 3, computed on
-	// the device by a kernel of the body.
-	par := must[*gg.Node](t)(body.AddKernelNode(kp(condParity, hi, hs, ctr.at(0)), cd))
-	_, ib := addCond(t, body, hi, gg.ConditionalIf, 2, par)
-	_, sb := addCond(t, ib[0], hs, gg.ConditionalSwitch, 3)
-	for k, b := range sb {
-		must[*gg.Node](t)(b.AddKernelNode(kp(condMark, marks.p, 2+k, 1)))
-	}
-	must[*gg.Node](t)(ib[1].AddKernelNode(kp(condMark, marks.p, 1, 1)))
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	ctr.set(t, 6, 0)
-	launchSync(t, e, s)
-	// Counter after each count-down: 5 4 3 2 1 0. Odd: 5 3 1 (switch on
-	// 5%3=2, 3%3=0, 1%3=1); even: 4 2 0 (else body).
-	if got, want := marks.get(t), []int32{0, 3, 1, 1, 1}; !equal32(got, want) {
-		t.Fatalf("marks %v, want %v", got, want)
-	}
-	if got := ctr.get(t); !equal32(got, []int32{0, 6}) {
-		t.Fatalf("counter, iterations = %v, want [0 6]", got)
-	}
-}
-
-// condParity sets handle a0 to *a2 & 1 and handle a1 to *a2 % 3.
-var condParity = &gg.Kernel{
-	Name:   "cond_parity",
-	Params: []gg.ParamType{gg.Uint64, gg.Uint64, gg.Pointer},
-	Go: func(b gg.Block, a gg.Args) {
-		c := gg.Slice[int32](a.Ptr(2), 1)[0]
-		b.SetConditional(gg.ConditionalHandle(a.Uint64(0)), uint32(c&1))
-		b.SetConditional(gg.ConditionalHandle(a.Uint64(1)), uint32(c%3))
-	},
-	CUDA: gg.SetConditionalCUDA + `extern "C" __global__ void cond_parity(cudaGraphConditionalHandle hi, cudaGraphConditionalHandle hs, const int* c) {
-	cudaGraphSetConditional(hi, *c & 1);
-	cudaGraphSetConditional(hs, *c % 3);
-}`,
-}
-
-func TestConditionalNested(t *testing.T) { nestedScenario(t, open(t)) }
 
 // Bodies run on the worker pool with their own fan-out, nested, many times
 // per launch: nothing deadlocks, whatever the number of cores.
@@ -335,21 +102,21 @@ func TestConditionalNestedParallelBodies(t *testing.T) {
 	hw := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
 	hi := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
 	_, wb := addCond(t, g, hw, gg.ConditionalWhile, 1)
-	cd := must[*gg.Node](t)(wb[0].AddKernelNode(kp(condCountDown, hw, ctr.at(0), ctr.at(1))))
+	cd := must[*gg.Node](t)(wb[0].AddKernelNode(kp(condCountDown, hw, ctr.At(0), ctr.At(1))))
 	_, ib := addCond(t, wb[0], hi, gg.ConditionalIf, 1, cd)
 	fan := must[*gg.Node](t)(ib[0].AddEmptyNode())
 	var leaves []*gg.Node
 	for i := 0; i < width; i++ {
 		// Many blocks: the kernel itself spreads over the pool.
-		p := gg.KernelParams{Kernel: condAtomicMark, Grid: gg.Dim1(16), Block: one, Args: []any{marks.p, i}}
+		p := gg.KernelParams{Kernel: condAtomicMark, Grid: gg.Dim1(16), Block: one, Args: []any{marks.P, i}}
 		leaves = append(leaves, must[*gg.Node](t)(ib[0].AddKernelNode(p, fan)))
 	}
 	must[*gg.Node](t)(ib[0].AddEmptyNode(leaves...))
 	e := must[*gg.Exec](t)(g.Instantiate(0))
 	for rep := 1; rep <= 3; rep++ {
-		ctr.set(t, iters, 0)
+		ctr.Set(t, iters, 0)
 		launchSync(t, e, s)
-		for i, m := range marks.get(t) {
+		for i, m := range marks.Get(t) {
 			if m != int32(rep*iters*16) {
 				t.Fatalf("launch %d: mark %d = %d, want %d", rep, i, m, rep*iters*16)
 			}
@@ -601,66 +368,6 @@ func TestConditionalBodyFailure(t *testing.T) {
 	}
 }
 
-// capturedWhileScenario is the CUDA sample's capturedWhileGraph: the
-// conditional node is inserted into a capture with CaptureInfo, AddNode and
-// UpdateCaptureDependencies, and its body is filled by capturing into it.
-//
-//	A -> B [ C ] -> D      A and C: counter--, handle = counter
-func capturedWhileScenario(t *testing.T, d *gg.Device) {
-	s := stream(t, d)
-	ctr := newCondBuf(t, d, 3) // counter, iterations of C, runs of D
-	ok(t, s.BeginCapture(gg.CaptureModeGlobal))
-	info := must[gg.CaptureInfo](t)(s.CaptureInfo())
-	h := must[gg.ConditionalHandle](t)(info.Graph.ConditionalHandleCreate(0, 0))
-	ok(t, s.LaunchKernel(kp(condDecSet, h, ctr.at(0), ctr.at(1), 0))) // A
-	info = must[gg.CaptureInfo](t)(s.CaptureInfo())
-	n := must[*gg.Node](t)(info.Graph.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalWhile, Size: 1}, info.Dependencies...))
-	body := must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
-	ok(t, s.UpdateCaptureDependencies([]*gg.Node{n}, gg.SetCaptureDependencies))
-	ok(t, s.LaunchKernel(kp(condMark, ctr.p, 2, 1))) // D
-	g := endOK(t, s)
-
-	bs := stream(t, d)
-	ok(t, bs.BeginCaptureToGraph(body, nil, gg.CaptureModeGlobal))
-	ok(t, bs.LaunchKernel(kp(condDecSet, h, ctr.at(0), ctr.at(1), 1))) // C
-	endOK(t, bs)
-
-	ns := must[[]*gg.Node](t)(g.Nodes())
-	if len(ns) != 3 || ns[1].Type() != gg.NodeConditional {
-		t.Fatalf("captured graph has %d nodes, want A -> conditional -> D", len(ns))
-	}
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	for _, c := range []struct{ start, iters int32 }{{0, 0}, {10, 9}, {1, 0}, {2, 1}} {
-		ctr.set(t, c.start, 0, 0)
-		launchSync(t, e, s)
-		if got := ctr.get(t); !equal32(got, []int32{0, c.iters, 1}) {
-			t.Fatalf("start %d: counter, C runs, D runs = %v, want [0 %d 1]", c.start, got, c.iters)
-		}
-	}
-}
-
-// condDecSet decrements *a1 if it is positive, adds a3 to *a2 and sets
-// handle a0 to *a1 (the sample's capturedWhileKernel).
-var condDecSet = &gg.Kernel{
-	Name:   "cond_dec_set",
-	Params: []gg.ParamType{gg.Uint64, gg.Pointer, gg.Pointer, gg.Int32},
-	Go: func(b gg.Block, a gg.Args) {
-		c, it := gg.Slice[int32](a.Ptr(1), 1), gg.Slice[int32](a.Ptr(2), 1)
-		if c[0] > 0 {
-			c[0]--
-		}
-		it[0] += a.Int32(3)
-		b.SetConditional(gg.ConditionalHandle(a.Uint64(0)), uint32(c[0]))
-	},
-	CUDA: gg.SetConditionalCUDA + `extern "C" __global__ void cond_dec_set(cudaGraphConditionalHandle h, int* c, int* it, int add) {
-	if (*c > 0) --*c;
-	*it += add;
-	cudaGraphSetConditional(h, *c);
-}`,
-}
-
-func TestConditionalCapture(t *testing.T) { capturedWhileScenario(t, open(t)) }
-
 // The programming guide's WHILE example: the body of a node added with the
 // graph API is filled by capture into it; the captured body equals one
 // built with the graph API.
@@ -673,13 +380,13 @@ func TestConditionalCaptureIntoBody(t *testing.T) {
 		_, bodies := addCond(t, g, h, gg.ConditionalWhile, 1)
 		if !capture {
 			a := must[*gg.Node](t)(bodies[0].AddKernelNode(kp(kA)))
-			must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condCountDown, h, ctr.at(0), ctr.at(1)), a))
+			must[*gg.Node](t)(bodies[0].AddKernelNode(kp(condCountDown, h, ctr.At(0), ctr.At(1)), a))
 			return g
 		}
 		s := stream(t, d)
 		ok(t, s.BeginCaptureToGraph(bodies[0], nil, gg.CaptureModeRelaxed))
 		ok(t, s.LaunchKernel(kp(kA)))
-		ok(t, s.LaunchKernel(kp(condCountDown, h, ctr.at(0), ctr.at(1))))
+		ok(t, s.LaunchKernel(kp(condCountDown, h, ctr.At(0), ctr.At(1))))
 		if got := endOK(t, s); got != bodies[0] {
 			t.Fatal("EndCapture did not return the body it captured into")
 		}
@@ -690,9 +397,9 @@ func TestConditionalCaptureIntoBody(t *testing.T) {
 		t.Fatal("captured body differs from the built one")
 	}
 	e := must[*gg.Exec](t)(b.Instantiate(0))
-	ctr.set(t, 4, 0)
+	ctr.Set(t, 4, 0)
 	launchSync(t, e, stream(t, d))
-	if got := ctr.get(t); !equal32(got, []int32{0, 4}) {
+	if got := ctr.Get(t); !equal32(got, []int32{0, 4}) {
 		t.Fatalf("counter, iterations = %v, want [0 4]", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 // openCUDA opens the cuda backend or skips: these tests run on the GPU
 // machine (see docs/gpu.md), and CI has no GPU.
-func openCUDA(t *testing.T) *gg.Device {
+func openCUDA(t testing.TB) *gg.Device {
 	t.Helper()
 	d, err := gg.Open("cuda")
 	if errors.Is(err, gg.ErrNoDevice) {

@@ -14,8 +14,8 @@ import (
 	gg "github.com/gpugraph/gpugraph"
 )
 
-// Host unit tests of external semaphores. Conformance scenarios, run on
-// the cuda backend too, are in TestConformanceExternalSemaphore*.
+// Host unit tests of external semaphores. The conformance scenarios, run on
+// the cuda backend too, are in internal/backend/backendtest (extsem.go).
 
 func newSem(t testing.TB, d *gg.Device) *gg.ExternalSemaphore {
 	t.Helper()
@@ -27,32 +27,6 @@ func newSem(t testing.TB, d *gg.Device) *gg.ExternalSemaphore {
 }
 
 func sems(s ...*gg.ExternalSemaphore) []*gg.ExternalSemaphore { return s }
-
-// within fails the test if f does not return within a generous bound: a
-// guard against hangs, not synchronisation. On a hang, unstick (if given)
-// releases what f waits for, so that the failure is reported instead of
-// hanging the device's Close.
-func within(t *testing.T, what string, f func() error, unstick ...func()) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return
-	case <-time.After(20 * time.Second):
-	}
-	for _, u := range unstick {
-		u()
-	}
-	t.Errorf("%s did not finish", what)
-	if len(unstick) > 0 {
-		<-done
-	}
-	t.FailNow()
-}
 
 // blocked reports whether f is still running a little after it started:
 // used to check that something waits, never to order events. The channel

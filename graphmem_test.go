@@ -12,15 +12,6 @@ import (
 
 const mib = 1 << 20
 
-func addAlloc(t *testing.T, g *gg.Graph, size int, deps ...*gg.Node) (*gg.Node, gg.DevicePtr) {
-	t.Helper()
-	n, p, err := g.AddMemAllocNode(gg.MemAllocParams{Size: size}, deps...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, p
-}
-
 func addFree(t *testing.T, g *gg.Graph, p gg.DevicePtr, deps ...*gg.Node) *gg.Node {
 	t.Helper()
 	return must[*gg.Node](t)(g.AddMemFreeNode(p, deps...))

@@ -1,10 +1,10 @@
 package gpugraph_test
 
 import (
-	"errors"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/backend/backendtest"
 )
 
 // open returns a fresh host device, closed at the end of the test.
@@ -18,52 +18,46 @@ func open(t testing.TB) *gg.Device {
 	return d
 }
 
-func stream(t testing.TB, d *gg.Device) *gg.Stream {
-	t.Helper()
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+// The kernels and helpers the tests share with the conformance suite, under
+// the names they use here.
 
-func graph(t testing.TB, d *gg.Device) *gg.Graph {
-	t.Helper()
-	g, err := d.NewGraph()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
+func must[T any](t testing.TB) func(T, error) T { return backendtest.Must[T](t) }
 
-func must[T any](t testing.TB) func(T, error) T {
-	return func(v T, err error) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
+type tracked = backendtest.Tracked
 
-func ok(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
+var (
+	ok       = backendtest.OK
+	isCode   = backendtest.IsCode
+	stream   = backendtest.NewStream
+	graph    = backendtest.NewGraph
+	kA       = backendtest.KA
+	kB       = backendtest.KB
+	kC       = backendtest.KC
+	kD       = backendtest.KD
+	endOK    = backendtest.EndOK
+	forkJoin = backendtest.ForkJoin
+	addAlloc = backendtest.AddAlloc
 
-// isCode fails unless err wraps want.
-func isCode(t testing.TB, err error, want *gg.Code) {
-	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("got error %v, want %s", err, want.Name())
-	}
-	var e *gg.Error
-	if !errors.As(err, &e) || e.Op == "" {
-		t.Fatalf("error %v is not an *Error naming its operation", err)
-	}
-}
+	condConst      = backendtest.CondConst
+	condCountDown  = backendtest.CondCountDown
+	condMark       = backendtest.CondMark
+	newCondBuf     = backendtest.NewCondBuf
+	addCond        = backendtest.AddCond
+	ifElseScenario = backendtest.IfElseScenario
+
+	setAt   = backendtest.SetAt
+	readU32 = backendtest.ReadU32
+	chainOf = backendtest.ChainOf
+
+	newTracked  = backendtest.NewTracked
+	instantiate = backendtest.Instantiate
+	handle      = backendtest.Handle
+	newPDLGraph = backendtest.NewPDLGraph
+	pdlChain    = backendtest.PDLChain
+	pdlStage    = backendtest.PDLStage
+	within      = backendtest.Within
+	addOne      = backendtest.AddOne
+)
 
 var one = gg.Dim1(1)
 

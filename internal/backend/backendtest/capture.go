@@ -1,0 +1,124 @@
+package backendtest
+
+import (
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// Scenarios of stream capture.
+
+func captureForkJoin(t *testing.T, d *gg.Device) {
+	s1, s2 := NewStream(t, d), NewStream(t, d)
+	OK(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	ForkJoin(t, d, s1, s2)
+	g := EndOK(t, s1)
+	h := NewGraph(t, d)
+	a := Must[*gg.Node](t)(h.AddKernelNode(kp(KA)))
+	b := Must[*gg.Node](t)(h.AddKernelNode(kp(KB), a))
+	c := Must[*gg.Node](t)(h.AddKernelNode(kp(KC), a))
+	Must[*gg.Node](t)(h.AddKernelNode(kp(KD), b, c))
+	if !gg.StructurallyEqual(g, h) {
+		t.Fatal("fork/join capture differs from A -> B, C -> D")
+	}
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	OK(t, e.Launch(s1))
+	OK(t, s1.Synchronize())
+}
+
+func captureErrors(t *testing.T, d *gg.Device) {
+	s1, s2 := NewStream(t, d), NewStream(t, d)
+	ev := Must[*gg.Event](t)(d.NewEvent(0))
+	// Synchronizing a capturing stream invalidates the capture.
+	OK(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s1.LaunchKernel(kp(KA)))
+	IsCode(t, s1.Synchronize(), gg.ErrStreamCaptureUnsupported)
+	IsCode(t, s1.LaunchKernel(kp(KB)), gg.ErrStreamCaptureInvalidated)
+	_, err := s1.EndCapture()
+	IsCode(t, err, gg.ErrStreamCaptureInvalidated)
+	if st := status(t, s1); st != gg.CaptureStatusNone {
+		t.Fatalf("status after EndCapture %v", st)
+	}
+	// Begin twice.
+	OK(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	IsCode(t, s1.BeginCapture(gg.CaptureModeGlobal), gg.ErrIllegalState)
+	EndOK(t, s1)
+	// A fork not joined back.
+	OK(t, s1.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s1.LaunchKernel(kp(KA)))
+	OK(t, s1.Record(ev))
+	OK(t, s2.Wait(ev))
+	OK(t, s2.LaunchKernel(kp(KB)))
+	_, err = s1.EndCapture()
+	IsCode(t, err, gg.ErrStreamCaptureUnjoined)
+	if st := status(t, s2); st != gg.CaptureStatusNone {
+		t.Fatalf("forked stream status after the failed EndCapture: %v", st)
+	}
+}
+
+// captureToGraphAndClone: capture into an existing graph with
+// dependencies updated mid-capture, capture info, and cloning.
+func captureToGraphAndClone(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	g := NewGraph(t, d)
+	a := Must[*gg.Node](t)(g.AddKernelNode(kp(KA)))
+	b := Must[*gg.Node](t)(g.AddKernelNode(kp(KB)))
+	OK(t, s.BeginCaptureToGraph(g, []*gg.Node{a}, gg.CaptureModeGlobal))
+	OK(t, s.LaunchKernel(kp(KC))) // after a
+	info := Must[gg.CaptureInfo](t)(s.CaptureInfo())
+	if info.Status != gg.CaptureStatusActive || info.ID == 0 || len(info.Dependencies) != 1 || info.Dependencies[0].Type() != gg.NodeKernel {
+		t.Fatalf("capture info %+v", info)
+	}
+	OK(t, s.UpdateCaptureDependencies([]*gg.Node{b}, gg.AddCaptureDependencies))
+	OK(t, s.LaunchKernel(kp(KD))) // after c and b
+	if got := EndOK(t, s); got != g {
+		t.Fatal("EndCapture did not return the graph captured into")
+	}
+	h := NewGraph(t, d)
+	ha := Must[*gg.Node](t)(h.AddKernelNode(kp(KA)))
+	hb := Must[*gg.Node](t)(h.AddKernelNode(kp(KB)))
+	hc := Must[*gg.Node](t)(h.AddKernelNode(kp(KC), ha))
+	Must[*gg.Node](t)(h.AddKernelNode(kp(KD), hc, hb))
+	if !gg.StructurallyEqual(g, h) {
+		t.Fatal("capture into a graph differs from the explicit one")
+	}
+	c := Must[*gg.Graph](t)(h.Clone())
+	if !gg.StructurallyEqual(c, h) {
+		t.Fatal("clone differs")
+	}
+	if m := Must[*gg.Node](t)(c.ClonedNode(hc)); m.ID() != hc.ID() || m.Type() != gg.NodeKernel {
+		t.Fatalf("ClonedNode %v", m)
+	}
+	e := Must[*gg.Exec](t)(c.Instantiate(0))
+	OK(t, e.Launch(s))
+	OK(t, s.Synchronize())
+}
+
+func status(t *testing.T, s *gg.Stream) gg.CaptureStatus {
+	t.Helper()
+	return Must[gg.CaptureStatus](t)(s.IsCapturing())
+}
+
+// EndOK ends the capture of s and returns its graph, or fails the test.
+func EndOK(t *testing.T, s *gg.Stream) *gg.Graph {
+	t.Helper()
+	g, err := s.EndCapture()
+	if err != nil || g == nil {
+		t.Fatalf("EndCapture: %v, graph %v", err, g)
+	}
+	return g
+}
+
+// ForkJoin issues the seed's fork/join example into s1 and s2.
+func ForkJoin(t *testing.T, d *gg.Device, s1, s2 *gg.Stream) {
+	e1 := Must[*gg.Event](t)(d.NewEvent(0))
+	e2 := Must[*gg.Event](t)(d.NewEvent(0))
+	OK(t, s1.LaunchKernel(kp(KA)))
+	OK(t, s1.Record(e1)) // fork into stream 2
+	OK(t, s2.Wait(e1))
+	OK(t, s1.LaunchKernel(kp(KB)))
+	OK(t, s2.LaunchKernel(kp(KC)))
+	OK(t, s2.Record(e2)) // join stream 2 back
+	OK(t, s1.Wait(e2))
+	OK(t, s1.LaunchKernel(kp(KD)))
+}

@@ -1,0 +1,172 @@
+package backendtest
+
+import (
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// Scenarios of graph memory nodes and memory pools.
+
+// memoryNodes: the graph memory rules every backend shares
+// (docs/driver-memnodes.txt for the driver's answers).
+func memoryNodes(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	const size = 4 << 20
+	// Address reuse along dependency order.
+	g := NewGraph(t, d)
+	a, pa := AddAlloc(t, g, size)
+	fa := addFree(t, g, pa, a)
+	_, pb := AddAlloc(t, g, size, fa)
+	cn, pc := AddAlloc(t, g, size, a)
+	if pb != pa || pc == pa {
+		t.Fatalf("a %#x, b (after a's free) %#x, c (not after it) %#x", pa, pb, pc)
+	}
+	// Refusals.
+	_, _, err := g.AddMemAllocNode(gg.MemAllocParams{Size: 0})
+	IsCode(t, err, gg.ErrInvalidValue)
+	fc := addFree(t, g, pc, cn)
+	_, err = g.AddMemFreeNode(pc, fc) // a second free of c
+	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = g.Clone()
+	IsCode(t, err, gg.ErrNotSupported)
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	_, err = g.Instantiate(0)
+	IsCode(t, err, gg.ErrNotSupported)
+	OK(t, e.Destroy())
+
+	// Relaunch with a live allocation, then AutoFreeOnLaunch.
+	h := NewGraph(t, d)
+	an, x := AddAlloc(t, h, size)
+	Must[*gg.Node](t)(h.AddMemsetNode(gg.Memset32(x, 7, size/4), an))
+	eh := Must[*gg.Exec](t)(h.Instantiate(0))
+	OK(t, eh.Launch(s))
+	IsCode(t, eh.Launch(s), gg.ErrInvalidValue)
+	OK(t, s.Synchronize())
+	out := make([]uint32, 4)
+	OK(t, d.Memcpy(gg.DtoH(gg.Bytes(out), x)))
+	if out[0] != 7 {
+		t.Fatalf("graph allocation read %v after the launch", out)
+	}
+	OK(t, s.FreeAsync(x))
+	OK(t, eh.Launch(s))
+	OK(t, s.Synchronize())
+	OK(t, d.Free(x))
+	OK(t, eh.Destroy())
+	ea := Must[*gg.Exec](t)(h.Instantiate(gg.InstantiateAutoFreeOnLaunch))
+	OK(t, ea.Launch(s))
+	OK(t, ea.Launch(s))
+	OK(t, s.Synchronize())
+	OK(t, d.Free(x))
+
+	// Graphs launched into one stream share memory; trim returns it.
+	OK(t, d.TrimGraphMem())
+	OK(t, d.ResetGraphMemHigh())
+	var execs []*gg.Exec
+	for i := 0; i < 3; i++ {
+		gi := NewGraph(t, d)
+		n, p := AddAlloc(t, gi, 64<<20)
+		Must[*gg.Node](t)(gi.AddMemFreeNode(p, Must[*gg.Node](t)(gi.AddMemsetNode(gg.Memset8(p, 1, 64<<20), n))))
+		execs = append(execs, Must[*gg.Exec](t)(gi.Instantiate(0)))
+	}
+	for _, e := range execs {
+		OK(t, e.Launch(s))
+	}
+	OK(t, s.Synchronize())
+	st := Must[gg.GraphMemStats](t)(d.GraphMemStats())
+	if st.ReservedCurrent != 64<<20 {
+		t.Fatalf("three 64 MiB graphs in one stream reserve %d MiB, want 64", st.ReservedCurrent>>20)
+	}
+	OK(t, d.TrimGraphMem())
+	if st := Must[gg.GraphMemStats](t)(d.GraphMemStats()); st.ReservedCurrent != 0 {
+		t.Fatalf("after trim: reserved %d", st.ReservedCurrent)
+	}
+}
+
+// twoStreams: graphs running at the same time in two streams
+// need memory of their own; trim returns all of it once they are done.
+func twoStreams(t *testing.T, d *gg.Device) {
+	s1, s2 := NewStream(t, d), NewStream(t, d)
+	const size = 64 << 20
+	OK(t, d.TrimGraphMem())
+	OK(t, d.ResetGraphMemHigh())
+	hold := make(chan struct{})
+	var execs []*gg.Exec
+	for i := 0; i < 2; i++ {
+		g := NewGraph(t, d)
+		n, p := AddAlloc(t, g, size)
+		m := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(p, 1, size), n))
+		if i == 0 { // the first graph waits inside its launch
+			m = Must[*gg.Node](t)(g.AddHostNode(func() { <-hold }, m))
+		}
+		Must[*gg.Node](t)(g.AddMemFreeNode(p, m))
+		execs = append(execs, Must[*gg.Exec](t)(g.Instantiate(0)))
+	}
+	OK(t, execs[0].Launch(s1))
+	OK(t, execs[1].Launch(s2))
+	OK(t, s2.Synchronize())
+	close(hold)
+	OK(t, s1.Synchronize())
+	st := Must[gg.GraphMemStats](t)(d.GraphMemStats())
+	if st.ReservedHigh < 2*size {
+		t.Fatalf("two graphs running at once reserved %d MiB at most, want at least %d", st.ReservedHigh>>20, 2*size>>20)
+	}
+	OK(t, d.TrimGraphMem())
+	if st := Must[gg.GraphMemStats](t)(d.GraphMemStats()); st.ReservedCurrent != 0 {
+		t.Fatalf("after trim: reserved %d", st.ReservedCurrent)
+	}
+}
+
+// memPools: stream-ordered allocation from an explicit pool,
+// its release threshold, trim and statistics.
+func memPools(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	pool := Must[*gg.MemPool](t)(d.NewMemPool(gg.MemPoolProps{}))
+	defer pool.Destroy()
+	p := Must[gg.DevicePtr](t)(s.MallocFromPoolAsync(8<<20, pool))
+	OK(t, s.Memset(gg.Memset8(p, 3, 8<<20)))
+	out := make([]byte, 16)
+	OK(t, s.Memcpy(gg.DtoH(out, p)))
+	if st := pool.Stats(); st.UsedCurrent < 8<<20 || st.ReservedCurrent < st.UsedCurrent {
+		t.Fatalf("stats while allocated %+v", st)
+	}
+	OK(t, s.FreeAsync(p))
+	OK(t, s.Synchronize()) // release threshold 0: idle memory goes back here
+	if out[15] != 3 {
+		t.Fatalf("read %v", out)
+	}
+	if st := pool.Stats(); st.UsedCurrent != 0 || st.ReservedCurrent != 0 {
+		t.Fatalf("after free and synchronize with threshold 0: %+v", st)
+	}
+	OK(t, pool.SetReleaseThreshold(1<<40))
+	if pool.ReleaseThreshold() != 1<<40 {
+		t.Fatalf("threshold %d", pool.ReleaseThreshold())
+	}
+	p = Must[gg.DevicePtr](t)(s.MallocFromPoolAsync(8<<20, pool))
+	OK(t, s.FreeAsync(p))
+	OK(t, s.Synchronize())
+	if st := pool.Stats(); st.ReservedCurrent == 0 {
+		t.Fatal("memory released despite a high threshold")
+	}
+	OK(t, pool.TrimTo(0))
+	if st := pool.Stats(); st.ReservedCurrent != 0 {
+		t.Fatalf("after TrimTo(0): %+v", st)
+	}
+	IsCode(t, pool.SetAccess(0, gg.AccessRead), gg.ErrNotSupported)
+	IsCode(t, d.DefaultMemPool().Destroy(), gg.ErrInvalidValue)
+}
+
+// AddAlloc adds a memory alloc node of size bytes, or fails the test.
+func AddAlloc(t *testing.T, g *gg.Graph, size int, deps ...*gg.Node) (*gg.Node, gg.DevicePtr) {
+	t.Helper()
+	n, p, err := g.AddMemAllocNode(gg.MemAllocParams{Size: size}, deps...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, p
+}
+
+func addFree(t *testing.T, g *gg.Graph, p gg.DevicePtr, deps ...*gg.Node) *gg.Node {
+	t.Helper()
+	return Must[*gg.Node](t)(g.AddMemFreeNode(p, deps...))
+}
