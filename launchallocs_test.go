@@ -1,0 +1,67 @@
+package gpugraph_test
+
+import (
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// TestLaunchAllocs checks that the cuda launch paths allocate nothing per
+// launch, stream launches and graph launches alike: the driver copies
+// kernel arguments at the call. Parameters are built once, as a loop that
+// launches the same work does (Args given to Launch are boxed by the
+// caller: the caller's allocation, not the launch path's). On host the
+// counts are logged: a queued stream launch keeps its argument words until
+// it runs, and a graph launch its launch record.
+func TestLaunchAllocs(t *testing.T) {
+	for _, c := range []struct {
+		backend string
+		open    func(testing.TB) *gg.Device
+	}{
+		{"host", open},
+		{"cuda", openCUDA},
+	} {
+		t.Run(c.backend, func(t *testing.T) {
+			d := c.open(t)
+			s := stream(t, d)
+			const n = 256
+			x := must[gg.DevicePtr](t)(d.Malloc(4 * n))
+			ok(t, d.Memset(gg.Memset32(x, 0, n)))
+			p := gg.KernelParams{Kernel: addOne, Grid: gg.Dim1(1), Block: gg.Dim1(n), Args: []any{x, x, int32(n)}} // in place
+			g := graph(t, d)
+			must[*gg.Node](t)(g.AddKernelNode(p))
+			e := must[*gg.Exec](t)(g.Instantiate(0))
+			launches := 0
+			for _, l := range []struct {
+				what   string
+				launch func() error
+				check  bool
+			}{
+				{"stream launch", func() error { return s.LaunchKernel(p) }, c.backend == "cuda"},
+				{"graph launch", func() error { return e.Launch(s) }, c.backend == "cuda"},
+			} {
+				ok(t, l.launch()) // warm up: module load, queue growth
+				ok(t, s.Synchronize())
+				launches++
+				var err error
+				allocs := testing.AllocsPerRun(200, func() {
+					if err == nil {
+						err = l.launch()
+						launches++
+					}
+				})
+				ok(t, err)
+				ok(t, s.Synchronize())
+				if l.check && allocs != 0 {
+					t.Errorf("%s allocates %.1f times per launch, want 0", l.what, allocs)
+				}
+				t.Logf("%s: %.1f allocations per launch", l.what, allocs)
+			}
+			for i, v := range readU32(t, d, x, n) {
+				if int(v) != launches {
+					t.Fatalf("x[%d] = %d after %d launches", i, v, launches)
+				}
+			}
+		})
+	}
+}
