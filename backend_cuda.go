@@ -13,7 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // The cuda backend: the same API on an NVIDIA GPU through the driver API.
@@ -29,11 +29,11 @@ import (
 const BackendCUDA = "cuda"
 
 type cudaDev struct {
-	drv          *cuda.Driver
+	drv          *driver.Driver
 	ord          int
 	ctx          uintptr
 	major, minor int
-	cm           *cuda.CMem // kernel parameter arrays, one call at a time
+	cm           *driver.CMem // kernel parameter arrays, one call at a time
 
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
@@ -54,7 +54,7 @@ type cudaAlloc struct {
 
 func openCUDA() (*Device, error) {
 	const op = "Open"
-	drv, err := cuda.Load()
+	drv, err := driver.Load()
 	if err != nil {
 		return nil, newErr(op, ErrNoDevice, "%v", err)
 	}
@@ -70,26 +70,26 @@ func openCUDA() (*Device, error) {
 	if err != nil {
 		return nil, cudaErr(op, err)
 	}
-	cm, err := cuda.NewCMem(1 << 20)
+	cm, err := driver.NewCMem(1 << 20)
 	if err != nil {
 		return nil, newErr(op, ErrMemoryAllocation, "%v", err)
 	}
 	c := &cudaDev{drv: drv, ord: dev, ctx: ctx, cm: cm, funcs: map[*Kernel]uintptr{}}
 	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
-	c.major, c.minor = attr(cuda.AttrComputeCapMajor), attr(cuda.AttrComputeCapMinor)
+	c.major, c.minor = attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
 	name, _ := drv.DeviceName(dev)
 	mem, _ := drv.TotalMem(dev)
 	d := &Device{
 		props: Properties{
 			Name: name, Backend: BackendCUDA, DriverVersion: drv.Version(),
-			MemoryPoolsSupported: attr(cuda.AttrMemoryPoolsSupported) != 0,
+			MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
 			TotalMem:             mem,
-			MultiProcessorCount:  attr(cuda.AttrMultiprocessorCount),
-			MaxThreadsPerBlock:   attr(cuda.AttrMaxThreadsPerBlock),
-			MaxBlockDim:          Dim3{attr(cuda.AttrMaxBlockDimX), attr(cuda.AttrMaxBlockDimY), attr(cuda.AttrMaxBlockDimZ)},
-			MaxGridDim:           Dim3{attr(cuda.AttrMaxGridDimX), attr(cuda.AttrMaxGridDimY), attr(cuda.AttrMaxGridDimZ)},
-			WarpSize:             attr(cuda.AttrWarpSize),
-			SharedMemPerBlock:    attr(cuda.AttrMaxSharedPerBlock),
+			MultiProcessorCount:  attr(driver.AttrMultiprocessorCount),
+			MaxThreadsPerBlock:   attr(driver.AttrMaxThreadsPerBlock),
+			MaxBlockDim:          Dim3{attr(driver.AttrMaxBlockDimX), attr(driver.AttrMaxBlockDimY), attr(driver.AttrMaxBlockDimZ)},
+			MaxGridDim:           Dim3{attr(driver.AttrMaxGridDimX), attr(driver.AttrMaxGridDimY), attr(driver.AttrMaxGridDimZ)},
+			WarpSize:             attr(driver.AttrWarpSize),
+			SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
 		},
 		cu:      c,
 		streams: map[*Stream]struct{}{},
@@ -109,7 +109,7 @@ func (c *cudaDev) do(f func() error) error {
 
 // cudaErr maps a driver error to the Code of the same name.
 func cudaErr(op string, err error) error {
-	var r *cuda.Result
+	var r *driver.Result
 	if !errors.As(err, &r) {
 		return newErr(op, ErrLaunchFailure, "%v", err)
 	}
@@ -150,7 +150,7 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 	case strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version"): // PTX
 		image = append([]byte(k.CUDA), 0)
 	default:
-		nv, err := cuda.LoadNVRTC()
+		nv, err := driver.LoadNVRTC()
 		if err != nil {
 			return 0, err
 		}
@@ -266,7 +266,7 @@ func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
 
 // contextError reports a driver error that a current context would fix.
 func contextError(err error) bool {
-	var r *cuda.Result
+	var r *driver.Result
 	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
 }
 
@@ -407,8 +407,8 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			kp := (*cuda.KernelNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.KernelNodeParams{}))))
-			*kp = cuda.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
+			kp := (*driver.KernelNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(driver.KernelNodeParams{}))))
+			*kp = driver.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
 				BlockX: uint32(k.block.X), BlockY: uint32(k.block.Y), BlockZ: uint32(k.block.Z),
 				SharedMemBytes: uint32(k.shared), KernelParams: c.cm.Params(k.args.w)}
 			if set {
@@ -454,8 +454,8 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			mp := (*cuda.MemsetNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemsetNodeParams{}))))
-			*mp = cuda.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
+			mp := (*driver.MemsetNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(driver.MemsetNodeParams{}))))
+			*mp = driver.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
 				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
 			if set {
 				return setter("cuGraphMemsetNodeSetParams", uintptr(unsafe.Pointer(mp)))
@@ -467,17 +467,17 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			mp := (*cuda.Memcpy3D)(c.cm.Alloc(int(unsafe.Sizeof(cuda.Memcpy3D{}))))
-			*mp = cuda.Memcpy3D{WidthInBytes: uint64(p.Size), Height: 1, Depth: 1}
+			mp := (*driver.Memcpy3D)(c.cm.Alloc(int(unsafe.Sizeof(driver.Memcpy3D{}))))
+			*mp = driver.Memcpy3D{WidthInBytes: uint64(p.Size), Height: 1, Depth: 1}
 			if p.SrcHost != nil {
-				mp.SrcMemoryType, mp.SrcHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.SrcHost[0]))
+				mp.SrcMemoryType, mp.SrcHost = driver.MemoryTypeHost, uintptr(unsafe.Pointer(&p.SrcHost[0]))
 			} else {
-				mp.SrcMemoryType, mp.SrcDevice = cuda.MemoryTypeDevice, uint64(p.Src)
+				mp.SrcMemoryType, mp.SrcDevice = driver.MemoryTypeDevice, uint64(p.Src)
 			}
 			if p.DstHost != nil {
-				mp.DstMemoryType, mp.DstHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.DstHost[0]))
+				mp.DstMemoryType, mp.DstHost = driver.MemoryTypeHost, uintptr(unsafe.Pointer(&p.DstHost[0]))
 			} else {
-				mp.DstMemoryType, mp.DstDevice = cuda.MemoryTypeDevice, uint64(p.Dst)
+				mp.DstMemoryType, mp.DstDevice = driver.MemoryTypeDevice, uint64(p.Dst)
 			}
 			if set {
 				return setter("cuGraphMemcpyNodeSetParams", uintptr(unsafe.Pointer(mp)))
@@ -500,14 +500,14 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 		case MemAllocParams:
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			ap := (*cuda.MemAllocNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAllocNodeParams{}))))
-			*ap = cuda.MemAllocNodeParams{AllocType: 1, LocationType: 1, LocationID: int32(c.ord), Bytesize: uint64(p.Size)}
-			var descs []cuda.MemAccessDesc
+			ap := (*driver.MemAllocNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(driver.MemAllocNodeParams{}))))
+			*ap = driver.MemAllocNodeParams{AllocType: 1, LocationType: 1, LocationID: int32(c.ord), Bytesize: uint64(p.Size)}
+			var descs []driver.MemAccessDesc
 			for _, a := range p.Access {
-				descs = append(descs, cuda.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
+				descs = append(descs, driver.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
 			}
 			if len(descs) > 0 {
-				arr := unsafe.Slice((*cuda.MemAccessDesc)(c.cm.Alloc(len(descs)*int(unsafe.Sizeof(cuda.MemAccessDesc{})))), len(descs))
+				arr := unsafe.Slice((*driver.MemAccessDesc)(c.cm.Alloc(len(descs)*int(unsafe.Sizeof(driver.MemAccessDesc{})))), len(descs))
 				copy(arr, descs)
 				ap.AccessDescs, ap.AccessDescCount = uintptr(unsafe.Pointer(&arr[0])), uint64(len(descs))
 			}
@@ -550,7 +550,7 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 // the native graph g.cu (cuGraphNodeSetParams, CU_GRAPH_NODE_TYPE_GRAPH),
 // then points g, the Go clone, at the driver's clone.
 func (c *cudaDev) setChild(n *Node, g *Graph) error {
-	var p cuda.GraphNodeParams
+	var p driver.GraphNodeParams
 	p.Type = int32(NodeChildGraph)
 	p.Union[0] = int64(g.cu) // CUDA_CHILD_GRAPH_NODE_PARAMS.graph; ownership 0: clone
 	if err := c.drv.Call("cuGraphNodeSetParams", n.cu, uintptr(unsafe.Pointer(&p))); err != nil {
@@ -1065,7 +1065,7 @@ func (c *cudaDev) mirror(g *Graph) error {
 func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
 	switch t {
 	case NodeMemAlloc:
-		var p cuda.MemAllocNodeParams
+		var p driver.MemAllocNodeParams
 		if c.drv.Call("cuGraphMemAllocNodeGetParams", h, uintptr(unsafe.Pointer(&p))) == nil {
 			return MemAllocParams{Size: int(p.Bytesize), Location: int(p.LocationID), Ptr: DevicePtr(p.Dptr)}
 		}
@@ -1083,7 +1083,7 @@ func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
 // kernelName is the function name of kernel node h (cuFuncGetName, or
 // cuKernelGetName for library kernels), or "" if the driver does not say.
 func (c *cudaDev) kernelName(h uintptr) string {
-	var p cuda.KernelNodeParams
+	var p driver.KernelNodeParams
 	if c.drv.Call("cuGraphKernelNodeGetParams_v2", h, uintptr(unsafe.Pointer(&p))) != nil {
 		return ""
 	}
@@ -1098,7 +1098,7 @@ func (c *cudaDev) kernelName(h uintptr) string {
 			return ""
 		}
 	}
-	return cuda.GoString(name)
+	return driver.GoString(name)
 }
 
 func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
@@ -1107,7 +1107,7 @@ func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
 		return nil, nil, err
 	}
 	deps := make([]uintptr, k)
-	ed := make([]cuda.GraphEdgeData, k)
+	ed := make([]driver.GraphEdgeData, k)
 	err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, uintptr(unsafe.Pointer(&deps[0])), uintptr(unsafe.Pointer(&ed[0])), uintptr(unsafe.Pointer(&k)))
 	return deps[:k], fromCUEdgeData(ed[:k]), err
 }
@@ -1244,12 +1244,12 @@ func (d *Device) cudaDefaultPool() *MemPool {
 func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
 	c := d.cu
 	p := &MemPool{dev: d, props: props}
-	var pp cuda.MemPoolProps
+	var pp driver.MemPoolProps
 	pp.AllocType, pp.LocationType, pp.LocationID, pp.MaxSize = 1, 1, int32(props.Location), props.MaxSize
 	err := d.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		cp := (*cuda.MemPoolProps)(c.cm.Alloc(int(unsafe.Sizeof(pp))))
+		cp := (*driver.MemPoolProps)(c.cm.Alloc(int(unsafe.Sizeof(pp))))
 		*cp = pp
 		return c.drv.Call("cuMemPoolCreate", uintptr(unsafe.Pointer(&p.cu)), uintptr(unsafe.Pointer(cp)))
 	})
@@ -1278,8 +1278,8 @@ func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error 
 	return p.dev.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		desc := (*cuda.MemAccessDesc)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAccessDesc{}))))
-		*desc = cuda.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
+		desc := (*driver.MemAccessDesc)(c.cm.Alloc(int(unsafe.Sizeof(driver.MemAccessDesc{}))))
+		*desc = driver.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
 		return c.drv.Call("cuMemPoolSetAccess", p.cu, uintptr(unsafe.Pointer(desc)), 1)
 	})
 }

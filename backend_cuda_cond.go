@@ -5,7 +5,7 @@ package gpugraph
 import (
 	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // Conditional nodes on the cuda backend are the driver's: handles come from
@@ -34,10 +34,10 @@ func (d *Device) cudaCondNode(g *Graph, n *Node, p ConditionalParams, deps []uin
 	c := d.cu
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	np := (*cuda.GraphNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.GraphNodeParams{}))))
-	*np = cuda.GraphNodeParams{Type: cuda.GraphNodeTypeConditional}
+	np := (*driver.GraphNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(driver.GraphNodeParams{}))))
+	*np = driver.GraphNodeParams{Type: driver.GraphNodeTypeConditional}
 	cp := np.Conditional()
-	*cp = cuda.ConditionalNodeParams{Handle: uint64(p.Handle), Type: uint32(p.Type), Size: uint32(p.Size), Ctx: c.ctx}
+	*cp = driver.ConditionalNodeParams{Handle: uint64(p.Handle), Type: uint32(p.Type), Size: uint32(p.Size), Ctx: c.ctx}
 	var h uintptr
 	err := c.drv.Call("cuGraphAddNode_v2", uintptr(unsafe.Pointer(&h)), g.cu, cudaDeps(deps), 0, uintptr(len(deps)), uintptr(unsafe.Pointer(np)))
 	if err != nil {

@@ -5,7 +5,7 @@ package gpugraph
 import (
 	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // External semaphores on the cuda backend: imported from a graphics API's
@@ -18,7 +18,7 @@ func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, f
 	err := d.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		desc := (*cuda.ExtSemHandleDesc)(cmemZeroed(c.cm, unsafe.Sizeof(cuda.ExtSemHandleDesc{})))
+		desc := (*driver.ExtSemHandleDesc)(cmemZeroed(c.cm, unsafe.Sizeof(driver.ExtSemHandleDesc{})))
 		desc.Type, desc.FD = int32(kind), int32(fd)
 		return c.drv.Call("cuImportExternalSemaphore", uintptr(unsafe.Pointer(&s.cu)), uintptr(unsafe.Pointer(desc)))
 	})
@@ -34,7 +34,7 @@ func (s *ExternalSemaphore) cudaDestroy(op string) error {
 
 // cmemZeroed returns n zeroed bytes of the arena: the driver's structs have
 // reserved fields that must be zero.
-func cmemZeroed(m *cuda.CMem, n uintptr) unsafe.Pointer {
+func cmemZeroed(m *driver.CMem, n uintptr) unsafe.Pointer {
 	p := m.Alloc(int(n))
 	clear(unsafe.Slice((*byte)(p), n))
 	return p
@@ -45,7 +45,7 @@ func cmemZeroed(m *cuda.CMem, n uintptr) unsafe.Pointer {
 func (c *cudaDev) extSemArrays(sems []*ExternalSemaphore, values []uint64) (handles, params uintptr) {
 	n := len(sems)
 	hs := unsafe.Slice((*uintptr)(cmemZeroed(c.cm, uintptr(n)*8)), n)
-	ps := unsafe.Slice((*cuda.ExtSemParams)(cmemZeroed(c.cm, uintptr(n)*unsafe.Sizeof(cuda.ExtSemParams{}))), n)
+	ps := unsafe.Slice((*driver.ExtSemParams)(cmemZeroed(c.cm, uintptr(n)*unsafe.Sizeof(driver.ExtSemParams{}))), n)
 	for i, s := range sems {
 		hs[i] = s.cu
 		ps[i].Value = values[i]
@@ -58,7 +58,7 @@ func (c *cudaDev) extSemArrays(sems []*ExternalSemaphore, values []uint64) (hand
 // variant of a driver call.
 func (c *cudaDev) extSemNodeParams(p NodeParams) (params uintptr, kind string) {
 	sems, values, signal, _ := extSemArgs(p)
-	np := (*cuda.ExtSemNodeParams)(cmemZeroed(c.cm, unsafe.Sizeof(cuda.ExtSemNodeParams{})))
+	np := (*driver.ExtSemNodeParams)(cmemZeroed(c.cm, unsafe.Sizeof(driver.ExtSemNodeParams{})))
 	np.ExtSemArray, np.ParamsArray = c.extSemArrays(sems, values)
 	np.NumExtSems = uint32(len(sems))
 	kind = "Wait"

@@ -8,7 +8,7 @@ import (
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // openCUDA opens the cuda backend or skips: these tests run on the GPU
@@ -243,7 +243,7 @@ func BenchmarkCUDAChainLaunchSync(b *testing.B) {
 // stream handle by code outside gpugraph is captured too.
 func TestCUDACapture(t *testing.T) {
 	d := openCUDA(t)
-	drv, err := cuda.Load()
+	drv, err := driver.Load()
 	ok(t, err)
 	s1, s2 := stream(t, d), stream(t, d)
 	const n = 1 << 16

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // Edge data on the cuda backend is the driver's (CUgraphEdgeData): passed
@@ -18,27 +18,27 @@ import (
 
 // cuEdgeData returns the driver's form of data, nil when it is all default
 // (the driver takes NULL for that).
-func cuEdgeData(data []EdgeData) []cuda.GraphEdgeData {
+func cuEdgeData(data []EdgeData) []driver.GraphEdgeData {
 	if defaultData(data) {
 		return nil
 	}
-	ed := make([]cuda.GraphEdgeData, len(data))
+	ed := make([]driver.GraphEdgeData, len(data))
 	for i, d := range data {
-		ed[i] = cuda.GraphEdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
+		ed[i] = driver.GraphEdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
 	}
 	return ed
 }
 
 // cuEdgeDataPtr is the address of ed for a driver call, or NULL. The caller
 // keeps ed alive across the call (it holds no Go pointers).
-func cuEdgeDataPtr(ed []cuda.GraphEdgeData) uintptr {
+func cuEdgeDataPtr(ed []driver.GraphEdgeData) uintptr {
 	if len(ed) == 0 {
 		return 0
 	}
 	return uintptr(unsafe.Pointer(&ed[0]))
 }
 
-func fromCUEdgeData(ed []cuda.GraphEdgeData) []EdgeData {
+func fromCUEdgeData(ed []driver.GraphEdgeData) []EdgeData {
 	data := make([]EdgeData, len(ed))
 	for i, d := range ed {
 		data[i] = EdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: DependencyType(d.Type)}
@@ -52,7 +52,7 @@ func captureEdgeData(p uintptr, n uintptr) []EdgeData {
 	if p == 0 {
 		return make([]EdgeData, n)
 	}
-	return fromCUEdgeData(unsafe.Slice(*(**cuda.GraphEdgeData)(unsafe.Pointer(&p)), n))
+	return fromCUEdgeData(unsafe.Slice(*(**driver.GraphEdgeData)(unsafe.Pointer(&p)), n))
 }
 
 func edgesData(edges []Edge) []EdgeData {

@@ -1,7 +1,7 @@
 //go:build !linux
 
-// Package cuda binds the CUDA driver API; only Linux is supported.
-package cuda
+// Package driver binds the CUDA driver API; only Linux is supported.
+package driver
 
 import "errors"
 

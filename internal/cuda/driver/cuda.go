@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package cuda binds the CUDA driver API (libcuda.so.1) and NVRTC
+// Package driver binds the CUDA driver API (libcuda.so.1) and NVRTC
 // (libnvrtc) at run time with purego, so the module builds with
 // CGO_ENABLED=0 and needs no CUDA toolkit to compile. Every call goes
 // through purego.SyscallN on a function pointer looked up once; the
@@ -9,7 +9,7 @@
 //
 // The package is a thin layer: handles are uintptrs, errors are Result
 // values with the driver's name. Semantics live in package gpugraph.
-package cuda
+package driver
 
 import (
 	"errors"

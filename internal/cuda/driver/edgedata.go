@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 // GraphEdgeData is CUgraphEdgeData: ports and type as unsigned chars, then
 // five reserved bytes that must be zero.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 // External semaphores: the driver calls and struct layouts of cuda.h
 // (CUDA 13.0), checked in extsem_layout_test.go.
