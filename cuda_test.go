@@ -267,7 +267,7 @@ func TestCUDACapture(t *testing.T) {
 	ok(t, s2.Wait(fork))
 	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(2), x, y))
 	// A call made directly on the raw handle, as another CUDA library would.
-	ok(t, drv.Call("cuMemsetD32Async", uintptr(z), uintptr(math.Float32bits(5)), n, s2.NativeStream()))
+	ok(t, drv.MemsetD32Async(uint64(z), math.Float32bits(5), n, s2.NativeStream()))
 	ok(t, s2.Record(join))
 	ok(t, s1.Wait(join))
 	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(1), z, y)) // y += z

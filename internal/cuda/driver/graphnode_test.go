@@ -10,12 +10,9 @@ import (
 // TestGraphNodeLayouts pins CUgraphNodeParams and CUDA_CONDITIONAL_NODE_PARAMS
 // to cuda.h (CUDA 13.0, x86-64).
 func TestGraphNodeLayouts(t *testing.T) {
-	var p GraphNodeParams
-	c := p.Conditional()
-	for _, x := range []struct {
-		name      string
-		got, want uintptr
-	}{
+	var p graphNodeParams
+	c := p.conditional()
+	checkLayouts(t, []layoutCase{
 		{"sizeof(CUgraphNodeParams)", unsafe.Sizeof(p), 256},
 		{"offsetof(CUgraphNodeParams, conditional)", uintptr(unsafe.Pointer(c)) - uintptr(unsafe.Pointer(&p)), 16},
 		{"sizeof(CUDA_CONDITIONAL_NODE_PARAMS)", unsafe.Sizeof(*c), 32},
@@ -25,9 +22,5 @@ func TestGraphNodeLayouts(t *testing.T) {
 		{"offsetof(phGraph_out)", unsafe.Offsetof(c.PhGraphOut), 16},
 		{"offsetof(ctx)", unsafe.Offsetof(c.Ctx), 24},
 		{"sizeof(union)", unsafe.Sizeof(p.Union), 232},
-	} {
-		if x.got != x.want {
-			t.Errorf("%s = %d, want %d", x.name, x.got, x.want)
-		}
-	}
+	})
 }

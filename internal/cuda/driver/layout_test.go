@@ -7,27 +7,74 @@ import (
 	"unsafe"
 )
 
-// TestLayouts pins the driver structs to their sizes in cuda.h (x86-64).
+// TestLayouts pins the driver structs to their sizes and field offsets in
+// cuda.h (CUDA 13.0, x86-64).
 func TestLayouts(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"CUDA_KERNEL_NODE_PARAMS_v2", unsafe.Sizeof(KernelNodeParams{}), 72},
-		{"CUDA_MEMSET_NODE_PARAMS", unsafe.Sizeof(MemsetNodeParams{}), 40},
-		{"CUDA_MEMCPY3D", unsafe.Sizeof(Memcpy3D{}), 200},
-		{"CUDA_MEM_ALLOC_NODE_PARAMS", unsafe.Sizeof(MemAllocNodeParams{}), 120},
-		{"CUmemAccessDesc", unsafe.Sizeof(MemAccessDesc{}), 12},
-		{"CUmemPoolProps", unsafe.Sizeof(MemPoolProps{}), 88},
-	} {
+	var (
+		k  KernelNodeParams
+		ms MemsetNodeParams
+		mc memcpy3D
+		ma memAllocNodeParams
+		pp MemPoolProps
+		h  HostNodeParams
+		u  UpdateResultInfo
+	)
+	checkLayouts(t, []layoutCase{
+		{"sizeof CUDA_KERNEL_NODE_PARAMS_v2", unsafe.Sizeof(k), 72},
+		{"offsetof gridDimX", unsafe.Offsetof(k.GridX), 8},
+		{"offsetof blockDimX", unsafe.Offsetof(k.BlockX), 20},
+		{"offsetof sharedMemBytes", unsafe.Offsetof(k.SharedMemBytes), 32},
+		{"offsetof kernelParams", unsafe.Offsetof(k.KernelParams), 40},
+		{"offsetof extra", unsafe.Offsetof(k.Extra), 48},
+		{"offsetof kern", unsafe.Offsetof(k.Kern), 56},
+		{"offsetof ctx", unsafe.Offsetof(k.Ctx), 64},
+
+		{"sizeof CUDA_MEMSET_NODE_PARAMS", unsafe.Sizeof(ms), 40},
+		{"offsetof value", unsafe.Offsetof(ms.Value), 16},
+		{"offsetof elementSize", unsafe.Offsetof(ms.ElementSize), 20},
+		{"offsetof width", unsafe.Offsetof(ms.Width), 24},
+
+		{"sizeof CUDA_MEMCPY3D", unsafe.Sizeof(mc), 200},
+		{"offsetof srcMemoryType", unsafe.Offsetof(mc.SrcMemoryType), 32},
+		{"offsetof srcHost", unsafe.Offsetof(mc.SrcHost), 40},
+		{"offsetof srcDevice", unsafe.Offsetof(mc.SrcDevice), 48},
+		{"offsetof dstXInBytes", unsafe.Offsetof(mc.DstXInBytes), 88},
+		{"offsetof dstMemoryType", unsafe.Offsetof(mc.DstMemoryType), 120},
+		{"offsetof dstHost", unsafe.Offsetof(mc.DstHost), 128},
+		{"offsetof dstDevice", unsafe.Offsetof(mc.DstDevice), 136},
+		{"offsetof WidthInBytes", unsafe.Offsetof(mc.WidthInBytes), 176},
+
+		{"sizeof CUDA_MEM_ALLOC_NODE_PARAMS", unsafe.Sizeof(ma), 120},
+		{"offsetof accessDescs", unsafe.Offsetof(ma.AccessDescs), 88},
+		{"offsetof bytesize", unsafe.Offsetof(ma.Bytesize), 104},
+		{"offsetof dptr", unsafe.Offsetof(ma.Dptr), 112},
+		{"sizeof CUmemAccessDesc", unsafe.Sizeof(MemAccessDesc{}), 12},
+		{"sizeof CUmemPoolProps", unsafe.Sizeof(pp), 88},
+		{"offsetof win32SecurityAttributes", unsafe.Offsetof(pp.Win32Security), 16},
+		{"offsetof maxSize", unsafe.Offsetof(pp.MaxSize), 24},
+		{"offsetof usage", unsafe.Offsetof(pp.Usage), 32},
+
+		{"sizeof CUDA_HOST_NODE_PARAMS", unsafe.Sizeof(h), 16},
+		{"offsetof userData", unsafe.Offsetof(h.UserData), 8},
+
+		{"sizeof CUgraphExecUpdateResultInfo", unsafe.Sizeof(u), 24},
+		{"offsetof errorNode", unsafe.Offsetof(u.ErrorNode), 8},
+		{"offsetof errorFromNode", unsafe.Offsetof(u.ErrorFromNode), 16},
+	})
+}
+
+// layoutCase is the size or a field offset of a driver struct: got in Go,
+// want in cuda.h.
+type layoutCase struct {
+	name      string
+	got, want uintptr
+}
+
+func checkLayouts(t *testing.T, cases []layoutCase) {
+	t.Helper()
+	for _, c := range cases {
 		if c.got != c.want {
-			t.Errorf("%s: %d bytes, want %d", c.name, c.got, c.want)
+			t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
 		}
-	}
-	if off := unsafe.Offsetof(MemAllocNodeParams{}.AccessDescs); off != 88 {
-		t.Errorf("accessDescs at %d, want 88", off)
-	}
-	if off := unsafe.Offsetof(KernelNodeParams{}.KernelParams); off != 40 {
-		t.Errorf("kernelParams at %d, want 40", off)
 	}
 }
