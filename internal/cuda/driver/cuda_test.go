@@ -149,3 +149,28 @@ func TestLaunchWithoutCurrentContext(t *testing.T) {
 	e.d.SetCurrent(0)
 	t.Logf("cuGraphLaunch with no current context: %v", e.d.GraphLaunch(x, e.stream))
 }
+
+// TestHotPathAllocs: a stream launch (cuLaunchKernel) and a graph launch
+// (cuGraphLaunch) go through fastCall without a heap allocation.
+func TestHotPathAllocs(t *testing.T) {
+	e := setup(t)
+	e.cm.Lock()
+	params := e.cm.Params(nil)
+	e.cm.Unlock()
+	g, err := e.d.GraphCreate()
+	must(t, err)
+	_, err = e.d.GraphAddEmptyNode(g, nil)
+	must(t, err)
+	x, err := e.d.Instantiate(g, 0)
+	must(t, err)
+	one := [3]uint32{1, 1, 1}
+	if a := testing.AllocsPerRun(100, func() { e.d.Launch(e.empty, one, one, 0, e.stream, params) }); a != 0 {
+		t.Errorf("Launch: %v allocations a call", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { e.d.GraphLaunch(x, e.stream) }); a != 0 {
+		t.Errorf("GraphLaunch: %v allocations a call", a)
+	}
+	must(t, e.d.StreamSynchronize(e.stream))
+	must(t, e.d.GraphExecDestroy(x))
+	must(t, e.d.GraphDestroy(g))
+}
