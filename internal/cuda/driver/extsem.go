@@ -5,7 +5,7 @@ package driver
 import "unsafe"
 
 // External semaphores: the driver calls and struct layouts of cuda.h
-// (CUDA 13.0), checked in extsem_layout_test.go. Every struct a call reads
+// (CUDA 13.0), checked in layout_test.go. Every struct a call reads
 // is laid out in a CMem arena the caller holds locked.
 
 func init() {

@@ -18,7 +18,11 @@ func TestLayouts(t *testing.T) {
 		pp MemPoolProps
 		h  HostNodeParams
 		u  UpdateResultInfo
+		ed GraphEdgeData
+		ip GraphInstantiateParams
+		gn graphNodeParams
 	)
+	cn := gn.conditional()
 	checkLayouts(t, []layoutCase{
 		{"sizeof CUDA_KERNEL_NODE_PARAMS_v2", unsafe.Sizeof(k), 72},
 		{"offsetof gridDimX", unsafe.Offsetof(k.GridX), 8},
@@ -60,6 +64,34 @@ func TestLayouts(t *testing.T) {
 		{"sizeof CUgraphExecUpdateResultInfo", unsafe.Sizeof(u), 24},
 		{"offsetof errorNode", unsafe.Offsetof(u.ErrorNode), 8},
 		{"offsetof errorFromNode", unsafe.Offsetof(u.ErrorFromNode), 16},
+
+		{"sizeof CUgraphEdgeData", unsafe.Sizeof(ed), 8},
+		{"offsetof to_port", unsafe.Offsetof(ed.ToPort), 1},
+		{"offsetof type", unsafe.Offsetof(ed.Type), 2},
+
+		{"sizeof CUDA_GRAPH_INSTANTIATE_PARAMS", unsafe.Sizeof(ip), 32},
+		{"offsetof hUploadStream", unsafe.Offsetof(ip.UploadStream), 8},
+		{"offsetof hErrNode_out", unsafe.Offsetof(ip.ErrNode), 16},
+		{"offsetof result_out", unsafe.Offsetof(ip.Result), 24},
+
+		{"sizeof CUgraphNodeParams", unsafe.Sizeof(gn), 256},
+		{"sizeof its union", unsafe.Sizeof(gn.Union), 232},
+		{"offsetof conditional", uintptr(unsafe.Pointer(cn)) - uintptr(unsafe.Pointer(&gn)), 16},
+		{"sizeof CUDA_CONDITIONAL_NODE_PARAMS", unsafe.Sizeof(*cn), 32},
+		{"offsetof handle", unsafe.Offsetof(cn.Handle), 0},
+		{"offsetof type (conditional)", unsafe.Offsetof(cn.Type), 8},
+		{"offsetof size", unsafe.Offsetof(cn.Size), 12},
+		{"offsetof phGraph_out", unsafe.Offsetof(cn.PhGraphOut), 16},
+		{"offsetof ctx (conditional)", unsafe.Offsetof(cn.Ctx), 24},
+
+		{"sizeof CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC", unsafe.Sizeof(ExtSemHandleDesc{}), 96},
+		{"offsetof handle.fd", unsafe.Offsetof(ExtSemHandleDesc{}.FD), 8},
+		{"offsetof flags (handle desc)", unsafe.Offsetof(ExtSemHandleDesc{}.Flags), 24},
+		{"sizeof CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS", unsafe.Sizeof(extSemParams{}), 144},
+		{"offsetof params.fence.value", unsafe.Offsetof(extSemParams{}.Value), 0},
+		{"offsetof flags (signal params)", unsafe.Offsetof(extSemParams{}.Flags), 72},
+		{"sizeof CUDA_EXT_SEM_SIGNAL_NODE_PARAMS", unsafe.Sizeof(extSemNodeParams{}), 24},
+		{"offsetof numExtSems", unsafe.Offsetof(extSemNodeParams{}.NumExtSems), 16},
 	})
 }
 
