@@ -10,11 +10,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // The cuda backend: the same API on an NVIDIA GPU through the driver API.
@@ -30,11 +29,11 @@ import (
 const BackendCUDA = "cuda"
 
 type cudaDev struct {
-	drv          *cuda.Driver
+	drv          *driver.Driver
 	ord          int
 	ctx          uintptr
 	major, minor int
-	cm           *cuda.CMem // kernel parameter arrays, one call at a time
+	cm           *driver.CMem // kernel parameter arrays, one call at a time
 
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
@@ -55,7 +54,7 @@ type cudaAlloc struct {
 
 func openCUDA() (*Device, error) {
 	const op = "Open"
-	drv, err := cuda.Load()
+	drv, err := driver.Load()
 	if err != nil {
 		return nil, newErr(op, ErrNoDevice, "%v", err)
 	}
@@ -71,26 +70,26 @@ func openCUDA() (*Device, error) {
 	if err != nil {
 		return nil, cudaErr(op, err)
 	}
-	cm, err := cuda.NewCMem(1 << 20)
+	cm, err := driver.NewCMem(1 << 20)
 	if err != nil {
 		return nil, newErr(op, ErrMemoryAllocation, "%v", err)
 	}
 	c := &cudaDev{drv: drv, ord: dev, ctx: ctx, cm: cm, funcs: map[*Kernel]uintptr{}}
 	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
-	c.major, c.minor = attr(cuda.AttrComputeCapMajor), attr(cuda.AttrComputeCapMinor)
+	c.major, c.minor = attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
 	name, _ := drv.DeviceName(dev)
 	mem, _ := drv.TotalMem(dev)
 	d := &Device{
 		props: Properties{
 			Name: name, Backend: BackendCUDA, DriverVersion: drv.Version(),
-			MemoryPoolsSupported: attr(cuda.AttrMemoryPoolsSupported) != 0,
+			MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
 			TotalMem:             mem,
-			MultiProcessorCount:  attr(cuda.AttrMultiprocessorCount),
-			MaxThreadsPerBlock:   attr(cuda.AttrMaxThreadsPerBlock),
-			MaxBlockDim:          Dim3{attr(cuda.AttrMaxBlockDimX), attr(cuda.AttrMaxBlockDimY), attr(cuda.AttrMaxBlockDimZ)},
-			MaxGridDim:           Dim3{attr(cuda.AttrMaxGridDimX), attr(cuda.AttrMaxGridDimY), attr(cuda.AttrMaxGridDimZ)},
-			WarpSize:             attr(cuda.AttrWarpSize),
-			SharedMemPerBlock:    attr(cuda.AttrMaxSharedPerBlock),
+			MultiProcessorCount:  attr(driver.AttrMultiprocessorCount),
+			MaxThreadsPerBlock:   attr(driver.AttrMaxThreadsPerBlock),
+			MaxBlockDim:          Dim3{attr(driver.AttrMaxBlockDimX), attr(driver.AttrMaxBlockDimY), attr(driver.AttrMaxBlockDimZ)},
+			MaxGridDim:           Dim3{attr(driver.AttrMaxGridDimX), attr(driver.AttrMaxGridDimY), attr(driver.AttrMaxGridDimZ)},
+			WarpSize:             attr(driver.AttrWarpSize),
+			SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
 		},
 		cu:      c,
 		streams: map[*Stream]struct{}{},
@@ -110,7 +109,7 @@ func (c *cudaDev) do(f func() error) error {
 
 // cudaErr maps a driver error to the Code of the same name.
 func cudaErr(op string, err error) error {
-	var r *cuda.Result
+	var r *driver.Result
 	if !errors.As(err, &r) {
 		return newErr(op, ErrLaunchFailure, "%v", err)
 	}
@@ -151,7 +150,7 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 	case strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version"): // PTX
 		image = append([]byte(k.CUDA), 0)
 	default:
-		nv, err := cuda.LoadNVRTC()
+		nv, err := driver.LoadNVRTC()
 		if err != nil {
 			return 0, err
 		}
@@ -228,7 +227,7 @@ func (c *cudaDev) free(p DevicePtr) (bool, error) {
 	}
 	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
 	c.mu.Unlock()
-	return true, c.do(func() error { return c.drv.Call("cuMemFree_v2", uintptr(p)) })
+	return true, c.do(func() error { return c.drv.MemFree(uint64(p)) })
 }
 
 // cudaKernel checks a launch for the cuda backend and resolves its function.
@@ -267,39 +266,40 @@ func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
 
 // contextError reports a driver error that a current context would fix.
 func contextError(err error) bool {
-	var r *cuda.Result
+	var r *driver.Result
 	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
 }
 
-// cudaCopy checks a copy on the cuda backend and returns the memcpy
-// direction's driver call and its arguments.
-func (d *Device) cudaCopy(p *MemcpyParams) (string, []uintptr, *Code, string) {
+// cudaStreamOp is a checked copy or memset, to issue on a native stream.
+type cudaStreamOp func(stream uintptr) error
+
+// cudaCopy checks a copy on the cuda backend and returns the driver call of
+// its direction.
+func (d *Device) cudaCopy(p *MemcpyParams) (cudaStreamOp, *Code, string) {
 	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.cu.checkRange(dev, n) }
 	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
-		return "", nil, ErrInvalidValue, msg
+		return nil, ErrInvalidValue, msg
 	}
-	hostPtr := func(b []byte) uintptr {
-		if len(b) == 0 {
-			return 0
-		}
-		return uintptr(unsafe.Pointer(&b[0]))
-	}
+	drv, dst, src, size := d.cu.drv, uint64(p.Dst), uint64(p.Src), p.Size
 	switch p.Kind() {
 	case "HtoD":
-		return "cuMemcpyHtoDAsync_v2", []uintptr{uintptr(p.Dst), hostPtr(p.SrcHost), uintptr(p.Size)}, nil, ""
+		host := p.SrcHost
+		return func(s uintptr) error { return drv.MemcpyHtoDAsync(dst, host, size, s) }, nil, ""
 	case "DtoH":
-		return "cuMemcpyDtoHAsync_v2", []uintptr{hostPtr(p.DstHost), uintptr(p.Src), uintptr(p.Size)}, nil, ""
+		host := p.DstHost
+		return func(s uintptr) error { return drv.MemcpyDtoHAsync(host, src, size, s) }, nil, ""
 	case "DtoD":
-		return "cuMemcpyDtoDAsync_v2", []uintptr{uintptr(p.Dst), uintptr(p.Src), uintptr(p.Size)}, nil, ""
+		return func(s uintptr) error { return drv.MemcpyDtoDAsync(dst, src, size, s) }, nil, ""
 	}
-	return "", nil, ErrNotSupported, "host-to-host copies are not supported on the cuda backend"
+	return nil, ErrNotSupported, "host-to-host copies are not supported on the cuda backend"
 }
 
-// cudaMemset checks a memset on the cuda backend and returns its call.
-func (d *Device) cudaMemset(p *MemsetParams) (string, []uintptr, *Code, string) {
+// cudaMemset checks a memset on the cuda backend and returns its driver
+// call (cuMemsetD2D8Async, cuMemsetD2D16Async or cuMemsetD2D32Async).
+func (d *Device) cudaMemset(p *MemsetParams) (cudaStreamOp, *Code, string) {
 	o, code, msg := d.memsetShape(p)
 	if code != nil {
-		return "", nil, code, msg
+		return nil, code, msg
 	}
 	if p.Height == 1 {
 		// cuMemsetD2D* wants a pitch of at least a row even for one row.
@@ -307,11 +307,17 @@ func (d *Device) cudaMemset(p *MemsetParams) (string, []uintptr, *Code, string) 
 	}
 	if o.total > 0 {
 		if err := d.cu.checkRange(p.Dst, o.total); err != nil {
-			return "", nil, ErrInvalidValue, err.Error()
+			return nil, ErrInvalidValue, err.Error()
 		}
 	}
-	name := map[int]string{1: "cuMemsetD2D8Async", 2: "cuMemsetD2D16Async", 4: "cuMemsetD2D32Async"}[p.ElementSize]
-	return name, []uintptr{uintptr(p.Dst), uintptr(o.pitch), uintptr(p.Value), uintptr(p.Width), uintptr(p.Height)}, nil, ""
+	drv, dst, pitch, v, w, h := d.cu.drv, uint64(p.Dst), uint64(o.pitch), p.Value, uint64(p.Width), uint64(p.Height)
+	switch p.ElementSize {
+	case 1:
+		return func(s uintptr) error { return drv.MemsetD2D8Async(dst, pitch, uint8(v), w, h, s) }, nil, ""
+	case 2:
+		return func(s uintptr) error { return drv.MemsetD2D16Async(dst, pitch, uint16(v), w, h, s) }, nil, ""
+	}
+	return func(s uintptr) error { return drv.MemsetD2D32Async(dst, pitch, v, w, h, s) }, nil, ""
 }
 
 // Host functions run through one C callback; userData indexes hostFuncs.
@@ -376,30 +382,26 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 	for i, x := range n.deps {
 		deps[i] = x.cu
 	}
-	h := n.cu
-	setter := func(name string, args ...uintptr) error {
-		if exec != 0 {
-			name = strings.Replace(name, "cuGraph", "cuGraphExec", 1)
-			if strings.HasPrefix(name, "cuGraphExecMem") { // memcpy and memset setters take the context
-				args = append(args, c.ctx)
-			}
-			return c.drv.Call(name, append([]uintptr{exec, n.cu}, args...)...)
-		}
-		return c.drv.Call(name, append([]uintptr{n.cu}, args...)...)
-	}
+	h := n.cu // kept when only parameters are set
 	err := c.do(func() error {
-		var err error
 		if set {
 			switch p := params.(type) {
 			case ChildGraphParams:
 				if exec != 0 {
-					return c.drv.Call("cuGraphExecChildGraphNodeSetParams", exec, n.cu, p.Graph.cu)
+					return c.drv.GraphExecChildGraphNodeSetParams(exec, n.cu, p.Graph.cu)
 				}
 				return c.setChild(n, p.Graph)
 			case MemAllocParams, MemFreeParams:
 				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
 			}
 		}
+		// Each node type gives its driver calls: add the node, and where
+		// the driver has them, set the parameters of a node of a graph
+		// (setParams) or of an executable graph (setExec).
+		var (
+			add                func() (uintptr, error)
+			setParams, setExec func() error
+		)
 		switch p := params.(type) {
 		case KernelParams:
 			k, f, code, msg := d.cudaKernel(&p)
@@ -408,132 +410,113 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			kp := (*cuda.KernelNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.KernelNodeParams{}))))
-			*kp = cuda.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
+			kp := driver.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
 				BlockX: uint32(k.block.X), BlockY: uint32(k.block.Y), BlockZ: uint32(k.block.Z),
 				SharedMemBytes: uint32(k.shared), KernelParams: c.cm.Params(k.args.w)}
-			if set {
-				return setter("cuGraphKernelNodeSetParams_v2", uintptr(unsafe.Pointer(kp)))
-			}
-			h, err = c.drv.AddKernelNode(g.cu, deps, kp)
+			add = func() (uintptr, error) { return c.drv.GraphAddKernelNode(c.cm, g.cu, deps, kp) }
+			setParams = func() error { return c.drv.GraphKernelNodeSetParams(c.cm, n.cu, kp) }
+			setExec = func() error { return c.drv.GraphExecKernelNodeSetParams(c.cm, exec, n.cu, kp) }
 		case EmptyParams:
-			if set {
-				return nil
-			}
-			h, err = c.drv.AddEmptyNode(g.cu, deps)
+			add = func() (uintptr, error) { return c.drv.GraphAddEmptyNode(g.cu, deps) }
+			setParams = func() error { return nil }
 		case ChildGraphParams:
-			if h, err = c.drv.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
-				var emb uintptr
-				if err = c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&emb))); err == nil {
-					p.Graph.cu = emb
-					err = c.bindClone(p.Graph)
+			add = func() (uintptr, error) {
+				h, err := c.drv.GraphAddChildGraphNode(g.cu, deps, p.Graph.cu)
+				if err == nil {
+					var emb uintptr
+					if emb, err = c.drv.GraphChildGraphNodeGetGraph(h); err == nil {
+						p.Graph.cu = emb
+						err = c.bindClone(p.Graph)
+					}
 				}
+				return h, err
 			}
 		case EventRecordParams:
 			if err := p.Event.check("", d); err != nil {
 				return err
 			}
-			if set {
-				return setter("cuGraphEventRecordNodeSetEvent", p.Event.cu)
-			}
-			h, err = c.drv.AddEventNode(true, g.cu, deps, p.Event.cu)
+			ev := p.Event.cu
+			add = func() (uintptr, error) { return c.drv.GraphAddEventRecordNode(g.cu, deps, ev) }
+			setParams = func() error { return c.drv.GraphEventRecordNodeSetEvent(n.cu, ev) }
+			setExec = func() error { return c.drv.GraphExecEventRecordNodeSetEvent(exec, n.cu, ev) }
 		case EventWaitParams:
 			if err := p.Event.check("", d); err != nil {
 				return err
 			}
-			if set {
-				return setter("cuGraphEventWaitNodeSetEvent", p.Event.cu)
-			}
-			h, err = c.drv.AddEventNode(false, g.cu, deps, p.Event.cu)
+			ev := p.Event.cu
+			add = func() (uintptr, error) { return c.drv.GraphAddEventWaitNode(g.cu, deps, ev) }
+			setParams = func() error { return c.drv.GraphEventWaitNodeSetEvent(n.cu, ev) }
+			setExec = func() error { return c.drv.GraphExecEventWaitNodeSetEvent(exec, n.cu, ev) }
 		case MemsetParams:
 			o, code, msg := d.memsetShape(&p)
 			if code == nil {
-				_, _, code, msg = d.cudaMemset(&p)
+				_, code, msg = d.cudaMemset(&p)
 			}
 			if code != nil {
 				return newErr("", code, "%s", msg)
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			mp := (*cuda.MemsetNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemsetNodeParams{}))))
-			*mp = cuda.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
+			mp := driver.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
 				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
-			if set {
-				return setter("cuGraphMemsetNodeSetParams", uintptr(unsafe.Pointer(mp)))
-			}
-			h, err = c.drv.AddMemsetNode(g.cu, deps, mp, c.ctx)
+			add = func() (uintptr, error) { return c.drv.GraphAddMemsetNode(c.cm, g.cu, deps, mp, c.ctx) }
+			setParams = func() error { return c.drv.GraphMemsetNodeSetParams(c.cm, n.cu, mp) }
+			setExec = func() error { return c.drv.GraphExecMemsetNodeSetParams(c.cm, exec, n.cu, mp, c.ctx) }
 		case MemcpyParams:
-			if _, _, code, msg := d.cudaCopy(&p); code != nil {
+			if _, code, msg := d.cudaCopy(&p); code != nil {
 				return newErr("", code, "%s", msg)
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			mp := (*cuda.Memcpy3D)(c.cm.Alloc(int(unsafe.Sizeof(cuda.Memcpy3D{}))))
-			*mp = cuda.Memcpy3D{WidthInBytes: uint64(p.Size), Height: 1, Depth: 1}
-			if p.SrcHost != nil {
-				mp.SrcMemoryType, mp.SrcHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.SrcHost[0]))
-			} else {
-				mp.SrcMemoryType, mp.SrcDevice = cuda.MemoryTypeDevice, uint64(p.Src)
-			}
-			if p.DstHost != nil {
-				mp.DstMemoryType, mp.DstHost = cuda.MemoryTypeHost, uintptr(unsafe.Pointer(&p.DstHost[0]))
-			} else {
-				mp.DstMemoryType, mp.DstDevice = cuda.MemoryTypeDevice, uint64(p.Dst)
-			}
-			if set {
-				return setter("cuGraphMemcpyNodeSetParams", uintptr(unsafe.Pointer(mp)))
-			}
-			h, err = c.drv.AddMemcpyNode(g.cu, deps, mp, c.ctx)
+			mp := driver.Memcpy{SrcHost: p.SrcHost, SrcDevice: uint64(p.Src), DstHost: p.DstHost, DstDevice: uint64(p.Dst), Size: uint64(p.Size)}
+			add = func() (uintptr, error) { return c.drv.GraphAddMemcpyNode(c.cm, g.cu, deps, mp, c.ctx) }
+			setParams = func() error { return c.drv.GraphMemcpyNodeSetParams(c.cm, n.cu, mp) }
+			setExec = func() error { return c.drv.GraphExecMemcpyNodeSetParams(c.cm, exec, n.cu, mp, c.ctx) }
 		case HostParams:
 			if p.Fn == nil {
 				return newErr("", ErrInvalidValue, "nil host function")
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			hp := (*[2]uintptr)(c.cm.Alloc(16))
-			hp[0], hp[1] = cudaHostCallback(), registerHostFunc(d, p.Fn, false)
-			if set {
-				return setter("cuGraphHostNodeSetParams", uintptr(unsafe.Pointer(hp)))
-			}
-			var node uintptr
-			err = c.drv.Call("cuGraphAddHostNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(hp)))
-			h = node
+			hp := driver.HostNodeParams{Fn: cudaHostCallback(), UserData: registerHostFunc(d, p.Fn, false)}
+			add = func() (uintptr, error) { return c.drv.GraphAddHostNode(c.cm, g.cu, deps, hp) }
+			setParams = func() error { return c.drv.GraphHostNodeSetParams(c.cm, n.cu, hp) }
+			setExec = func() error { return c.drv.GraphExecHostNodeSetParams(c.cm, exec, n.cu, hp) }
 		case MemAllocParams:
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			ap := (*cuda.MemAllocNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAllocNodeParams{}))))
-			*ap = cuda.MemAllocNodeParams{AllocType: 1, LocationType: 1, LocationID: int32(c.ord), Bytesize: uint64(p.Size)}
-			var descs []cuda.MemAccessDesc
+			ap := driver.MemAllocNodeParams{PoolProps: driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(c.ord)}, Bytesize: uint64(p.Size)}
 			for _, a := range p.Access {
-				descs = append(descs, cuda.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
+				ap.Access = append(ap.Access, driver.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
 			}
-			if len(descs) > 0 {
-				arr := unsafe.Slice((*cuda.MemAccessDesc)(c.cm.Alloc(len(descs)*int(unsafe.Sizeof(cuda.MemAccessDesc{})))), len(descs))
-				copy(arr, descs)
-				ap.AccessDescs, ap.AccessDescCount = uintptr(unsafe.Pointer(&arr[0])), uint64(len(descs))
-			}
-			var node uintptr
-			if err = c.drv.Call("cuGraphAddMemAllocNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(unsafe.Pointer(ap))); err == nil {
-				h = node
-				p.Ptr = DevicePtr(ap.Dptr)
-				p.Access = append([]MemAccessDesc(nil), p.Access...)
-				n.params = p
-				c.track(p.Ptr, p.Size)
+			add = func() (uintptr, error) {
+				h, ptr, err := c.drv.GraphAddMemAllocNode(c.cm, g.cu, deps, ap)
+				if err == nil {
+					p.Ptr = DevicePtr(ptr)
+					p.Access = append([]MemAccessDesc(nil), p.Access...)
+					n.params = p
+					c.track(p.Ptr, p.Size)
+				}
+				return h, err
 			}
 		case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
-			if set {
-				return d.cudaSetExtSemNode(n.cu, params)
-			}
-			h, err = d.cudaAddExtSemNode(g.cu, deps, params)
+			add = func() (uintptr, error) { return d.cudaAddExtSemNode(g.cu, deps, params) }
+			setParams = func() error { return d.cudaSetExtSemNode(n.cu, params) }
 		case MemFreeParams:
-			var node uintptr
-			err = c.drv.Call("cuGraphAddMemFreeNode", uintptr(unsafe.Pointer(&node)), g.cu, cudaDeps(deps), uintptr(len(deps)), uintptr(p.Ptr))
-			h = node
+			add = func() (uintptr, error) { return c.drv.GraphAddMemFreeNode(g.cu, deps, uint64(p.Ptr)) }
 		case ConditionalParams:
-			h, err = d.cudaCondNode(g, n, p, deps)
+			add = func() (uintptr, error) { return d.cudaCondNode(g, n, p, deps) }
 		default:
 			return newErr("", ErrNotSupported, "%v nodes are not supported on the cuda backend yet", n.typ)
 		}
+		switch {
+		case set && exec != 0 && setExec != nil:
+			return setExec()
+		case set && setParams != nil:
+			return setParams()
+		}
+		var err error
+		h, err = add()
 		return err
 	})
 	if err != nil {
@@ -551,14 +534,11 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 // the native graph g.cu (cuGraphNodeSetParams, CU_GRAPH_NODE_TYPE_GRAPH),
 // then points g, the Go clone, at the driver's clone.
 func (c *cudaDev) setChild(n *Node, g *Graph) error {
-	var p cuda.GraphNodeParams
-	p.Type = int32(NodeChildGraph)
-	p.Union[0] = int64(g.cu) // CUDA_CHILD_GRAPH_NODE_PARAMS.graph; ownership 0: clone
-	if err := c.drv.Call("cuGraphNodeSetParams", n.cu, uintptr(unsafe.Pointer(&p))); err != nil {
+	if err := c.drv.GraphNodeSetChildGraph(n.cu, g.cu); err != nil {
 		return err
 	}
-	var emb uintptr
-	if err := c.drv.Call("cuGraphChildGraphNodeGetGraph", n.cu, uintptr(unsafe.Pointer(&emb))); err != nil {
+	emb, err := c.drv.GraphChildGraphNodeGetGraph(n.cu)
+	if err != nil {
 		return err
 	}
 	g.cu = emb
@@ -578,24 +558,19 @@ func (c *cudaDev) bindClone(g *Graph) error {
 		if o == nil || o.cu == 0 {
 			continue
 		}
-		if err := c.drv.Call("cuGraphNodeFindInClone", uintptr(unsafe.Pointer(&m.cu)), o.cu, g.cu); err != nil {
+		h, err := c.drv.GraphNodeFindInClone(o.cu, g.cu)
+		if err != nil {
 			return err
 		}
+		m.cu = h
 	}
 	return nil
-}
-
-func cudaDeps(deps []uintptr) uintptr {
-	if len(deps) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(&deps[0]))
 }
 
 // Dispatch from the public API. Each runs after the API's own checks.
 
 func (d *Device) cudaSynchronize() error {
-	return d.cuCall("Device.Synchronize", func() error { return d.cu.drv.Call("cuCtxSynchronize") })
+	return d.cuCall("Device.Synchronize", func() error { return d.cu.drv.CtxSynchronize() })
 }
 
 // cuCall runs f in the device's context and maps its error.
@@ -623,7 +598,7 @@ func (d *Device) cudaFree(p DevicePtr) error {
 	if !ok {
 		// Graph allocations and MallocAsync memory are the driver's to
 		// check: cuMemFree frees them (and refuses what is not live).
-		err = d.cu.do(func() error { return d.cu.drv.Call("cuMemFree_v2", uintptr(p)) })
+		err = d.cu.do(func() error { return d.cu.drv.MemFree(uint64(p)) })
 	}
 	if err != nil {
 		return cudaErr("Device.Free", err)
@@ -634,7 +609,9 @@ func (d *Device) cudaFree(p DevicePtr) error {
 func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, error) {
 	var p uint64
 	err := s.dev.cuCall(op, func() error {
-		return s.dev.cu.drv.Call("cuMemAllocFromPoolAsync", uintptr(unsafe.Pointer(&p)), uintptr(n), pool.cu, s.cu)
+		var err error
+		p, err = s.dev.cu.drv.MemAllocFromPoolAsync(n, pool.cu, s.cu)
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -644,7 +621,7 @@ func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, er
 }
 
 func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuMemFreeAsync", uintptr(p), s.cu) })
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.MemFreeAsync(uint64(p), s.cu) })
 }
 
 // Graph memory attributes (CUgraphMem_attribute).
@@ -659,7 +636,8 @@ func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) {
 	var v [4]uint64
 	err := d.cuCall(op, func() error {
 		for i := range v {
-			if err := d.cu.drv.Call("cuDeviceGetGraphMemAttribute", uintptr(d.cu.ord), uintptr(i), uintptr(unsafe.Pointer(&v[i]))); err != nil {
+			var err error
+			if v[i], err = d.cu.drv.DeviceGetGraphMemAttribute(d.cu.ord, i); err != nil {
 				return err
 			}
 		}
@@ -670,10 +648,9 @@ func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) {
 }
 
 func (d *Device) cudaResetGraphMemHigh(op string) error {
-	var zero uint64
 	return d.cuCall(op, func() error {
 		for _, a := range []int{graphMemUsedHigh, graphMemReservedHigh} {
-			if err := d.cu.drv.Call("cuDeviceSetGraphMemAttribute", uintptr(d.cu.ord), uintptr(a), uintptr(unsafe.Pointer(&zero))); err != nil {
+			if err := d.cu.drv.DeviceSetGraphMemAttribute(d.cu.ord, a, 0); err != nil {
 				return err
 			}
 		}
@@ -682,33 +659,34 @@ func (d *Device) cudaResetGraphMemHigh(op string) error {
 }
 
 func (d *Device) cudaTrimGraphMem(op string) error {
-	return d.cuCall(op, func() error { return d.cu.drv.Call("cuDeviceGraphMemTrim", uintptr(d.cu.ord)) })
+	return d.cuCall(op, func() error { return d.cu.drv.DeviceGraphMemTrim(d.cu.ord) })
 }
 
 func (d *Device) cudaMemcpySync(op string, p *MemcpyParams) error {
-	call, args, code, msg := d.cudaCopy(p)
-	return d.cudaSyncCall(op, call, args, code, msg)
+	call, code, msg := d.cudaCopy(p)
+	return d.cudaSyncCall(op, call, code, msg)
 }
 
 func (d *Device) cudaMemsetSync(op string, p *MemsetParams) error {
-	call, args, code, msg := d.cudaMemset(p)
-	return d.cudaSyncCall(op, call, args, code, msg)
+	call, code, msg := d.cudaMemset(p)
+	return d.cudaSyncCall(op, call, code, msg)
 }
 
 // cudaSyncCall runs a checked async copy or memset synchronously, after all
-// work on the device, as cudaMemcpy and cudaMemset do.
-func (d *Device) cudaSyncCall(op, call string, args []uintptr, code *Code, msg string) error {
+// work on the device, as cudaMemcpy and cudaMemset do: in the legacy
+// default stream (0).
+func (d *Device) cudaSyncCall(op string, call cudaStreamOp, code *Code, msg string) error {
 	if code != nil {
 		return newErr(op, code, "%s", msg)
 	}
 	return d.cuCall(op, func() error {
-		if err := d.cu.drv.Call("cuCtxSynchronize"); err != nil {
+		if err := d.cu.drv.CtxSynchronize(); err != nil {
 			return err
 		}
-		if err := d.cu.drv.Call(call, append(args, 0)...); err != nil {
+		if err := call(0); err != nil {
 			return err
 		}
-		return d.cu.drv.Call("cuStreamSynchronize", 0)
+		return d.cu.drv.StreamSynchronize(0)
 	})
 }
 
@@ -745,24 +723,21 @@ func (d *Device) cudaEdges(op string, g *Graph, edges []Edge, add bool) error {
 	for i, e := range edges {
 		from[i], to[i] = e.From.cu, e.To.cu
 	}
-	name := "cuGraphRemoveDependencies_v2"
-	if add {
-		name = "cuGraphAddDependencies_v2"
-	}
 	ed := cuEdgeData(edgesData(edges))
 	return d.cuCall(op, func() error {
-		err := d.cu.drv.Call(name, g.cu, cudaDeps(from), cudaDeps(to), cuEdgeDataPtr(ed), uintptr(len(edges)))
-		runtime.KeepAlive(ed)
-		return err
+		if add {
+			return d.cu.drv.GraphAddDependencies(g.cu, from, to, ed)
+		}
+		return d.cu.drv.GraphRemoveDependencies(g.cu, from, to, ed)
 	})
 }
 
 func (d *Device) cudaDestroyNode(op string, n *Node) error {
-	return d.cuCall(op, func() error { return d.cu.drv.Call("cuGraphDestroyNode", n.cu) })
+	return d.cuCall(op, func() error { return d.cu.drv.GraphDestroyNode(n.cu) })
 }
 
 func (d *Device) cudaDestroyGraph(g *Graph) {
-	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.Call("cuGraphDestroy", g.cu) })
+	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.GraphDestroy(g.cu) })
 }
 
 func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, p *InstantiateParams) error {
@@ -784,34 +759,35 @@ func (s *Stream) cudaLaunch(op string, p *KernelParams) error {
 func (s *Stream) cudaHostFunc(op string, fn func()) error {
 	id := registerHostFunc(s.dev, fn, true)
 	return s.dev.cuCall(op, func() error {
-		return s.dev.cu.drv.Call("cuLaunchHostFunc", s.cu, cudaHostCallback(), id)
+		return s.dev.cu.drv.LaunchHostFunc(s.cu, cudaHostCallback(), id)
 	})
 }
 
 func (s *Stream) cudaMemcpy(op string, p *MemcpyParams) error {
-	call, args, code, msg := s.dev.cudaCopy(p)
-	if code != nil {
-		return newErr(op, code, "%s", msg)
-	}
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call(call, append(args, s.cu)...) })
+	call, code, msg := s.dev.cudaCopy(p)
+	return s.cudaStreamOp(op, call, code, msg)
 }
 
 func (s *Stream) cudaMemset(op string, p *MemsetParams) error {
-	call, args, code, msg := s.dev.cudaMemset(p)
+	call, code, msg := s.dev.cudaMemset(p)
+	return s.cudaStreamOp(op, call, code, msg)
+}
+
+// cudaStreamOp issues a checked copy or memset into the native stream.
+func (s *Stream) cudaStreamOp(op string, call cudaStreamOp, code *Code, msg string) error {
 	if code != nil {
 		return newErr(op, code, "%s", msg)
 	}
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call(call, append(args, s.cu)...) })
+	return s.dev.cuCall(op, func() error { return call(s.cu) })
 }
 
 // streamCall makes a stream-bound driver call without making the context
 // current (the driver takes it from the stream, as for launches), and again
 // with it only if the driver objects.
-func (s *Stream) streamCall(op, name string, args ...uintptr) error {
-	c := s.dev.cu
-	err := c.drv.Call(name, args...)
+func (s *Stream) streamCall(op string, call func() error) error {
+	err := call()
 	if contextError(err) {
-		err = c.do(func() error { return c.drv.Call(name, args...) })
+		err = s.dev.cu.do(call)
 	}
 	if err != nil {
 		return cudaErr(op, err)
@@ -820,35 +796,35 @@ func (s *Stream) streamCall(op, name string, args ...uintptr) error {
 }
 
 func (s *Stream) cudaRecord(op string, e *Event) error {
-	return s.streamCall(op, "cuEventRecord", e.cu, s.cu)
+	return s.streamCall(op, func() error { return s.dev.cu.drv.EventRecord(e.cu, s.cu) })
 }
 
 func (s *Stream) cudaWait(op string, e *Event) error {
-	return s.streamCall(op, "cuStreamWaitEvent", s.cu, e.cu, 0)
+	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamWaitEvent(s.cu, e.cu, 0) })
 }
 
 func (s *Stream) cudaSynchronize(op string) error {
-	return s.streamCall(op, "cuStreamSynchronize", s.cu)
+	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamSynchronize(s.cu) })
 }
 
 func (s *Stream) cudaQuery(op string) error {
-	return s.streamCall(op, "cuStreamQuery", s.cu)
+	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamQuery(s.cu) })
 }
 
 func (s *Stream) cudaDestroy(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuStreamDestroy_v2", s.cu) })
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.StreamDestroy(s.cu) })
 }
 
 func (e *Event) cudaSynchronize(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventSynchronize", e.cu) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventSynchronize(e.cu) })
 }
 
 func (e *Event) cudaQuery(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventQuery", e.cu) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventQuery(e.cu) })
 }
 
 func (e *Event) cudaDestroy(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuEventDestroy_v2", e.cu) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventDestroy(e.cu) })
 }
 
 func cudaElapsed(op string, start, end *Event) (float32, error) {
@@ -875,15 +851,14 @@ func (e *Exec) cudaLaunch(op string, s *Stream) error {
 
 // cudaUpdate is cuGraphExecUpdate; the result's nodes are found in g.
 func (e *Exec) cudaUpdate(op string, g *Graph) (UpdateResultInfo, error) {
-	var info struct {
-		result           int32
-		errNode, errFrom uintptr
-	}
+	var info driver.UpdateResultInfo
 	err := e.dev.cuCall(op, func() error {
-		return e.dev.cu.drv.Call("cuGraphExecUpdate_v2", e.cu, g.cu, uintptr(unsafe.Pointer(&info)))
+		var err error
+		info, err = e.dev.cu.drv.GraphExecUpdate(e.cu, g.cu)
+		return err
 	})
 	g.mu.Lock()
-	res := UpdateResultInfo{Result: UpdateResult(info.result), ErrorNode: findNative(g, info.errNode), ErrorFromNode: findNative(g, info.errFrom)}
+	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrorNode), ErrorFromNode: findNative(g, info.ErrorFromNode)}
 	g.mu.Unlock()
 	if err != nil {
 		var ge *Error
@@ -931,27 +906,25 @@ func (e *Exec) cudaSetParams(op string, n *Node, p NodeParams) error {
 }
 
 func (e *Exec) cudaSetEnabled(op string, n *Node, on bool) error {
-	v := uintptr(0)
-	if on {
-		v = 1
-	}
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphNodeSetEnabled", e.cu, n.cu, v) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
 }
 
 func (e *Exec) cudaEnabled(op string, n *Node) (bool, error) {
-	var v uint32
+	var on bool
 	err := e.dev.cuCall(op, func() error {
-		return e.dev.cu.drv.Call("cuGraphNodeGetEnabled", e.cu, n.cu, uintptr(unsafe.Pointer(&v)))
+		var err error
+		on, err = e.dev.cu.drv.GraphNodeGetEnabled(e.cu, n.cu)
+		return err
 	})
-	return v != 0, err
+	return on, err
 }
 
 func (e *Exec) cudaUpload(op string, s *Stream) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphUpload", e.cu, s.cu) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphUpload(e.cu, s.cu) })
 }
 
 func (e *Exec) cudaDestroy(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.Call("cuGraphExecDestroy", e.cu) })
+	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphExecDestroy(e.cu) })
 }
 
 // Stream capture on the cuda backend is the driver's own: work anyone
@@ -978,7 +951,7 @@ func (c *cudaDev) onCaptureThread(f func() error) error {
 
 func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error {
 	c := s.dev.cu
-	err := c.onCaptureThread(func() error { return c.drv.Call("cuStreamBeginCapture_v2", s.cu, uintptr(mode)) })
+	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
 	if err != nil {
 		return cudaErr(op, err)
 	}
@@ -988,7 +961,7 @@ func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error {
 func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
 	c := s.dev.cu
 	var h uintptr
-	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.EndCapture(s.cu); return err })
+	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
@@ -1012,15 +985,9 @@ func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
 // appended in the driver's order with NativeNodeParams, and every node's
 // dependencies are read back. g must be locked or not yet shared.
 func (c *cudaDev) mirror(g *Graph) error {
-	var n uintptr
-	if err := c.drv.Call("cuGraphGetNodes", g.cu, 0, uintptr(unsafe.Pointer(&n))); err != nil {
+	handles, err := c.drv.GraphGetNodes(g.cu)
+	if err != nil {
 		return err
-	}
-	handles := make([]uintptr, n)
-	if n > 0 {
-		if err := c.drv.Call("cuGraphGetNodes", g.cu, uintptr(unsafe.Pointer(&handles[0])), uintptr(unsafe.Pointer(&n))); err != nil {
-			return err
-		}
 	}
 	byHandle := map[uintptr]*Node{}
 	g.edata = nil
@@ -1032,8 +999,8 @@ func (c *cudaDev) mirror(g *Graph) error {
 		if byHandle[h] != nil {
 			continue
 		}
-		var t int32
-		if err := c.drv.Call("cuGraphNodeGetType", h, uintptr(unsafe.Pointer(&t))); err != nil {
+		t, err := c.drv.GraphNodeGetType(h)
+		if err != nil {
 			return err
 		}
 		node := &Node{g: g, id: g.nextID, typ: NodeType(t), params: c.nativeParams(NodeType(t), h), cu: h}
@@ -1066,13 +1033,11 @@ func (c *cudaDev) mirror(g *Graph) error {
 func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
 	switch t {
 	case NodeMemAlloc:
-		var p cuda.MemAllocNodeParams
-		if c.drv.Call("cuGraphMemAllocNodeGetParams", h, uintptr(unsafe.Pointer(&p))) == nil {
-			return MemAllocParams{Size: int(p.Bytesize), Location: int(p.LocationID), Ptr: DevicePtr(p.Dptr)}
+		if p, err := c.drv.GraphMemAllocNodeGetParams(h); err == nil {
+			return MemAllocParams{Size: int(p.Bytesize), Location: int(p.PoolProps.LocationID), Ptr: DevicePtr(p.Dptr)}
 		}
 	case NodeMemFree:
-		var ptr uint64
-		if c.drv.Call("cuGraphMemFreeNodeGetParams", h, uintptr(unsafe.Pointer(&ptr))) == nil {
+		if ptr, err := c.drv.GraphMemFreeNodeGetParams(h); err == nil {
 			return MemFreeParams{Ptr: DevicePtr(ptr)}
 		}
 	case NodeKernel:
@@ -1084,33 +1049,26 @@ func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
 // kernelName is the function name of kernel node h (cuFuncGetName, or
 // cuKernelGetName for library kernels), or "" if the driver does not say.
 func (c *cudaDev) kernelName(h uintptr) string {
-	var p cuda.KernelNodeParams
-	if c.drv.Call("cuGraphKernelNodeGetParams_v2", h, uintptr(unsafe.Pointer(&p))) != nil {
+	p, err := c.drv.GraphKernelNodeGetParams(h)
+	if err != nil {
 		return ""
 	}
-	var name *byte
+	var name string
 	switch {
 	case p.Func != 0:
-		if c.drv.Call("cuFuncGetName", uintptr(unsafe.Pointer(&name)), p.Func) != nil {
-			return ""
-		}
+		name, err = c.drv.FuncGetName(p.Func)
 	case p.Kern != 0:
-		if c.drv.Call("cuKernelGetName", uintptr(unsafe.Pointer(&name)), p.Kern) != nil {
-			return ""
-		}
+		name, err = c.drv.KernelGetName(p.Kern)
 	}
-	return cuda.GoString(name)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
-	var k uintptr
-	if err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, 0, 0, uintptr(unsafe.Pointer(&k))); err != nil || k == 0 {
-		return nil, nil, err
-	}
-	deps := make([]uintptr, k)
-	ed := make([]cuda.GraphEdgeData, k)
-	err := c.drv.Call("cuGraphNodeGetDependencies_v2", h, uintptr(unsafe.Pointer(&deps[0])), uintptr(unsafe.Pointer(&ed[0])), uintptr(unsafe.Pointer(&k)))
-	return deps[:k], fromCUEdgeData(ed[:k]), err
+	deps, ed, err := c.drv.GraphNodeGetDependencies(h)
+	return deps, fromCUEdgeData(ed), err
 }
 
 // cudaBeginCaptureToGraph captures into g after deps.
@@ -1121,11 +1079,7 @@ func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, data
 		hs[i] = n.cu
 	}
 	ed := cuEdgeData(data)
-	err := c.onCaptureThread(func() error {
-		err := c.drv.Call("cuStreamBeginCaptureToGraph", s.cu, g.cu, cudaDeps(hs), cuEdgeDataPtr(ed), uintptr(len(hs)), uintptr(mode))
-		runtime.KeepAlive(ed)
-		return err
-	})
+	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCaptureToGraph(s.cu, g.cu, hs, ed, int(mode)) })
 	if err != nil {
 		return cudaErr(op, err)
 	}
@@ -1141,9 +1095,7 @@ func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, data []
 	}
 	ed := cuEdgeData(data)
 	return s.dev.cuCall(op, func() error {
-		err := s.dev.cu.drv.Call("cuStreamUpdateCaptureDependencies_v2", s.cu, cudaDeps(hs), cuEdgeDataPtr(ed), uintptr(len(hs)), uintptr(flags))
-		runtime.KeepAlive(ed)
-		return err
+		return s.dev.cu.drv.StreamUpdateCaptureDependencies(s.cu, hs, ed, uint32(flags))
 	})
 }
 
@@ -1153,18 +1105,19 @@ func (g *Graph) cudaClone(op string) (*Graph, error) {
 	c := g.dev.cu
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := c.do(func() error {
-		if err := c.drv.Call("cuGraphClone", uintptr(unsafe.Pointer(&cl.cu)), g.cu); err != nil {
+		var err error
+		if cl.cu, err = c.drv.GraphClone(g.cu); err != nil {
 			return err
 		}
 		for _, n := range g.nodes {
-			var h uintptr
-			if err := c.drv.Call("cuGraphNodeFindInClone", uintptr(unsafe.Pointer(&h)), n.cu, cl.cu); err != nil {
+			h, err := c.drv.GraphNodeFindInClone(n.cu, cl.cu)
+			if err != nil {
 				return err
 			}
 			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h, sink: n.sink}
 			if n.child != nil {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
-				if err := c.drv.Call("cuGraphChildGraphNodeGetGraph", h, uintptr(unsafe.Pointer(&m.child.cu))); err != nil {
+				if m.child.cu, err = c.drv.GraphChildGraphNodeGetGraph(h); err != nil {
 					return err
 				}
 				if err := c.mirror(m.child); err != nil {
@@ -1187,34 +1140,27 @@ func (g *Graph) cudaClone(op string) (*Graph, error) {
 // being built, made for this call; Dependencies are nodes of that view.
 func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 	c := s.dev.cu
-	var (
-		st    int32
-		id    uint64
-		graph uintptr
-		deps  uintptr // const CUgraphNode*, owned by the driver
-		edata uintptr // const CUgraphEdgeData*, owned by the driver
-		n     uintptr
-	)
+	var ci driver.CaptureInfo
 	err := c.do(func() error {
-		return c.drv.Call("cuStreamGetCaptureInfo_v3", s.cu, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&id)),
-			uintptr(unsafe.Pointer(&graph)), uintptr(unsafe.Pointer(&deps)), uintptr(unsafe.Pointer(&edata)), uintptr(unsafe.Pointer(&n)))
+		var err error
+		ci, err = c.drv.StreamGetCaptureInfo(s.cu)
+		return err
 	})
 	if err != nil {
 		return CaptureInfo{}, cudaErr(op, err)
 	}
-	info := CaptureInfo{Status: CaptureStatus(st), ID: id}
-	if st != int32(CaptureStatusActive) || graph == 0 {
+	info := CaptureInfo{Status: CaptureStatus(ci.Status), ID: ci.ID}
+	if ci.Status != int(CaptureStatusActive) || ci.Graph == 0 {
 		return info, nil
 	}
-	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: graph}
+	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: ci.Graph}
 	if err := c.do(func() error { return c.mirror(g) }); err != nil {
 		return CaptureInfo{}, cudaErr(op, err)
 	}
 	info.Graph = g
-	if n > 0 {
-		hs := unsafe.Slice(*(**uintptr)(unsafe.Pointer(&deps)), n) // deps is a C pointer
-		data := captureEdgeData(edata, n)
-		for i, h := range hs {
+	if n := len(ci.Deps); n > 0 {
+		data := captureEdgeData(ci.Data, n)
+		for i, h := range ci.Deps {
 			for _, node := range g.nodes {
 				if node.cu == h {
 					info.Dependencies = append(info.Dependencies, node)
@@ -1236,7 +1182,9 @@ func (d *Device) cudaDefaultPool() *MemPool {
 	c.poolOnce.Do(func() {
 		c.defPool = &MemPool{dev: d, isDefault: true}
 		d.cuCall("Device.DefaultMemPool", func() error {
-			return c.drv.Call("cuDeviceGetDefaultMemPool", uintptr(unsafe.Pointer(&c.defPool.cu)), uintptr(c.ord))
+			var err error
+			c.defPool.cu, err = c.drv.DeviceGetDefaultMemPool(c.ord)
+			return err
 		})
 	})
 	return c.defPool
@@ -1245,14 +1193,13 @@ func (d *Device) cudaDefaultPool() *MemPool {
 func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
 	c := d.cu
 	p := &MemPool{dev: d, props: props}
-	var pp cuda.MemPoolProps
-	pp.AllocType, pp.LocationType, pp.LocationID, pp.MaxSize = 1, 1, int32(props.Location), props.MaxSize
+	pp := driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(props.Location), MaxSize: props.MaxSize}
 	err := d.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		cp := (*cuda.MemPoolProps)(c.cm.Alloc(int(unsafe.Sizeof(pp))))
-		*cp = pp
-		return c.drv.Call("cuMemPoolCreate", uintptr(unsafe.Pointer(&p.cu)), uintptr(unsafe.Pointer(cp)))
+		var err error
+		p.cu, err = c.drv.MemPoolCreate(c.cm, pp)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -1260,17 +1207,25 @@ func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error)
 	return p, nil
 }
 
-func (p *MemPool) cudaCall(op, name string, args ...uintptr) error {
-	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.Call(name, args...) })
+func (p *MemPool) cudaDestroy(op string) error {
+	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolDestroy(p.cu) })
+}
+
+func (p *MemPool) cudaTrimTo(op string, minBytesToKeep uint64) error {
+	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
 }
 
 func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error {
-	return p.cudaCall(op, "cuMemPoolSetAttribute", p.cu, uintptr(attr), uintptr(unsafe.Pointer(&v)))
+	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolSetAttribute(p.cu, attr, v) })
 }
 
 func (p *MemPool) cudaAttr(attr int) uint64 {
 	var v uint64
-	p.cudaCall("MemPool.Stats", "cuMemPoolGetAttribute", p.cu, uintptr(attr), uintptr(unsafe.Pointer(&v)))
+	p.dev.cuCall("MemPool.Stats", func() error {
+		var err error
+		v, err = p.dev.cu.drv.MemPoolGetAttribute(p.cu, attr)
+		return err
+	})
 	return v
 }
 
@@ -1279,8 +1234,7 @@ func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error 
 	return p.dev.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		desc := (*cuda.MemAccessDesc)(c.cm.Alloc(int(unsafe.Sizeof(cuda.MemAccessDesc{}))))
-		*desc = cuda.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
-		return c.drv.Call("cuMemPoolSetAccess", p.cu, uintptr(unsafe.Pointer(desc)), 1)
+		desc := driver.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
+		return c.drv.MemPoolSetAccess(c.cm, p.cu, []driver.MemAccessDesc{desc})
 	})
 }

@@ -3,9 +3,7 @@
 package gpugraph
 
 import (
-	"unsafe"
-
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // Conditional nodes on the cuda backend are the driver's: handles come from
@@ -18,7 +16,9 @@ import (
 func (d *Device) cudaCondHandle(op string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
 	var h uint64
 	err := d.cuCall(op, func() error {
-		return d.cu.drv.Call("cuGraphConditionalHandleCreate", uintptr(unsafe.Pointer(&h)), g.cu, d.cu.ctx, uintptr(def), uintptr(flags))
+		var err error
+		h, err = d.cu.drv.GraphConditionalHandleCreate(g.cu, d.cu.ctx, def, uint32(flags))
+		return err
 	})
 	if err != nil {
 		return 0, err
@@ -34,16 +34,11 @@ func (d *Device) cudaCondNode(g *Graph, n *Node, p ConditionalParams, deps []uin
 	c := d.cu
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	np := (*cuda.GraphNodeParams)(c.cm.Alloc(int(unsafe.Sizeof(cuda.GraphNodeParams{}))))
-	*np = cuda.GraphNodeParams{Type: cuda.GraphNodeTypeConditional}
-	cp := np.Conditional()
-	*cp = cuda.ConditionalNodeParams{Handle: uint64(p.Handle), Type: uint32(p.Type), Size: uint32(p.Size), Ctx: c.ctx}
-	var h uintptr
-	err := c.drv.Call("cuGraphAddNode_v2", uintptr(unsafe.Pointer(&h)), g.cu, cudaDeps(deps), 0, uintptr(len(deps)), uintptr(unsafe.Pointer(np)))
+	cp := driver.ConditionalNodeParams{Handle: uint64(p.Handle), Type: uint32(p.Type), Size: uint32(p.Size), Ctx: c.ctx}
+	h, hs, err := c.drv.GraphAddConditionalNode(c.cm, g.cu, deps, cp)
 	if err != nil {
 		return 0, err
 	}
-	hs := cp.Bodies()
 	bodies := make([]*Graph, len(hs))
 	for i, b := range hs {
 		bodies[i] = &Graph{dev: d, id: graphIDs.Add(1), parent: n, cu: b}

@@ -3,9 +3,7 @@
 package gpugraph
 
 import (
-	"unsafe"
-
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // External semaphores on the cuda backend: imported from a graphics API's
@@ -18,9 +16,9 @@ func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, f
 	err := d.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		desc := (*cuda.ExtSemHandleDesc)(cmemZeroed(c.cm, unsafe.Sizeof(cuda.ExtSemHandleDesc{})))
-		desc.Type, desc.FD = int32(kind), int32(fd)
-		return c.drv.Call("cuImportExternalSemaphore", uintptr(unsafe.Pointer(&s.cu)), uintptr(unsafe.Pointer(desc)))
+		var err error
+		s.cu, err = c.drv.ImportExternalSemaphore(c.cm, driver.ExtSemHandleDesc{Type: int32(kind), FD: int32(fd)})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -29,73 +27,60 @@ func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, f
 }
 
 func (s *ExternalSemaphore) cudaDestroy(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.Call("cuDestroyExternalSemaphore", s.cu) })
+	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.DestroyExternalSemaphore(s.cu) })
 }
 
-// cmemZeroed returns n zeroed bytes of the arena: the driver's structs have
-// reserved fields that must be zero.
-func cmemZeroed(m *cuda.CMem, n uintptr) unsafe.Pointer {
-	p := m.Alloc(int(n))
-	clear(unsafe.Slice((*byte)(p), n))
-	return p
-}
-
-// extSemArrays lays out the handle and parameter arrays of a signal or wait
-// in the arena, which the caller holds locked.
-func (c *cudaDev) extSemArrays(sems []*ExternalSemaphore, values []uint64) (handles, params uintptr) {
-	n := len(sems)
-	hs := unsafe.Slice((*uintptr)(cmemZeroed(c.cm, uintptr(n)*8)), n)
-	ps := unsafe.Slice((*cuda.ExtSemParams)(cmemZeroed(c.cm, uintptr(n)*unsafe.Sizeof(cuda.ExtSemParams{}))), n)
+// cuExtSems is the driver's form of the semaphores and values of a signal
+// or wait.
+func cuExtSems(sems []*ExternalSemaphore, values []uint64) driver.ExtSems {
+	hs := make([]uintptr, len(sems))
 	for i, s := range sems {
 		hs[i] = s.cu
-		ps[i].Value = values[i]
 	}
-	return uintptr(unsafe.Pointer(&hs[0])), uintptr(unsafe.Pointer(&ps[0]))
+	return driver.ExtSems{Sems: hs, Values: values}
 }
 
-// extSemNodeParams lays out CUDA_EXT_SEM_{SIGNAL,WAIT}_NODE_PARAMS for p in
-// the arena, which the caller holds locked, and names the signal or wait
-// variant of a driver call.
-func (c *cudaDev) extSemNodeParams(p NodeParams) (params uintptr, kind string) {
+// checkedExtSems checks the semaphores of a signal or wait node's
+// parameters p and returns them in the driver's form, and whether they
+// signal.
+func (d *Device) checkedExtSems(p NodeParams) (driver.ExtSems, bool, *Code, string) {
 	sems, values, signal, _ := extSemArgs(p)
-	np := (*cuda.ExtSemNodeParams)(cmemZeroed(c.cm, unsafe.Sizeof(cuda.ExtSemNodeParams{})))
-	np.ExtSemArray, np.ParamsArray = c.extSemArrays(sems, values)
-	np.NumExtSems = uint32(len(sems))
-	kind = "Wait"
-	if signal {
-		kind = "Signal"
+	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+		return driver.ExtSems{}, false, code, msg
 	}
-	return uintptr(unsafe.Pointer(np)), kind
+	return cuExtSems(sems, values), signal, nil, ""
 }
 
 // cudaAddExtSemNode adds a signal or wait node; it runs in cudaNode, with
 // the context current.
 func (d *Device) cudaAddExtSemNode(g uintptr, deps []uintptr, p NodeParams) (uintptr, error) {
-	sems, values, _, _ := extSemArgs(p)
-	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+	es, signal, code, msg := d.checkedExtSems(p)
+	if code != nil {
 		return 0, newErr("", code, "%s", msg)
 	}
 	c := d.cu
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	np, kind := c.extSemNodeParams(p)
-	var h uintptr
-	err := c.drv.Call("cuGraphAddExternalSemaphores"+kind+"Node", uintptr(unsafe.Pointer(&h)), g, cudaDeps(deps), uintptr(len(deps)), np)
-	return h, err
+	if signal {
+		return c.drv.GraphAddExternalSemaphoresSignalNode(c.cm, g, deps, es)
+	}
+	return c.drv.GraphAddExternalSemaphoresWaitNode(c.cm, g, deps, es)
 }
 
 // cudaSetExtSemNode sets the parameters of a signal or wait node of a graph
 // (cuGraphExternalSemaphores{Signal,Wait}NodeSetParams), in cudaNode.
 func (d *Device) cudaSetExtSemNode(node uintptr, p NodeParams) error {
-	sems, values, _, _ := extSemArgs(p)
-	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+	es, signal, code, msg := d.checkedExtSems(p)
+	if code != nil {
 		return newErr("", code, "%s", msg)
 	}
 	c := d.cu
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	np, kind := c.extSemNodeParams(p)
-	return c.drv.Call("cuGraphExternalSemaphores"+kind+"NodeSetParams", node, np)
+	if signal {
+		return c.drv.GraphExternalSemaphoresSignalNodeSetParams(c.cm, node, es)
+	}
+	return c.drv.GraphExternalSemaphoresWaitNodeSetParams(c.cm, node, es)
 }
 
 // cudaSetExtSemExecParams sets the parameters of signal or wait node n in
@@ -103,28 +88,31 @@ func (d *Device) cudaSetExtSemNode(node uintptr, p NodeParams) error {
 // for Exec.SetParams; check extSemUpdatable first.
 func (e *Exec) cudaSetExtSemExecParams(op string, n *Node, p NodeParams) error {
 	d := e.dev
-	sems, values, _, _ := extSemArgs(p)
-	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+	es, signal, code, msg := d.checkedExtSems(p)
+	if code != nil {
 		return nodeErr(op, n, code, "%s", msg)
 	}
 	c := d.cu
 	return d.cuCall(op, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
-		np, kind := c.extSemNodeParams(p)
-		return c.drv.Call("cuGraphExecExternalSemaphores"+kind+"NodeSetParams", e.cu, n.cu, np)
+		if signal {
+			return c.drv.GraphExecExternalSemaphoresSignalNodeSetParams(c.cm, e.cu, n.cu, es)
+		}
+		return c.drv.GraphExecExternalSemaphoresWaitNodeSetParams(c.cm, e.cu, n.cu, es)
 	})
 }
 
 // cudaExtSems issues a signal or wait into the native stream.
 func (s *Stream) cudaExtSems(op string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
 	c := s.dev.cu
-	name := "cuWaitExternalSemaphoresAsync"
-	if signal {
-		name = "cuSignalExternalSemaphoresAsync"
-	}
+	es := cuExtSems(sems, values)
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	hs, ps := c.extSemArrays(sems, values)
-	return s.streamCall(op, name, hs, ps, uintptr(len(sems)), s.cu)
+	return s.streamCall(op, func() error {
+		if signal {
+			return c.drv.SignalExternalSemaphoresAsync(c.cm, es, s.cu)
+		}
+		return c.drv.WaitExternalSemaphoresAsync(c.cm, es, s.cu)
+	})
 }

@@ -94,7 +94,8 @@ func (d *Device) cudaDefaultPool() *MemPool                 { panic("unreachable
 func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
 	panic("unreachable")
 }
-func (p *MemPool) cudaCall(op, name string, args ...uintptr) error              { panic("unreachable") }
+func (p *MemPool) cudaDestroy(op string) error                                  { panic("unreachable") }
+func (p *MemPool) cudaTrimTo(op string, minBytesToKeep uint64) error            { panic("unreachable") }
 func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error              { panic("unreachable") }
 func (p *MemPool) cudaAttr(attr int) uint64                                     { panic("unreachable") }
 func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error { panic("unreachable") }

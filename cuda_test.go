@@ -8,7 +8,7 @@ import (
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // openCUDA opens the cuda backend or skips: these tests run on the GPU
@@ -243,7 +243,7 @@ func BenchmarkCUDAChainLaunchSync(b *testing.B) {
 // stream handle by code outside gpugraph is captured too.
 func TestCUDACapture(t *testing.T) {
 	d := openCUDA(t)
-	drv, err := cuda.Load()
+	drv, err := driver.Load()
 	ok(t, err)
 	s1, s2 := stream(t, d), stream(t, d)
 	const n = 1 << 16
@@ -267,7 +267,7 @@ func TestCUDACapture(t *testing.T) {
 	ok(t, s2.Wait(fork))
 	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(2), x, y))
 	// A call made directly on the raw handle, as another CUDA library would.
-	ok(t, drv.Call("cuMemsetD32Async", uintptr(z), uintptr(math.Float32bits(5)), n, s2.NativeStream()))
+	ok(t, drv.MemsetD32Async(uint64(z), math.Float32bits(5), n, s2.NativeStream()))
 	ok(t, s2.Record(join))
 	ok(t, s1.Wait(join))
 	ok(t, s1.Launch(saxpyCUDA, gg.Dim1(n/256), gg.Dim1(256), n, float32(1), z, y)) // y += z

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // Device graph launch on the cuda backend: instantiation goes through
@@ -19,7 +19,7 @@ import (
 // cudaInstantiateWithParams instantiates g natively with p's flags and
 // reports the driver's result and error node in p.
 func (d *Device) cudaInstantiateWithParams(op string, e *Exec, g *Graph, p *InstantiateParams) error {
-	ip := cuda.GraphInstantiateParams{Flags: uint64(p.Flags)}
+	ip := driver.GraphInstantiateParams{Flags: uint64(p.Flags)}
 	if p.Flags&InstantiateUpload != 0 {
 		ip.UploadStream = p.UploadStream.cu
 	}
@@ -105,7 +105,7 @@ func (c *cudaDev) linkDevRT(k *Kernel, image []byte) ([]byte, error) {
 	if !k.DeviceRuntime || bytes.HasPrefix(image, []byte("\x7fELF")) {
 		return image, nil
 	}
-	lib, err := cuda.DevRTLibrary()
+	lib, err := driver.DevRTLibrary()
 	if err != nil {
 		return nil, fmt.Errorf("kernel %q launches graphs (DeviceRuntime): %v", k.Name, err)
 	}

@@ -3,10 +3,7 @@
 package gpugraph
 
 import (
-	"runtime"
-	"unsafe"
-
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // Edge data on the cuda backend is the driver's (CUgraphEdgeData): passed
@@ -18,27 +15,18 @@ import (
 
 // cuEdgeData returns the driver's form of data, nil when it is all default
 // (the driver takes NULL for that).
-func cuEdgeData(data []EdgeData) []cuda.GraphEdgeData {
+func cuEdgeData(data []EdgeData) []driver.GraphEdgeData {
 	if defaultData(data) {
 		return nil
 	}
-	ed := make([]cuda.GraphEdgeData, len(data))
+	ed := make([]driver.GraphEdgeData, len(data))
 	for i, d := range data {
-		ed[i] = cuda.GraphEdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
+		ed[i] = driver.GraphEdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
 	}
 	return ed
 }
 
-// cuEdgeDataPtr is the address of ed for a driver call, or NULL. The caller
-// keeps ed alive across the call (it holds no Go pointers).
-func cuEdgeDataPtr(ed []cuda.GraphEdgeData) uintptr {
-	if len(ed) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(&ed[0]))
-}
-
-func fromCUEdgeData(ed []cuda.GraphEdgeData) []EdgeData {
+func fromCUEdgeData(ed []driver.GraphEdgeData) []EdgeData {
 	data := make([]EdgeData, len(ed))
 	for i, d := range ed {
 		data[i] = EdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: DependencyType(d.Type)}
@@ -46,13 +34,13 @@ func fromCUEdgeData(ed []cuda.GraphEdgeData) []EdgeData {
 	return data
 }
 
-// captureEdgeData reads the n edge data of a capture's dependencies at p, a
-// driver-owned array (NULL: all default).
-func captureEdgeData(p uintptr, n uintptr) []EdgeData {
-	if p == 0 {
+// captureEdgeData is the edge data of a capture's n dependencies, as the
+// driver reports it (nil: all default).
+func captureEdgeData(ed []driver.GraphEdgeData, n int) []EdgeData {
+	if ed == nil {
 		return make([]EdgeData, n)
 	}
-	return fromCUEdgeData(unsafe.Slice(*(**cuda.GraphEdgeData)(unsafe.Pointer(&p)), n))
+	return fromCUEdgeData(ed)
 }
 
 func edgesData(edges []Edge) []EdgeData {
@@ -84,15 +72,9 @@ func (d *Device) cudaAddNodeEdges(g *Graph, n *Node, data []EdgeData) error {
 		from[i], to[i] = x.cu, n.cu
 	}
 	ed := cuEdgeData(data)
-	err = c.do(func() error {
-		err := c.drv.Call("cuGraphAddDependencies_v2", g.cu, cudaDeps(from), cudaDeps(to), cuEdgeDataPtr(ed), uintptr(len(deps)))
-		runtime.KeepAlive(from)
-		runtime.KeepAlive(to)
-		runtime.KeepAlive(ed)
-		return err
-	})
+	err = c.do(func() error { return c.drv.GraphAddDependencies(g.cu, from, to, ed) })
 	if err != nil {
-		c.do(func() error { return c.drv.Call("cuGraphDestroyNode", n.cu) })
+		c.do(func() error { return c.drv.GraphDestroyNode(n.cu) })
 		n.cu = 0
 		return cudaErr("", err)
 	}

@@ -256,7 +256,7 @@ func (p *MemPool) Destroy() error {
 		return newErr(opName, ErrInvalidValue, "the default memory pool cannot be destroyed")
 	}
 	if p.cu != 0 {
-		return p.cudaCall(opName, "cuMemPoolDestroy", p.cu)
+		return p.cudaDestroy(opName)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -313,7 +313,7 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 		return err
 	}
 	if p.cu != 0 {
-		return p.cudaCall(opName, "cuMemPoolTrimTo", p.cu, uintptr(minBytesToKeep))
+		return p.cudaTrimTo(opName, minBytesToKeep)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -155,7 +155,7 @@ func (o *UserObject) Retain(n int) error {
 	}
 	defer o.mu.Unlock()
 	if o.dev.cu != nil {
-		if err := o.dev.cudaUserObjectCall(op, "cuUserObjectRetain", o.cu, uintptr(n)); err != nil {
+		if err := o.cudaRetain(op, n); err != nil {
 			return err
 		}
 	}
@@ -175,7 +175,7 @@ func (o *UserObject) Release(n int) error {
 		return newErr(op, ErrInvalidValue, "releasing %d references; the caller owns %d (graphs own the other %d)", n, own, o.held)
 	}
 	if o.dev.cu != nil {
-		if err := o.dev.cudaUserObjectCall(op, "cuUserObjectRelease", o.cu, uintptr(n)); err != nil {
+		if err := o.cudaRelease(op, n); err != nil {
 			return err
 		}
 	}
@@ -212,7 +212,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 		if g.cu == 0 {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
-		if err := g.dev.cudaUserObjectCall(op, "cuGraphRetainUserObject", g.cu, o.cu, uintptr(n), uintptr(flags)); err != nil {
+		if err := g.cudaRetainUserObject(op, o, n, flags); err != nil {
 			return err
 		}
 	}
@@ -248,7 +248,7 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 		if g.cu == 0 {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
-		if err := g.dev.cudaUserObjectCall(op, "cuGraphReleaseUserObject", g.cu, o.cu, uintptr(n)); err != nil {
+		if err := g.cudaReleaseUserObject(op, o, n); err != nil {
 			return err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
 
 	"github.com/ebitengine/purego"
 )
@@ -48,7 +47,11 @@ func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags Use
 	cudaUserObjects.Store(o.id, o)
 	cb := cudaUserObjectCallback()
 	err := d.cuCall(op, func() error {
-		return d.cu.drv.Call("cuUserObjectCreate", uintptr(unsafe.Pointer(&o.cu)), o.id, cb, uintptr(refs), uintptr(flags))
+		h, err := d.cu.drv.UserObjectCreate(o.id, cb, uint32(refs), uint32(flags))
+		if err == nil {
+			o.cu = h
+		}
+		return err
 	})
 	if err != nil {
 		cudaUserObjects.Delete(o.id)
@@ -56,8 +59,22 @@ func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags Use
 	return err
 }
 
-// cudaUserObjectCall makes a user object driver call: cuUserObjectRetain,
-// cuUserObjectRelease, cuGraphRetainUserObject, cuGraphReleaseUserObject.
-func (d *Device) cudaUserObjectCall(op, name string, args ...uintptr) error {
-	return d.cuCall(op, func() error { return d.cu.drv.Call(name, args...) })
+// cudaRetain is cuUserObjectRetain.
+func (o *UserObject) cudaRetain(op string, n int) error {
+	return o.dev.cuCall(op, func() error { return o.dev.cu.drv.UserObjectRetain(o.cu, uint32(n)) })
+}
+
+// cudaRelease is cuUserObjectRelease.
+func (o *UserObject) cudaRelease(op string, n int) error {
+	return o.dev.cuCall(op, func() error { return o.dev.cu.drv.UserObjectRelease(o.cu, uint32(n)) })
+}
+
+// cudaRetainUserObject is cuGraphRetainUserObject.
+func (g *Graph) cudaRetainUserObject(op string, o *UserObject, n int, flags GraphUserObjectFlags) error {
+	return g.dev.cuCall(op, func() error { return g.dev.cu.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
+}
+
+// cudaReleaseUserObject is cuGraphReleaseUserObject.
+func (g *Graph) cudaReleaseUserObject(op string, o *UserObject, n int) error {
+	return g.dev.cuCall(op, func() error { return g.dev.cu.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
 }

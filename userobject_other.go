@@ -27,4 +27,9 @@ func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags Use
 	panic("unreachable")
 }
 
-func (d *Device) cudaUserObjectCall(op, name string, args ...uintptr) error { panic("unreachable") }
+func (o *UserObject) cudaRetain(op string, n int) error  { panic("unreachable") }
+func (o *UserObject) cudaRelease(op string, n int) error { panic("unreachable") }
+func (g *Graph) cudaRetainUserObject(op string, o *UserObject, n int, flags GraphUserObjectFlags) error {
+	panic("unreachable")
+}
+func (g *Graph) cudaReleaseUserObject(op string, o *UserObject, n int) error { panic("unreachable") }

@@ -11,7 +11,7 @@ import (
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/cublas"
-	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // gpu is a cuda device, a stream and a cuBLAS handle on it with its own
@@ -45,7 +45,7 @@ func setupGPU(t *testing.T) *gpu {
 	// make gpugraph's context current here, on a thread of our own.
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
-	drv, err := cuda.Load()
+	drv, err := driver.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // purego so the module keeps building with CGO_ENABLED=0 and needs no CUDA
 // toolkit to compile.
 //
-// As in package internal/cuda, every call goes through purego.SyscallN on
+// As in package internal/cuda/driver, every call goes through purego.SyscallN on
 // a function pointer looked up once at Load. Handles and device pointers
 // are uintptrs; a stream is the driver's CUstream (gpugraph's
 // Stream.NativeStream), which is the runtime's cudaStream_t.

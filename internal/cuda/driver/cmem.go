@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 import (
 	"sync"
@@ -67,3 +67,42 @@ func (m *CMem) Params(args []uint64) uintptr {
 }
 
 func unix_Munmap(m *CMem) { unix.Munmap(m.buf) }
+
+// zeroed returns n zeroed bytes of the arena: the driver's structs have
+// reserved fields and padding that must be zero.
+func (m *CMem) zeroed(n uintptr) unsafe.Pointer {
+	p := m.Alloc(int(n))
+	clear(unsafe.Slice((*byte)(p), n))
+	return p
+}
+
+// put copies *v into zeroed arena memory, which the caller holds locked,
+// and returns the copy: the C structs a driver call reads through a pointer.
+func put[T any](m *CMem, v *T) *T {
+	p := (*T)(m.zeroed(unsafe.Sizeof(*v)))
+	*p = *v
+	return p
+}
+
+// putSlice copies s into zeroed arena memory and returns the copy's
+// address, or 0 for an empty s (the driver takes NULL for no array).
+func putSlice[T any](m *CMem, s []T) uintptr {
+	if len(s) == 0 {
+		return 0
+	}
+	var zero T
+	arr := unsafe.Slice((*T)(m.zeroed(uintptr(len(s))*unsafe.Sizeof(zero))), len(s))
+	copy(arr, s)
+	return uintptr(unsafe.Pointer(&arr[0]))
+}
+
+// sliceptr is the address of s's first element, or nil for an empty s (the
+// driver takes NULL for no array). Pass it as uintptr(sliceptr(s)) in the
+// arguments of Driver.call, which keeps s alive for the call. s must hold
+// no Go pointers.
+func sliceptr[T any](s []T) unsafe.Pointer {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Pointer(&s[0])
+}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ type GraphInstantiateParams struct {
 // holding no Go pointers, written by the driver during the call only.
 func (d *Driver) InstantiateWithParams(g uintptr, p *GraphInstantiateParams) (uintptr, error) {
 	var e uintptr
-	err := d.Call("cuGraphInstantiateWithParams", uintptr(unsafe.Pointer(&e)), g, uintptr(unsafe.Pointer(p)))
+	err := d.call("cuGraphInstantiateWithParams", uintptr(unsafe.Pointer(&e)), g, uintptr(unsafe.Pointer(p)))
 	return e, err
 }
 
@@ -66,19 +66,19 @@ func (d *Driver) LinkDevRT(ptx []byte, name, lib string) ([]byte, error) {
 		return err
 	}
 	var state uintptr
-	if err := d.Call("cuLinkCreate_v2", 2, uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
+	if err := d.call("cuLinkCreate_v2", 2, uintptr(unsafe.Pointer(&opts[0])), uintptr(unsafe.Pointer(&vals[0])), uintptr(unsafe.Pointer(&state))); err != nil {
 		return nil, err
 	}
-	defer d.Call("cuLinkDestroy", state)
-	if err := d.Call("cuLinkAddData_v2", state, jitInputPTX, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)),
+	defer d.call("cuLinkDestroy", state)
+	if err := d.call("cuLinkAddData_v2", state, jitInputPTX, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)),
 		uintptr(unsafe.Pointer(m.String(name))), 0, 0, 0); err != nil {
 		return nil, withLog(err)
 	}
-	if err := d.Call("cuLinkAddFile_v2", state, jitInputLibrary, uintptr(unsafe.Pointer(m.String(lib))), 0, 0, 0); err != nil {
+	if err := d.call("cuLinkAddFile_v2", state, jitInputLibrary, uintptr(unsafe.Pointer(m.String(lib))), 0, 0, 0); err != nil {
 		return nil, withLog(fmt.Errorf("%w (%s)", err, lib))
 	}
 	var cubin, size uintptr // cubin: a C pointer, owned by the link state
-	if err := d.Call("cuLinkComplete", state, uintptr(unsafe.Pointer(&cubin)), uintptr(unsafe.Pointer(&size))); err != nil {
+	if err := d.call("cuLinkComplete", state, uintptr(unsafe.Pointer(&cubin)), uintptr(unsafe.Pointer(&size))); err != nil {
 		return nil, withLog(err)
 	}
 	out := make([]byte, size)

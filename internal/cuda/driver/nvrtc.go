@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 import (
 	"fmt"

@@ -1,15 +1,17 @@
 //go:build linux
 
-// Package cuda binds the CUDA driver API (libcuda.so.1) and NVRTC
+// Package driver binds the CUDA driver API (libcuda.so.1) and NVRTC
 // (libnvrtc) at run time with purego, so the module builds with
 // CGO_ENABLED=0 and needs no CUDA toolkit to compile. Every call goes
-// through purego.SyscallN on a function pointer looked up once; the
-// reflection path of purego.RegisterLibFunc (about 1 µs a call) is never
-// used.
+// through purego.SyscallN on a function pointer looked up once, but the two
+// launches, which take the lighter fastCall; the reflection path of
+// purego.RegisterLibFunc (about 1 µs a call) is never used.
 //
-// The package is a thin layer: handles are uintptrs, errors are Result
-// values with the driver's name. Semantics live in package gpugraph.
-package cuda
+// The package is a thin layer: one typed method per driver entry point,
+// handles as uintptrs, parameters as Go values whose C layout (the structs
+// of cuda.h, CUDA 13.0, x86-64) is made here, errors as Result values with
+// the entry point's name. Semantics live in the packages above.
+package driver
 
 import (
 	"errors"
@@ -42,7 +44,7 @@ type Driver struct {
 
 var (
 	loadOnce sync.Once
-	driver   *Driver
+	loaded   *Driver
 	loadErr  error
 )
 
@@ -62,33 +64,34 @@ func Load() (*Driver, error) {
 			}
 		}
 		d.launchKernel, d.graphLaunch = d.fn["cuLaunchKernel"], d.fn["cuGraphLaunch"]
-		if err := d.Call("cuInit", 0); err != nil {
+		if err := d.call("cuInit", 0); err != nil {
 			loadErr = err
 			return
 		}
-		driver = d
+		loaded = d
 	})
-	return driver, loadErr
+	return loaded, loadErr
 }
 
 // driverSymbols are the entry points used, with the versioned names the
-// driver exports for the current ABI.
+// driver exports for the current ABI: each has its typed method
+// (TestSymbolsCalled checks that the two agree).
 var driverSymbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuGetErrorName",
 	"cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceTotalMem_v2", "cuDeviceGetAttribute",
-	"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
 	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
 	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
-	"cuMemsetD8Async", "cuMemsetD16Async", "cuMemsetD32Async", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async",
+	"cuMemsetD32Async", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchHostFunc",
 	"cuGraphCreate", "cuGraphDestroy", "cuGraphAddKernelNode_v2", "cuGraphAddEmptyNode", "cuGraphAddChildGraphNode",
 	"cuGraphAddMemsetNode", "cuGraphAddMemcpyNode", "cuGraphAddHostNode", "cuGraphAddEventRecordNode", "cuGraphAddEventWaitNode",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphUpload", "cuGraphExecDestroy",
-	"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuStreamIsCapturing",
-	"cuGraphAddDependencies_v2", "cuGraphRemoveDependencies_v2", "cuGraphDestroyNode", "cuCtxGetCurrent",
+	"cuStreamBeginCapture_v2", "cuStreamEndCapture",
+	"cuGraphAddDependencies_v2", "cuGraphRemoveDependencies_v2", "cuGraphDestroyNode",
 	"cuGraphChildGraphNodeGetGraph", "cuGraphGetNodes", "cuGraphNodeGetType", "cuGraphNodeGetDependencies_v2",
-	"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuMemAllocAsync", "cuMemFreeAsync",
+	"cuGraphAddMemAllocNode", "cuGraphAddMemFreeNode", "cuMemFreeAsync",
 	"cuDeviceGetGraphMemAttribute", "cuDeviceSetGraphMemAttribute", "cuDeviceGraphMemTrim",
 	"cuStreamBeginCaptureToGraph", "cuStreamGetCaptureInfo_v3", "cuStreamUpdateCaptureDependencies_v2",
 	"cuGraphClone", "cuGraphNodeFindInClone",
@@ -107,15 +110,18 @@ var driverSymbols = []string{
 	"cuGraphInstantiateWithParams", "cuLinkCreate_v2", "cuLinkAddData_v2", "cuLinkAddFile_v2", "cuLinkComplete", "cuLinkDestroy",
 }
 
-// Call calls the named driver function, which must be in driverSymbols.
+// call calls the named driver function, which must be in driverSymbols.
+// Only this package calls by name: everything else uses the typed methods,
+// and the name is the Call of the Result a failure returns.
 //
-// uintptrescapes makes every pointer converted to uintptr in a call of Call
-// (out-parameters such as uintptr(unsafe.Pointer(&n))) live on the heap for
-// the call: without it a stack variable may move when the stack grows, and
-// the driver writes the result to the old stack.
+// uintptrescapes makes every pointer converted to uintptr in a call of call
+// (out-parameters such as uintptr(unsafe.Pointer(&n)), and slices passed as
+// uintptr(sliceptr(s))) live on the heap and stay alive for the call:
+// without it a stack variable may move when the stack grows, and the driver
+// writes the result to the old stack.
 //
 //go:uintptrescapes
-func (d *Driver) Call(name string, args ...uintptr) error {
+func (d *Driver) call(name string, args ...uintptr) error {
 	f := d.fn[name]
 	if f == 0 {
 		return &Result{Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Call: name + " (not exported by this driver)"}
@@ -123,9 +129,6 @@ func (d *Driver) Call(name string, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(f, args...)
 	return d.check(name, r)
 }
-
-// Fn returns an entry point, for hot paths that call SyscallN themselves.
-func (d *Driver) Fn(name string) uintptr { return d.fn[name] }
 
 func (d *Driver) check(call string, r uintptr) error {
 	if r == 0 {
@@ -135,9 +138,6 @@ func (d *Driver) check(call string, r uintptr) error {
 	purego.SyscallN(d.fn["cuGetErrorName"], r, uintptr(unsafe.Pointer(&s)))
 	return &Result{Code: int(r), Name: GoString(s), Call: call}
 }
-
-// Check turns the result of a hot-path SyscallN into an error.
-func (d *Driver) Check(call string, r uintptr) error { return d.check(call, r) }
 
 // GoString copies a NUL-terminated C string.
 func GoString(p *byte) string {
@@ -179,21 +179,21 @@ const (
 // Attribute returns a device attribute.
 func (d *Driver) Attribute(attr int, dev int) (int, error) {
 	var v int32
-	err := d.Call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
+	err := d.call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&v)), uintptr(attr), uintptr(dev))
 	return int(v), err
 }
 
 // Version returns cuDriverGetVersion.
 func (d *Driver) Version() int {
 	var v int32
-	d.Call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
+	d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
 	return int(v)
 }
 
 // DeviceName returns the name of device ordinal dev.
 func (d *Driver) DeviceName(dev int) (string, error) {
 	buf := make([]byte, 256)
-	if err := d.Call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), 256, uintptr(dev)); err != nil {
+	if err := d.call("cuDeviceGetName", uintptr(unsafe.Pointer(&buf[0])), 256, uintptr(dev)); err != nil {
 		return "", err
 	}
 	return GoString(&buf[0]), nil

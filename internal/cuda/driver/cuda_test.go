@@ -1,6 +1,6 @@
 //go:build linux
 
-package cuda
+package driver
 
 import (
 	"errors"
@@ -84,20 +84,23 @@ func TestSaxpy(t *testing.T) {
 	for i := range hx {
 		hx[i], hy[i] = float32(i), 1
 	}
-	must(t, d.Call("cuMemcpyHtoDAsync_v2", uintptr(x), uintptr(unsafe.Pointer(&hx[0])), 4*n, e.stream))
-	must(t, d.Call("cuMemcpyHtoDAsync_v2", uintptr(y), uintptr(unsafe.Pointer(&hy[0])), 4*n, e.stream))
+	must(t, d.MemcpyHtoDAsync(x, f32bytes(hx), 4*n, e.stream))
+	must(t, d.MemcpyHtoDAsync(y, f32bytes(hy), 4*n, e.stream))
 	e.cm.Lock()
 	params := e.cm.Params([]uint64{n, uint64(math.Float32bits(2)), x, y})
 	must(t, d.Launch(e.saxpy, [3]uint32{n / 256, 1, 1}, [3]uint32{256, 1, 1}, 0, e.stream, params))
 	e.cm.Unlock()
-	must(t, d.Call("cuMemcpyDtoHAsync_v2", uintptr(unsafe.Pointer(&hy[0])), uintptr(y), 4*n, e.stream))
-	must(t, d.Call("cuStreamSynchronize", e.stream))
+	must(t, d.MemcpyDtoHAsync(f32bytes(hy), y, 4*n, e.stream))
+	must(t, d.StreamSynchronize(e.stream))
 	for i, v := range hy {
 		if v != 2*float32(i)+1 {
 			t.Fatalf("y[%d] = %v", i, v)
 		}
 	}
 }
+
+// f32bytes is the memory of s as bytes.
+func f32bytes(s []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), 4*len(s)) }
 
 func must(t testing.TB, err error) {
 	t.Helper()
@@ -119,10 +122,10 @@ func BenchmarkRawLaunch(b *testing.B) {
 			b.Fatal(err)
 		}
 		if i++; i%1000 == 0 {
-			e.d.Call("cuStreamSynchronize", e.stream)
+			e.d.StreamSynchronize(e.stream)
 		}
 	}
-	e.d.Call("cuStreamSynchronize", e.stream)
+	e.d.StreamSynchronize(e.stream)
 }
 
 // TestLaunchWithoutCurrentContext: do stream-bound calls need the context
@@ -136,13 +139,38 @@ func TestLaunchWithoutCurrentContext(t *testing.T) {
 	e.cm.Unlock()
 	err := e.d.Launch(e.empty, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, e.stream, params)
 	t.Logf("cuLaunchKernel with no current context: %v", err)
-	err2 := e.d.Call("cuStreamSynchronize", e.stream)
+	err2 := e.d.StreamSynchronize(e.stream)
 	t.Logf("cuStreamSynchronize with no current context: %v", err2)
 	g, _ := func() (uintptr, error) { e.d.SetCurrent(e.ctx); defer e.d.SetCurrent(0); return e.d.GraphCreate() }()
 	e.d.SetCurrent(e.ctx)
-	n, _ := e.d.AddEmptyNode(g, nil)
+	n, _ := e.d.GraphAddEmptyNode(g, nil)
 	_ = n
 	x, _ := e.d.Instantiate(g, 0)
 	e.d.SetCurrent(0)
 	t.Logf("cuGraphLaunch with no current context: %v", e.d.GraphLaunch(x, e.stream))
+}
+
+// TestHotPathAllocs: a stream launch (cuLaunchKernel) and a graph launch
+// (cuGraphLaunch) go through fastCall without a heap allocation.
+func TestHotPathAllocs(t *testing.T) {
+	e := setup(t)
+	e.cm.Lock()
+	params := e.cm.Params(nil)
+	e.cm.Unlock()
+	g, err := e.d.GraphCreate()
+	must(t, err)
+	_, err = e.d.GraphAddEmptyNode(g, nil)
+	must(t, err)
+	x, err := e.d.Instantiate(g, 0)
+	must(t, err)
+	one := [3]uint32{1, 1, 1}
+	if a := testing.AllocsPerRun(100, func() { e.d.Launch(e.empty, one, one, 0, e.stream, params) }); a != 0 {
+		t.Errorf("Launch: %v allocations a call", a)
+	}
+	if a := testing.AllocsPerRun(100, func() { e.d.GraphLaunch(x, e.stream) }); a != 0 {
+		t.Errorf("GraphLaunch: %v allocations a call", a)
+	}
+	must(t, e.d.StreamSynchronize(e.stream))
+	must(t, e.d.GraphExecDestroy(x))
+	must(t, e.d.GraphDestroy(g))
 }
