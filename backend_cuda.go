@@ -34,6 +34,7 @@ type cudaDev struct {
 	ctx          uintptr
 	major, minor int
 	cm           *driver.CMem // kernel parameter arrays, one call at a time
+	words        []uint64     // a stream launch's argument words; guarded by cm's lock
 
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
@@ -251,9 +252,8 @@ func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(
 // cuCtxSetCurrent call; only if the driver objects, because another
 // context is current on this thread, is the call repeated with ours made
 // current.
+// c.cm is locked by the caller.
 func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
-	c.cm.Lock()
-	defer c.cm.Unlock()
 	params := c.cm.Params(k.args.w)
 	err := c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, params)
 	if !contextError(err) {
@@ -744,13 +744,26 @@ func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, p *InstantiatePar
 	return d.cudaInstantiateWithParams(op, e, g, p)
 }
 
+// cudaLaunch marshals the arguments into c.words, a buffer kept for it
+// under c.cm's lock: the driver copies them at the call, so a stream launch
+// allocates nothing (TestLaunchAllocs).
 func (s *Stream) cudaLaunch(op string, p *KernelParams) error {
-	d := s.dev
-	k, f, code, msg := d.cudaKernel(p)
+	d, c := s.dev, s.dev.cu
+	c.cm.Lock()
+	defer c.cm.Unlock()
+	if cap(c.words) < len(p.Args) {
+		c.words = make([]uint64, 0, max(16, len(p.Args)))
+	}
+	c.words = c.words[:0]
+	k, code, msg := d.prepareKernelIn(p, &c.words)
 	if code != nil {
 		return newErr(op, code, "%s", msg)
 	}
-	if err := d.cu.launch(k, f, s.cu); err != nil {
+	f, err := c.function(k.k)
+	if err != nil {
+		return newErr(op, ErrInvalidDeviceFunction, "%s", err.Error())
+	}
+	if err := c.launch(k, f, s.cu); err != nil {
 		return cudaErr(op, err)
 	}
 	return nil
