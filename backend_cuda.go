@@ -109,16 +109,16 @@ func (c *cudaDev) do(f func() error) error {
 }
 
 // cudaErr maps a driver error to the Code of the same name.
-func cudaErr(op string, err error) error {
+func cudaErr(opName string, err error) error {
 	var r *driver.Result
 	if !errors.As(err, &r) {
-		return newErr(op, ErrLaunchFailure, "%v", err)
+		return newErr(opName, ErrLaunchFailure, "%v", err)
 	}
 	code, ok := cudaCodes[r.Code]
 	if !ok {
 		code = backend.NewCode(r.Code, r.Name, "CUDA driver error")
 	}
-	return newErr(op, code, "%s", r.Call)
+	return newErr(opName, code, "%s", r.Call)
 }
 
 // cudaCodes maps CUresult values to the Codes with CUDA runtime names.
@@ -574,13 +574,13 @@ func (d *Device) cudaSynchronize() error {
 }
 
 // cuCall runs f in the device's context and maps its error.
-func (d *Device) cuCall(op string, f func() error) error {
+func (d *Device) cuCall(opName string, f func() error) error {
 	if err := d.cu.do(f); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return withOp(op, e)
+			return withOp(opName, e)
 		}
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	return nil
 }
@@ -606,9 +606,9 @@ func (d *Device) cudaFree(p DevicePtr) error {
 	return nil
 }
 
-func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, error) {
+func (s *Stream) cudaMallocAsync(opName string, n int, pool *MemPool) (DevicePtr, error) {
 	var p uint64
-	err := s.dev.cuCall(op, func() error {
+	err := s.dev.cuCall(opName, func() error {
 		var err error
 		p, err = s.dev.cu.drv.MemAllocFromPoolAsync(n, pool.cu, s.cu)
 		return err
@@ -620,8 +620,8 @@ func (s *Stream) cudaMallocAsync(op string, n int, pool *MemPool) (DevicePtr, er
 	return DevicePtr(p), nil
 }
 
-func (s *Stream) cudaFreeAsync(op string, p DevicePtr) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.MemFreeAsync(uint64(p), s.cu) })
+func (s *Stream) cudaFreeAsync(opName string, p DevicePtr) error {
+	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.MemFreeAsync(uint64(p), s.cu) })
 }
 
 // Graph memory attributes (CUgraphMem_attribute).
@@ -632,9 +632,9 @@ const (
 	graphMemReservedHigh
 )
 
-func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) {
+func (d *Device) cudaGraphMemStats(opName string) (GraphMemStats, error) {
 	var v [4]uint64
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		for i := range v {
 			var err error
 			if v[i], err = d.cu.drv.DeviceGetGraphMemAttribute(d.cu.ord, i); err != nil {
@@ -647,8 +647,8 @@ func (d *Device) cudaGraphMemStats(op string) (GraphMemStats, error) {
 		ReservedCurrent: v[graphMemReservedCurrent], ReservedHigh: v[graphMemReservedHigh]}, err
 }
 
-func (d *Device) cudaResetGraphMemHigh(op string) error {
-	return d.cuCall(op, func() error {
+func (d *Device) cudaResetGraphMemHigh(opName string) error {
+	return d.cuCall(opName, func() error {
 		for _, a := range []int{graphMemUsedHigh, graphMemReservedHigh} {
 			if err := d.cu.drv.DeviceSetGraphMemAttribute(d.cu.ord, a, 0); err != nil {
 				return err
@@ -658,28 +658,28 @@ func (d *Device) cudaResetGraphMemHigh(op string) error {
 	})
 }
 
-func (d *Device) cudaTrimGraphMem(op string) error {
-	return d.cuCall(op, func() error { return d.cu.drv.DeviceGraphMemTrim(d.cu.ord) })
+func (d *Device) cudaTrimGraphMem(opName string) error {
+	return d.cuCall(opName, func() error { return d.cu.drv.DeviceGraphMemTrim(d.cu.ord) })
 }
 
-func (d *Device) cudaMemcpySync(op string, p *MemcpyParams) error {
+func (d *Device) cudaMemcpySync(opName string, p *MemcpyParams) error {
 	call, code, msg := d.cudaCopy(p)
-	return d.cudaSyncCall(op, call, code, msg)
+	return d.cudaSyncCall(opName, call, code, msg)
 }
 
-func (d *Device) cudaMemsetSync(op string, p *MemsetParams) error {
+func (d *Device) cudaMemsetSync(opName string, p *MemsetParams) error {
 	call, code, msg := d.cudaMemset(p)
-	return d.cudaSyncCall(op, call, code, msg)
+	return d.cudaSyncCall(opName, call, code, msg)
 }
 
 // cudaSyncCall runs a checked async copy or memset synchronously, after all
 // work on the device, as cudaMemcpy and cudaMemset do: in the legacy
 // default stream (0).
-func (d *Device) cudaSyncCall(op string, call cudaStreamOp, code *Code, msg string) error {
+func (d *Device) cudaSyncCall(opName string, call cudaStreamOp, code *Code, msg string) error {
 	if code != nil {
-		return newErr(op, code, "%s", msg)
+		return newErr(opName, code, "%s", msg)
 	}
-	return d.cuCall(op, func() error {
+	return d.cuCall(opName, func() error {
 		if err := d.cu.drv.CtxSynchronize(); err != nil {
 			return err
 		}
@@ -718,13 +718,13 @@ func (d *Device) cudaNewGraph(g *Graph) error {
 	})
 }
 
-func (d *Device) cudaEdges(op string, g *Graph, edges []Edge, add bool) error {
+func (d *Device) cudaEdges(opName string, g *Graph, edges []Edge, add bool) error {
 	from, to := make([]uintptr, len(edges)), make([]uintptr, len(edges))
 	for i, e := range edges {
 		from[i], to[i] = e.From.cu, e.To.cu
 	}
 	ed := cuEdgeData(edgesData(edges))
-	return d.cuCall(op, func() error {
+	return d.cuCall(opName, func() error {
 		if add {
 			return d.cu.drv.GraphAddDependencies(g.cu, from, to, ed)
 		}
@@ -732,22 +732,22 @@ func (d *Device) cudaEdges(op string, g *Graph, edges []Edge, add bool) error {
 	})
 }
 
-func (d *Device) cudaDestroyNode(op string, n *Node) error {
-	return d.cuCall(op, func() error { return d.cu.drv.GraphDestroyNode(n.cu) })
+func (d *Device) cudaDestroyNode(opName string, n *Node) error {
+	return d.cuCall(opName, func() error { return d.cu.drv.GraphDestroyNode(n.cu) })
 }
 
 func (d *Device) cudaDestroyGraph(g *Graph) {
 	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.GraphDestroy(g.cu) })
 }
 
-func (d *Device) cudaInstantiate(op string, e *Exec, g *Graph, p *InstantiateParams) error {
-	return d.cudaInstantiateWithParams(op, e, g, p)
+func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
+	return d.cudaInstantiateWithParams(opName, e, g, p)
 }
 
 // cudaLaunch marshals the arguments into c.words, a buffer kept for it
 // under c.cm's lock: the driver copies them at the call, so a stream launch
 // allocates nothing (TestLaunchAllocs).
-func (s *Stream) cudaLaunch(op string, p *KernelParams) error {
+func (s *Stream) cudaLaunch(opName string, p *KernelParams) error {
 	d, c := s.dev, s.dev.cu
 	c.cm.Lock()
 	defer c.cm.Unlock()
@@ -757,92 +757,92 @@ func (s *Stream) cudaLaunch(op string, p *KernelParams) error {
 	c.words = c.words[:0]
 	k, code, msg := d.prepareKernelIn(p, &c.words)
 	if code != nil {
-		return newErr(op, code, "%s", msg)
+		return newErr(opName, code, "%s", msg)
 	}
 	f, err := c.function(k.k)
 	if err != nil {
-		return newErr(op, ErrInvalidDeviceFunction, "%s", err.Error())
+		return newErr(opName, ErrInvalidDeviceFunction, "%s", err.Error())
 	}
 	if err := c.launch(k, f, s.cu); err != nil {
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	return nil
 }
 
-func (s *Stream) cudaHostFunc(op string, fn func()) error {
+func (s *Stream) cudaHostFunc(opName string, fn func()) error {
 	id := registerHostFunc(s.dev, fn, true)
-	return s.dev.cuCall(op, func() error {
+	return s.dev.cuCall(opName, func() error {
 		return s.dev.cu.drv.LaunchHostFunc(s.cu, cudaHostCallback(), id)
 	})
 }
 
-func (s *Stream) cudaMemcpy(op string, p *MemcpyParams) error {
+func (s *Stream) cudaMemcpy(opName string, p *MemcpyParams) error {
 	call, code, msg := s.dev.cudaCopy(p)
-	return s.cudaStreamOp(op, call, code, msg)
+	return s.cudaStreamOp(opName, call, code, msg)
 }
 
-func (s *Stream) cudaMemset(op string, p *MemsetParams) error {
+func (s *Stream) cudaMemset(opName string, p *MemsetParams) error {
 	call, code, msg := s.dev.cudaMemset(p)
-	return s.cudaStreamOp(op, call, code, msg)
+	return s.cudaStreamOp(opName, call, code, msg)
 }
 
 // cudaStreamOp issues a checked copy or memset into the native stream.
-func (s *Stream) cudaStreamOp(op string, call cudaStreamOp, code *Code, msg string) error {
+func (s *Stream) cudaStreamOp(opName string, call cudaStreamOp, code *Code, msg string) error {
 	if code != nil {
-		return newErr(op, code, "%s", msg)
+		return newErr(opName, code, "%s", msg)
 	}
-	return s.dev.cuCall(op, func() error { return call(s.cu) })
+	return s.dev.cuCall(opName, func() error { return call(s.cu) })
 }
 
 // streamCall makes a stream-bound driver call without making the context
 // current (the driver takes it from the stream, as for launches), and again
 // with it only if the driver objects.
-func (s *Stream) streamCall(op string, call func() error) error {
+func (s *Stream) streamCall(opName string, call func() error) error {
 	err := call()
 	if contextError(err) {
 		err = s.dev.cu.do(call)
 	}
 	if err != nil {
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	return nil
 }
 
-func (s *Stream) cudaRecord(op string, e *Event) error {
-	return s.streamCall(op, func() error { return s.dev.cu.drv.EventRecord(e.cu, s.cu) })
+func (s *Stream) cudaRecord(opName string, e *Event) error {
+	return s.streamCall(opName, func() error { return s.dev.cu.drv.EventRecord(e.cu, s.cu) })
 }
 
-func (s *Stream) cudaWait(op string, e *Event) error {
-	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamWaitEvent(s.cu, e.cu, 0) })
+func (s *Stream) cudaWait(opName string, e *Event) error {
+	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamWaitEvent(s.cu, e.cu, 0) })
 }
 
-func (s *Stream) cudaSynchronize(op string) error {
-	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamSynchronize(s.cu) })
+func (s *Stream) cudaSynchronize(opName string) error {
+	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamSynchronize(s.cu) })
 }
 
-func (s *Stream) cudaQuery(op string) error {
-	return s.streamCall(op, func() error { return s.dev.cu.drv.StreamQuery(s.cu) })
+func (s *Stream) cudaQuery(opName string) error {
+	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamQuery(s.cu) })
 }
 
-func (s *Stream) cudaDestroy(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.StreamDestroy(s.cu) })
+func (s *Stream) cudaDestroy(opName string) error {
+	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.StreamDestroy(s.cu) })
 }
 
-func (e *Event) cudaSynchronize(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventSynchronize(e.cu) })
+func (e *Event) cudaSynchronize(opName string) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventSynchronize(e.cu) })
 }
 
-func (e *Event) cudaQuery(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventQuery(e.cu) })
+func (e *Event) cudaQuery(opName string) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventQuery(e.cu) })
 }
 
-func (e *Event) cudaDestroy(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.EventDestroy(e.cu) })
+func (e *Event) cudaDestroy(opName string) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventDestroy(e.cu) })
 }
 
-func cudaElapsed(op string, start, end *Event) (float32, error) {
+func cudaElapsed(opName string, start, end *Event) (float32, error) {
 	var ms float32
-	err := start.dev.cuCall(op, func() error {
+	err := start.dev.cuCall(opName, func() error {
 		var err error
 		ms, err = start.dev.cu.drv.ElapsedTime(start.cu, end.cu)
 		return err
@@ -850,22 +850,22 @@ func cudaElapsed(op string, start, end *Event) (float32, error) {
 	return ms, err
 }
 
-func (e *Exec) cudaLaunch(op string, s *Stream) error {
+func (e *Exec) cudaLaunch(opName string, s *Stream) error {
 	c := e.dev.cu
 	err := c.drv.GraphLaunch(e.cu, s.cu) // context from the stream, as launch
 	if contextError(err) {
 		err = c.do(func() error { return c.drv.GraphLaunch(e.cu, s.cu) })
 	}
 	if err != nil {
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	return nil
 }
 
 // cudaUpdate is cuGraphExecUpdate; the result's nodes are found in g.
-func (e *Exec) cudaUpdate(op string, g *Graph) (UpdateResultInfo, error) {
+func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
 	var info driver.UpdateResultInfo
-	err := e.dev.cuCall(op, func() error {
+	err := e.dev.cuCall(opName, func() error {
 		var err error
 		info, err = e.dev.cu.drv.GraphExecUpdate(e.cu, g.cu)
 		return err
@@ -905,12 +905,12 @@ func findNative(g *Graph, h uintptr) *Node {
 }
 
 // cudaSetParams changes n's parameters in e (cuGraphExec*NodeSetParams).
-func (e *Exec) cudaSetParams(op string, n *Node, p NodeParams) error {
+func (e *Exec) cudaSetParams(opName string, n *Node, p NodeParams) error {
 	if err := e.dev.cudaNode(n.g, n, p, true, e.cu); err != nil {
 		var ge *Error
 		if errors.As(err, &ge) {
 			c := *ge
-			c.Op, c.Node = op, n
+			c.Op, c.Node = opName, n
 			return &c
 		}
 		return err
@@ -918,13 +918,13 @@ func (e *Exec) cudaSetParams(op string, n *Node, p NodeParams) error {
 	return nil
 }
 
-func (e *Exec) cudaSetEnabled(op string, n *Node, on bool) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
+func (e *Exec) cudaSetEnabled(opName string, n *Node, on bool) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
 }
 
-func (e *Exec) cudaEnabled(op string, n *Node) (bool, error) {
+func (e *Exec) cudaEnabled(opName string, n *Node) (bool, error) {
 	var on bool
-	err := e.dev.cuCall(op, func() error {
+	err := e.dev.cuCall(opName, func() error {
 		var err error
 		on, err = e.dev.cu.drv.GraphNodeGetEnabled(e.cu, n.cu)
 		return err
@@ -932,12 +932,12 @@ func (e *Exec) cudaEnabled(op string, n *Node) (bool, error) {
 	return on, err
 }
 
-func (e *Exec) cudaUpload(op string, s *Stream) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphUpload(e.cu, s.cu) })
+func (e *Exec) cudaUpload(opName string, s *Stream) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphUpload(e.cu, s.cu) })
 }
 
-func (e *Exec) cudaDestroy(op string) error {
-	return e.dev.cuCall(op, func() error { return e.dev.cu.drv.GraphExecDestroy(e.cu) })
+func (e *Exec) cudaDestroy(opName string) error {
+	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphExecDestroy(e.cu) })
 }
 
 // Stream capture on the cuda backend is the driver's own: work anyone
@@ -962,23 +962,23 @@ func (c *cudaDev) onCaptureThread(f func() error) error {
 	return <-done
 }
 
-func (s *Stream) cudaBeginCapture(op string, mode CaptureMode) error {
+func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
 	c := s.dev.cu
 	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
 	if err != nil {
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	return nil
 }
 
-func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
+func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 	c := s.dev.cu
 	var h uintptr
 	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
-		return nil, cudaErr(op, err)
+		return nil, cudaErr(opName, err)
 	}
 	g := into
 	if g == nil {
@@ -988,7 +988,7 @@ func (s *Stream) cudaEndCapture(op string) (*Graph, error) {
 		defer g.mu.Unlock()
 	}
 	if err := c.do(func() error { return c.mirror(g) }); err != nil {
-		return nil, cudaErr(op, err)
+		return nil, cudaErr(opName, err)
 	}
 	return g, nil
 }
@@ -1085,7 +1085,7 @@ func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
 }
 
 // cudaBeginCaptureToGraph captures into g after deps.
-func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
+func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	c := s.dev.cu
 	hs := make([]uintptr, len(deps))
 	for i, n := range deps {
@@ -1094,27 +1094,27 @@ func (s *Stream) cudaBeginCaptureToGraph(op string, g *Graph, deps []*Node, data
 	ed := cuEdgeData(data)
 	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCaptureToGraph(s.cu, g.cu, hs, ed, int(mode)) })
 	if err != nil {
-		return cudaErr(op, err)
+		return cudaErr(opName, err)
 	}
 	s.capInto = g
 	return nil
 }
 
 // cudaUpdateCaptureDependencies sets or adds to the capture's dependencies.
-func (s *Stream) cudaUpdateCaptureDependencies(op string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
+func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	hs := make([]uintptr, len(nodes))
 	for i, n := range nodes {
 		hs[i] = n.cu
 	}
 	ed := cuEdgeData(data)
-	return s.dev.cuCall(op, func() error {
+	return s.dev.cuCall(opName, func() error {
 		return s.dev.cu.drv.StreamUpdateCaptureDependencies(s.cu, hs, ed, uint32(flags))
 	})
 }
 
 // cudaClone clones g natively; the clone's nodes keep the originals'
 // parameters and ids, found with cuGraphNodeFindInClone.
-func (g *Graph) cudaClone(op string) (*Graph, error) {
+func (g *Graph) cudaClone(opName string) (*Graph, error) {
 	c := g.dev.cu
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := c.do(func() error {
@@ -1144,14 +1144,14 @@ func (g *Graph) cudaClone(op string) (*Graph, error) {
 		return c.mirror(cl) // dependencies
 	})
 	if err != nil {
-		return nil, cudaErr(op, err)
+		return nil, cudaErr(opName, err)
 	}
 	return cl, nil
 }
 
 // cudaCaptureInfo reports a native capture. Graph is a Go view of the graph
 // being built, made for this call; Dependencies are nodes of that view.
-func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
+func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 	c := s.dev.cu
 	var ci driver.CaptureInfo
 	err := c.do(func() error {
@@ -1160,7 +1160,7 @@ func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 		return err
 	})
 	if err != nil {
-		return CaptureInfo{}, cudaErr(op, err)
+		return CaptureInfo{}, cudaErr(opName, err)
 	}
 	info := CaptureInfo{Status: CaptureStatus(ci.Status), ID: ci.ID}
 	if ci.Status != int(CaptureStatusActive) || ci.Graph == 0 {
@@ -1168,7 +1168,7 @@ func (s *Stream) cudaCaptureInfo(op string) (CaptureInfo, error) {
 	}
 	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: ci.Graph}
 	if err := c.do(func() error { return c.mirror(g) }); err != nil {
-		return CaptureInfo{}, cudaErr(op, err)
+		return CaptureInfo{}, cudaErr(opName, err)
 	}
 	info.Graph = g
 	if n := len(ci.Deps); n > 0 {
@@ -1203,11 +1203,11 @@ func (d *Device) cudaDefaultPool() *MemPool {
 	return c.defPool
 }
 
-func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error) {
+func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, error) {
 	c := d.cu
 	p := &MemPool{dev: d, props: props}
 	pp := driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(props.Location), MaxSize: props.MaxSize}
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
 		var err error
@@ -1220,16 +1220,16 @@ func (d *Device) cudaNewMemPool(op string, props MemPoolProps) (*MemPool, error)
 	return p, nil
 }
 
-func (p *MemPool) cudaDestroy(op string) error {
-	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolDestroy(p.cu) })
+func (p *MemPool) cudaDestroy(opName string) error {
+	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolDestroy(p.cu) })
 }
 
-func (p *MemPool) cudaTrimTo(op string, minBytesToKeep uint64) error {
-	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
+func (p *MemPool) cudaTrimTo(opName string, minBytesToKeep uint64) error {
+	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
 }
 
-func (p *MemPool) cudaSetAttr(op string, attr int, v uint64) error {
-	return p.dev.cuCall(op, func() error { return p.dev.cu.drv.MemPoolSetAttribute(p.cu, attr, v) })
+func (p *MemPool) cudaSetAttr(opName string, attr int, v uint64) error {
+	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolSetAttribute(p.cu, attr, v) })
 }
 
 func (p *MemPool) cudaAttr(attr int) uint64 {
@@ -1242,9 +1242,9 @@ func (p *MemPool) cudaAttr(attr int) uint64 {
 	return v
 }
 
-func (p *MemPool) cudaSetAccess(op string, device int, flags AccessFlags) error {
+func (p *MemPool) cudaSetAccess(opName string, device int, flags AccessFlags) error {
 	c := p.dev.cu
-	return p.dev.cuCall(op, func() error {
+	return p.dev.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
 		desc := driver.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}

@@ -13,9 +13,9 @@ import (
 
 // cudaCondHandle creates a handle on g's native graph, in the device's
 // context.
-func (d *Device) cudaCondHandle(op string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
+func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
 	var h uint64
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		var err error
 		h, err = d.cu.drv.GraphConditionalHandleCreate(g.cu, d.cu.ctx, def, uint32(flags))
 		return err

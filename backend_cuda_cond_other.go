@@ -2,6 +2,6 @@
 
 package gpugraph
 
-func (d *Device) cudaCondHandle(op string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
+func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
 	panic("unreachable")
 }

@@ -10,10 +10,10 @@ import (
 // file descriptor, signalled and waited on by the driver in streams and
 // graph nodes. Arguments are checked by checkExtSems before these run.
 
-func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
+func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
 	c := d.cu
 	s := &ExternalSemaphore{dev: d, kind: kind}
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
 		var err error
@@ -26,8 +26,8 @@ func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, f
 	return s, nil
 }
 
-func (s *ExternalSemaphore) cudaDestroy(op string) error {
-	return s.dev.cuCall(op, func() error { return s.dev.cu.drv.DestroyExternalSemaphore(s.cu) })
+func (s *ExternalSemaphore) cudaDestroy(opName string) error {
+	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.DestroyExternalSemaphore(s.cu) })
 }
 
 // cuExtSems is the driver's form of the semaphores and values of a signal
@@ -86,14 +86,14 @@ func (d *Device) cudaSetExtSemNode(node uintptr, p NodeParams) error {
 // cudaSetExtSemExecParams sets the parameters of signal or wait node n in
 // the executable graph e (cuGraphExecExternalSemaphores{Signal,Wait}NodeSetParams),
 // for Exec.SetParams; check extSemUpdatable first.
-func (e *Exec) cudaSetExtSemExecParams(op string, n *Node, p NodeParams) error {
+func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) error {
 	d := e.dev
 	es, signal, code, msg := d.checkedExtSems(p)
 	if code != nil {
-		return nodeErr(op, n, code, "%s", msg)
+		return nodeErr(opName, n, code, "%s", msg)
 	}
 	c := d.cu
-	return d.cuCall(op, func() error {
+	return d.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
 		if signal {
@@ -104,12 +104,12 @@ func (e *Exec) cudaSetExtSemExecParams(op string, n *Node, p NodeParams) error {
 }
 
 // cudaExtSems issues a signal or wait into the native stream.
-func (s *Stream) cudaExtSems(op string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
+func (s *Stream) cudaExtSems(opName string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
 	c := s.dev.cu
 	es := cuExtSems(sems, values)
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	return s.streamCall(op, func() error {
+	return s.streamCall(opName, func() error {
 		if signal {
 			return c.drv.SignalExternalSemaphoresAsync(c.cm, es, s.cu)
 		}

@@ -199,7 +199,7 @@ func (n *Node) ConditionalBodies() ([]*Graph, error) {
 // checkCondParams checks what every backend needs of conditional node
 // parameters: a type, and a number of bodies the type allows. (The handle
 // is the driver's to check on cuda, where 0 may be a valid handle.)
-func checkCondParams(op string, p ConditionalParams) error {
+func checkCondParams(opName string, p ConditionalParams) error {
 	ok := false
 	switch p.Type {
 	case ConditionalIf:
@@ -209,10 +209,10 @@ func checkCondParams(op string, p ConditionalParams) error {
 	case ConditionalSwitch:
 		ok = p.Size >= 1 && p.Size <= math.MaxUint32
 	default:
-		return newErr(op, ErrInvalidValue, "unknown conditional type %d", int(p.Type))
+		return newErr(opName, ErrInvalidValue, "unknown conditional type %d", int(p.Type))
 	}
 	if !ok {
-		return newErr(op, ErrInvalidValue, "%v node with %d bodies (WHILE takes 1, IF 1 or 2, SWITCH at least 1)", p.Type, p.Size)
+		return newErr(opName, ErrInvalidValue, "%v node with %d bodies (WHILE takes 1, IF 1 or 2, SWITCH at least 1)", p.Type, p.Size)
 	}
 	return nil
 }
@@ -240,7 +240,7 @@ func (g *Graph) findHandle(h ConditionalHandle) *condHandle {
 // condAddLocked completes the conditional node n about to be added to g
 // (locked): on host it checks the handle and creates the bodies; on cuda the
 // driver has done both (cudaAddNode), and only the handle is recorded.
-func (g *Graph) condAddLocked(op string, n *Node) error {
+func (g *Graph) condAddLocked(opName string, n *Node) error {
 	p := n.params.(ConditionalParams)
 	condMu.Lock()
 	defer condMu.Unlock()
@@ -255,13 +255,13 @@ func (g *Graph) condAddLocked(op string, n *Node) error {
 		return nil
 	}
 	if g.parent != nil && g.parent.typ == NodeChildGraph {
-		return newErr(op, ErrNotSupported, "a graph embedded in %v cannot contain conditional nodes", g.parent)
+		return newErr(opName, ErrNotSupported, "a graph embedded in %v cannot contain conditional nodes", g.parent)
 	}
 	if r == nil {
-		return newErr(op, ErrInvalidValue, "conditional handle %#x was not created in this graph or a graph it is a body of", uint64(p.Handle))
+		return newErr(opName, ErrInvalidValue, "conditional handle %#x was not created in this graph or a graph it is a body of", uint64(p.Handle))
 	}
 	if r.node != nil {
-		return newErr(op, ErrInvalidValue, "conditional handle %#x already serves %v", uint64(p.Handle), r.node)
+		return newErr(opName, ErrInvalidValue, "conditional handle %#x already serves %v", uint64(p.Handle), r.node)
 	}
 	bodies := make([]*Graph, p.Size)
 	for i := range bodies {
@@ -350,21 +350,21 @@ func (g *Graph) hasCondLocked() bool {
 
 // condChildRule refuses a graph with conditional nodes as a child graph, as
 // the driver does.
-func condChildRule(op string, c *Graph) error {
+func condChildRule(opName string, c *Graph) error {
 	c.mu.Lock()
 	has := c.hasCondLocked()
 	c.mu.Unlock()
 	if has {
-		return newErr(op, ErrNotSupported, "a graph with conditional nodes cannot be a child graph")
+		return newErr(opName, ErrNotSupported, "a graph with conditional nodes cannot be a child graph")
 	}
 	return nil
 }
 
 // condCloneRule refuses to clone a locked graph with conditional nodes, as
 // the driver does.
-func (g *Graph) condCloneRule(op string) error {
+func (g *Graph) condCloneRule(opName string) error {
 	if g.hasCondLocked() {
-		return newErr(op, ErrNotSupported, "a graph with conditional nodes cannot be cloned")
+		return newErr(opName, ErrNotSupported, "a graph with conditional nodes cannot be cloned")
 	}
 	return nil
 }

@@ -198,18 +198,18 @@ func (d *Device) forget(s *Stream) {
 }
 
 // check returns the error every call on a closed or failed device gets.
-func (d *Device) check(op string) error {
+func (d *Device) check(opName string) error {
 	if d == nil {
-		return newErr(op, ErrInvalidValue, "nil device")
+		return newErr(opName, ErrInvalidValue, "nil device")
 	}
-	if err := notInDestructor(op); err != nil {
+	if err := notInDestructor(opName); err != nil {
 		return err
 	}
 	if d.closed.Load() {
-		return newErr(op, ErrContextIsDestroyed, "device is closed")
+		return newErr(opName, ErrContextIsDestroyed, "device is closed")
 	}
 	if e := d.sticky.Load(); e != nil {
-		return withOp(op, e)
+		return withOp(opName, e)
 	}
 	return nil
 }

@@ -18,12 +18,12 @@ import (
 
 // cudaInstantiateWithParams instantiates g natively with p's flags and
 // reports the driver's result and error node in p.
-func (d *Device) cudaInstantiateWithParams(op string, e *Exec, g *Graph, p *InstantiateParams) error {
+func (d *Device) cudaInstantiateWithParams(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
 	ip := driver.GraphInstantiateParams{Flags: uint64(p.Flags)}
 	if p.Flags&InstantiateUpload != 0 {
 		ip.UploadStream = p.UploadStream.cu
 	}
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		var err error
 		e.cu, err = d.cu.drv.InstantiateWithParams(g.cu, &ip)
 		return err

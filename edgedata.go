@@ -98,45 +98,45 @@ func (d EdgeData) early() bool { return d.FromPort != KernelNodePortDefault }
 // checkEdgeDataFrom checks the upstream half of an edge: the data is known
 // and the upstream node has the port. Both backends apply it before the
 // driver is called.
-func checkEdgeDataFrom(op string, from *Node, d EdgeData) error {
+func checkEdgeDataFrom(opName string, from *Node, d EdgeData) error {
 	switch {
 	case d.ToPort != 0:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: no node type has incoming port %d", d, d.ToPort)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: no node type has incoming port %d", d, d.ToPort)
 	case d.Type > DependencyTypeProgrammatic:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: unknown dependency type %d", d, d.Type)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: unknown dependency type %d", d, d.Type)
 	case d.FromPort > KernelNodePortLaunchCompletion:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: unknown port %d", d, d.FromPort)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: unknown port %d", d, d.FromPort)
 	case d != EdgeData{} && from.typ != NodeKernel:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: only kernel nodes have outgoing ports other than the default, and programmatic edges join kernel nodes", d)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: only kernel nodes have outgoing ports other than the default, and programmatic edges join kernel nodes", d)
 	case d.Type == DependencyTypeProgrammatic && d.FromPort == KernelNodePortDefault:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: a programmatic edge leaves the programmatic or the launch completion port", d)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: a programmatic edge leaves the programmatic or the launch completion port", d)
 	case d.FromPort == KernelNodePortProgrammatic && d.Type != DependencyTypeProgrammatic:
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: the programmatic port takes programmatic edges only", d)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: the programmatic port takes programmatic edges only", d)
 	}
 	return nil
 }
 
 // checkEdgeData checks an edge's data against both of its nodes.
-func checkEdgeData(op string, from *Node, to NodeType, d EdgeData) error {
-	if err := checkEdgeDataFrom(op, from, d); err != nil {
+func checkEdgeData(opName string, from *Node, to NodeType, d EdgeData) error {
+	if err := checkEdgeDataFrom(opName, from, d); err != nil {
 		return err
 	}
 	if d.Type == DependencyTypeProgrammatic && to != NodeKernel {
-		return nodeErr(op, from, ErrInvalidValue, "edge data %v: a programmatic edge joins two kernel nodes, not a kernel and a %v node", d, to)
+		return nodeErr(opName, from, ErrInvalidValue, "edge data %v: a programmatic edge joins two kernel nodes, not a kernel and a %v node", d, to)
 	}
 	return nil
 }
 
 // checkNewEdges checks the data of the edges into a new node of type to.
-func checkNewEdges(op string, deps []*Node, to NodeType, data []EdgeData) error {
+func checkNewEdges(opName string, deps []*Node, to NodeType, data []EdgeData) error {
 	if data == nil {
 		return nil
 	}
 	if len(data) != len(deps) {
-		return newErr(op, ErrInvalidValue, "%d dependencies but edge data for %d", len(deps), len(data))
+		return newErr(opName, ErrInvalidValue, "%d dependencies but edge data for %d", len(deps), len(data))
 	}
 	for i, d := range deps {
-		if err := checkEdgeData(op, d, to, data[i]); err != nil {
+		if err := checkEdgeData(opName, d, to, data[i]); err != nil {
 			return err
 		}
 	}
@@ -168,16 +168,16 @@ func (n *Node) DependencyEdges() ([]Edge, error) { return n.dataEdges("Node.Depe
 // (cudaGraphNodeGetDependentNodes with edge data).
 func (n *Node) DependentEdges() ([]Edge, error) { return n.dataEdges("Node.DependentEdges", true) }
 
-func (n *Node) dataEdges(op string, out bool) ([]Edge, error) {
+func (n *Node) dataEdges(opName string, out bool) ([]Edge, error) {
 	if n == nil {
-		return nil, newErr(op, ErrInvalidValue, "nil node")
+		return nil, newErr(opName, ErrInvalidValue, "nil node")
 	}
 	g := n.g
-	if err := g.lock(op); err != nil {
+	if err := g.lock(opName); err != nil {
 		return nil, err
 	}
 	defer g.mu.Unlock()
-	if err := g.checkNodeLocked(op, n); err != nil {
+	if err := g.checkNodeLocked(opName, n); err != nil {
 		return nil, err
 	}
 	if out {
@@ -240,7 +240,7 @@ func (g *Graph) cloneEdgeDataLocked(clones map[*Node]*Node) map[edgeKey]EdgeData
 
 // lossyLocked fails a query of n's dependencies (or dependents, with out)
 // that would drop non-default edge data (cudaErrorLossyQuery).
-func (g *Graph) lossyLocked(op string, n *Node, out bool) error {
+func (g *Graph) lossyLocked(opName string, n *Node, out bool) error {
 	if len(g.edata) == 0 {
 		return nil
 	}
@@ -254,7 +254,7 @@ func (g *Graph) lossyLocked(op string, n *Node, out bool) error {
 			k = edgeKey{n, x}
 		}
 		if d, ok := g.edata[k]; ok {
-			return nodeErr(op, n, ErrLossyQuery, "the edge %v -> %v has data (%v); use the edge query", k.from, k.to, d)
+			return nodeErr(opName, n, ErrLossyQuery, "the edge %v -> %v has data (%v); use the edge query", k.from, k.to, d)
 		}
 	}
 	return nil

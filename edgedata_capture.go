@@ -30,18 +30,18 @@ func (s *Stream) UpdateCaptureDependenciesWithData(nodes []*Node, data []EdgeDat
 
 // checkHalfEdges checks the data of edges from nodes whose downstream node
 // is not known yet.
-func checkHalfEdges(op string, nodes []*Node, data []EdgeData) error {
+func checkHalfEdges(opName string, nodes []*Node, data []EdgeData) error {
 	if data == nil {
 		return nil
 	}
 	if len(data) != len(nodes) {
-		return newErr(op, ErrInvalidValue, "%d dependencies but edge data for %d", len(nodes), len(data))
+		return newErr(opName, ErrInvalidValue, "%d dependencies but edge data for %d", len(nodes), len(data))
 	}
 	for i, n := range nodes {
 		if n == nil {
-			return newErr(op, ErrInvalidValue, "nil node")
+			return newErr(opName, ErrInvalidValue, "nil node")
 		}
-		if err := checkEdgeDataFrom(op, n, data[i]); err != nil {
+		if err := checkEdgeDataFrom(opName, n, data[i]); err != nil {
 			return err
 		}
 	}

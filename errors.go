@@ -70,19 +70,19 @@ func (e *Error) Error() string {
 // Unwrap returns the Code, so errors.Is(err, ErrInvalidValue) works.
 func (e *Error) Unwrap() error { return e.Code }
 
-func newErr(op string, code *Code, format string, args ...any) *Error {
-	return &Error{Op: op, Code: code, Detail: fmt.Sprintf(format, args...)}
+func newErr(opName string, code *Code, format string, args ...any) *Error {
+	return &Error{Op: opName, Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
-func nodeErr(op string, n *Node, code *Code, format string, args ...any) *Error {
-	return &Error{Op: op, Node: n, Code: code, Detail: fmt.Sprintf(format, args...)}
+func nodeErr(opName string, n *Node, code *Code, format string, args ...any) *Error {
+	return &Error{Op: opName, Node: n, Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
 // withOp re-labels an *Error raised by a helper with the public operation.
-func withOp(op string, err error) error {
+func withOp(opName string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.at(op, e.Node)
+		return e.at(opName, e.Node)
 	}
 	return err
 }
@@ -90,8 +90,8 @@ func withOp(op string, err error) error {
 // at returns a copy of e reported by the public operation op about node n:
 // a helper's error, or a device's sticky one, reaches each caller under the
 // caller's own name, and the original stays unchanged for the next.
-func (e *Error) at(op string, n *Node) *Error {
+func (e *Error) at(opName string, n *Node) *Error {
 	c := *e
-	c.Op, c.Node = op, n
+	c.Op, c.Node = opName, n
 	return &c
 }

@@ -52,18 +52,18 @@ func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
 	return e, nil
 }
 
-func (e *Event) check(op string, d *Device) error {
+func (e *Event) check(opName string, d *Device) error {
 	if e == nil {
-		return newErr(op, ErrInvalidResourceHandle, "nil event")
+		return newErr(opName, ErrInvalidResourceHandle, "nil event")
 	}
 	if d != nil && e.dev != d {
-		return newErr(op, ErrInvalidResourceHandle, "event belongs to another device")
+		return newErr(opName, ErrInvalidResourceHandle, "event belongs to another device")
 	}
-	if err := e.dev.check(op); err != nil {
+	if err := e.dev.check(opName); err != nil {
 		return err
 	}
 	if e.destroyed.Load() {
-		return newErr(op, ErrInvalidResourceHandle, "event is destroyed")
+		return newErr(opName, ErrInvalidResourceHandle, "event is destroyed")
 	}
 	return nil
 }

@@ -94,32 +94,32 @@ func (d *Device) ImportExternalSemaphoreFD(kind ExternalSemaphoreHandleType, fd 
 
 // check validates a semaphore handle for op, on device d if d is not nil;
 // code is the error a bad handle gets.
-func (s *ExternalSemaphore) check(op string, d *Device, code *Code) error {
+func (s *ExternalSemaphore) check(opName string, d *Device, code *Code) error {
 	if s == nil {
-		return newErr(op, code, "nil external semaphore")
+		return newErr(opName, code, "nil external semaphore")
 	}
 	if d != nil && s.dev != d {
-		return newErr(op, code, "external semaphore belongs to another device")
+		return newErr(opName, code, "external semaphore belongs to another device")
 	}
-	if err := s.dev.check(op); err != nil {
+	if err := s.dev.check(opName); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	dead := s.destroyed
 	s.mu.Unlock()
 	if dead {
-		return newErr(op, code, "external semaphore is destroyed")
+		return newErr(opName, code, "external semaphore is destroyed")
 	}
 	return nil
 }
 
 // goSide checks a call that Go makes on the semaphore itself.
-func (s *ExternalSemaphore) goSide(op string) error {
-	if err := s.check(op, nil, ErrInvalidResourceHandle); err != nil {
+func (s *ExternalSemaphore) goSide(opName string) error {
+	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
 		return err
 	}
 	if s.cu != 0 {
-		return newErr(op, ErrNotSupported, "an imported semaphore is signalled, waited on and read through the API it came from, not from Go")
+		return newErr(opName, ErrNotSupported, "an imported semaphore is signalled, waited on and read through the API it came from, not from Go")
 	}
 	return nil
 }
@@ -296,11 +296,11 @@ func (s *ExternalSemaphore) onReach(v uint64, fn func()) bool {
 }
 
 // acquire marks the semaphore in use by work just issued, unless destroyed.
-func (s *ExternalSemaphore) acquire(op string) error {
+func (s *ExternalSemaphore) acquire(opName string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.destroyed {
-		return newErr(op, ErrInvalidResourceHandle, "external semaphore is destroyed")
+		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
 	}
 	s.users++
 	return nil
@@ -313,9 +313,9 @@ func (s *ExternalSemaphore) release() {
 }
 
 // acquireAll acquires every semaphore of sems, or none.
-func acquireAll(op string, sems []*ExternalSemaphore) error {
+func acquireAll(opName string, sems []*ExternalSemaphore) error {
 	for i, s := range sems {
-		if err := s.acquire(op); err != nil {
+		if err := s.acquire(opName); err != nil {
 			for _, t := range sems[:i] {
 				t.release()
 			}

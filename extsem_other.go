@@ -4,11 +4,13 @@ package gpugraph
 
 // Outside Linux no Device has a cudaDev, so none of these is called.
 
-func (d *Device) cudaImportExtSem(op string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
+func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
 	panic("unreachable")
 }
-func (s *ExternalSemaphore) cudaDestroy(op string) error { panic("unreachable") }
-func (s *Stream) cudaExtSems(op string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
+func (s *ExternalSemaphore) cudaDestroy(opName string) error { panic("unreachable") }
+func (s *Stream) cudaExtSems(opName string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
 	panic("unreachable")
 }
-func (e *Exec) cudaSetExtSemExecParams(op string, n *Node, p NodeParams) error { panic("unreachable") }
+func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) error {
+	panic("unreachable")
+}

@@ -76,17 +76,17 @@ func (d *Device) NewGraph() (*Graph, error) {
 func (g *Graph) Device() *Device { return g.dev }
 
 // lock locks the graph for op, failing if it is unusable.
-func (g *Graph) lock(op string) error {
+func (g *Graph) lock(opName string) error {
 	if g == nil {
-		return newErr(op, ErrInvalidValue, "nil graph")
+		return newErr(opName, ErrInvalidValue, "nil graph")
 	}
-	if err := g.dev.check(op); err != nil {
+	if err := g.dev.check(opName); err != nil {
 		return err
 	}
 	g.mu.Lock()
 	if g.destroyed {
 		g.mu.Unlock()
-		return newErr(op, ErrInvalidValue, "graph is destroyed")
+		return newErr(opName, ErrInvalidValue, "graph is destroyed")
 	}
 	return nil
 }
@@ -115,14 +115,14 @@ func (n *Node) Type() NodeType { return n.typ }
 func (n *Node) Graph() *Graph { return n.g }
 
 // checkNodeLocked validates a node handle while g is locked.
-func (g *Graph) checkNodeLocked(op string, n *Node) error {
+func (g *Graph) checkNodeLocked(opName string, n *Node) error {
 	switch {
 	case n == nil:
-		return newErr(op, ErrInvalidValue, "nil node")
+		return newErr(opName, ErrInvalidValue, "nil node")
 	case n.g != g:
-		return nodeErr(op, n, ErrInvalidValue, "node belongs to another graph")
+		return nodeErr(opName, n, ErrInvalidValue, "node belongs to another graph")
 	case n.dead:
-		return nodeErr(op, n, ErrInvalidValue, "node is destroyed")
+		return nodeErr(opName, n, ErrInvalidValue, "node is destroyed")
 	}
 	return nil
 }
@@ -194,25 +194,25 @@ func (g *Graph) AddChildGraphNode(child *Graph, deps ...*Node) (*Node, error) {
 	return g.addNode("Graph.AddChildGraphNode", ChildGraphParams{child}, deps)
 }
 
-func (g *Graph) addNode(op string, p NodeParams, deps []*Node) (*Node, error) {
-	return g.addNodeEdges(op, p, deps, nil)
+func (g *Graph) addNode(opName string, p NodeParams, deps []*Node) (*Node, error) {
+	return g.addNodeEdges(opName, p, deps, nil)
 }
 
 // addNodeEdges adds a node; data, if not nil, holds the data of the edge
 // from each dependency (edgedata.go).
-func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
+func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if g == nil {
-		return nil, newErr(op, ErrInvalidValue, "nil graph")
+		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
 	var child *Graph
 	var gm *graphMem
 	memNode := false
 	switch p := p.(type) {
 	case ChildGraphParams:
-		if err := g.checkChild(op, p.Graph); err != nil {
+		if err := g.checkChild(opName, p.Graph); err != nil {
 			return nil, err
 		}
-		c, _, err := p.Graph.clone(op)
+		c, _, err := p.Graph.clone(opName)
 		if err != nil {
 			return nil, err
 		}
@@ -222,7 +222,7 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 		child = c
 		defer releaseIfOrphan(c) // the clone took copies of the child's user object references
 	case MemAllocParams, MemFreeParams:
-		if err := g.dev.checkMemParams(op, p); err != nil {
+		if err := g.dev.checkMemParams(opName, p); err != nil {
 			return nil, err
 		}
 		memNode = true
@@ -231,10 +231,10 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 		}
 		var err error
 		if gm, err = g.dev.graphMemory(); err != nil {
-			return nil, newErr(op, ErrNotSupported, "graph memory: %v", err)
+			return nil, newErr(opName, ErrNotSupported, "graph memory: %v", err)
 		}
 	case ConditionalParams:
-		if err := checkCondParams(op, p); err != nil {
+		if err := checkCondParams(opName, p); err != nil {
 			return nil, err
 		}
 	default:
@@ -242,27 +242,27 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 			break // cudaAddNode checks parameters as it makes the native node
 		}
 		if _, code, msg := g.dev.prepare(p); code != nil {
-			return nil, newErr(op, code, "%s", msg)
+			return nil, newErr(opName, code, "%s", msg)
 		}
 	}
-	if err := g.lock(op); err != nil {
+	if err := g.lock(opName); err != nil {
 		return nil, err
 	}
 	defer g.mu.Unlock()
 	if memNode && g.parent != nil {
-		return nil, newErr(op, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
+		return nil, newErr(opName, ErrNotSupported, "memory nodes cannot be added to a graph embedded in %v", g.parent)
 	}
 	for i, d := range deps {
-		if err := g.checkNodeLocked(op, d); err != nil {
+		if err := g.checkNodeLocked(opName, d); err != nil {
 			return nil, err
 		}
 		for _, e := range deps[:i] {
 			if e == d {
-				return nil, nodeErr(op, d, ErrInvalidValue, "listed twice as a dependency")
+				return nil, nodeErr(opName, d, ErrInvalidValue, "listed twice as a dependency")
 			}
 		}
 	}
-	if err := checkNewEdges(op, deps, p.NodeType(), data); err != nil {
+	if err := checkNewEdges(opName, deps, p.NodeType(), data); err != nil {
 		return nil, err
 	}
 	n := &Node{g: g, id: g.nextID, typ: p.NodeType(), params: copyParams(p), child: child,
@@ -273,16 +273,16 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 	}
 	if g.dev.cu != nil {
 		if err := g.dev.cudaAddNodeEdges(g, n, data); err != nil {
-			return nil, withOp(op, err)
+			return nil, withOp(opName, err)
 		}
 	}
 	if n.typ == NodeConditional {
-		if err := g.condAddLocked(op, n); err != nil {
+		if err := g.condAddLocked(opName, n); err != nil {
 			return nil, err
 		}
 	}
 	if gm != nil {
-		if err := gm.addMemNode(op, g, n); err != nil {
+		if err := gm.addMemNode(opName, g, n); err != nil {
 			return nil, err
 		}
 	}
@@ -303,28 +303,28 @@ func (g *Graph) addNodeEdges(op string, p NodeParams, deps []*Node, data []EdgeD
 }
 
 // checkChild validates a graph about to be embedded in g.
-func (g *Graph) checkChild(op string, c *Graph) error {
+func (g *Graph) checkChild(opName string, c *Graph) error {
 	switch {
 	case g == nil:
-		return newErr(op, ErrInvalidValue, "nil graph")
+		return newErr(opName, ErrInvalidValue, "nil graph")
 	case c == nil:
-		return newErr(op, ErrInvalidValue, "nil child graph")
+		return newErr(opName, ErrInvalidValue, "nil child graph")
 	case c.dev != g.dev:
-		return newErr(op, ErrInvalidValue, "child graph belongs to another device")
+		return newErr(opName, ErrInvalidValue, "child graph belongs to another device")
 	}
 	// The child is cloned before the node is added, so a graph embedding a
 	// snapshot of itself is finite; embedding itself directly is refused as
 	// CUDA does.
 	if c == g {
-		return newErr(op, ErrInvalidValue, "a graph cannot be its own child")
+		return newErr(opName, ErrInvalidValue, "a graph cannot be its own child")
 	}
 	c.mu.Lock()
 	mem := c.memNodes
 	c.mu.Unlock()
 	if mem > 0 {
-		return newErr(op, ErrNotSupported, "a graph with memory nodes cannot be a child graph")
+		return newErr(opName, ErrNotSupported, "a graph with memory nodes cannot be a child graph")
 	}
-	return condChildRule(op, c)
+	return condChildRule(opName, c)
 }
 
 // Params returns a copy of the node's parameters (one of the *Params types).
@@ -430,18 +430,18 @@ func (n *Node) Dependencies() ([]*Node, error) { return n.edges("Node.Dependenci
 // ErrLossyQuery if an edge out of n has data (DependentEdges returns it).
 func (n *Node) Dependents() ([]*Node, error) { return n.edges("Node.Dependents", true) }
 
-func (n *Node) edges(op string, out bool) ([]*Node, error) {
+func (n *Node) edges(opName string, out bool) ([]*Node, error) {
 	if n == nil {
-		return nil, newErr(op, ErrInvalidValue, "nil node")
+		return nil, newErr(opName, ErrInvalidValue, "nil node")
 	}
-	if err := n.g.lock(op); err != nil {
+	if err := n.g.lock(opName); err != nil {
 		return nil, err
 	}
 	defer n.g.mu.Unlock()
-	if err := n.g.checkNodeLocked(op, n); err != nil {
+	if err := n.g.checkNodeLocked(opName, n); err != nil {
 		return nil, err
 	}
-	if err := n.g.lossyLocked(op, n, out); err != nil {
+	if err := n.g.lossyLocked(opName, n, out); err != nil {
 		return nil, err
 	}
 	if out {
@@ -612,15 +612,15 @@ func (g *Graph) stampSink(n *Node) {
 	}
 }
 
-func (g *Graph) checkEdgeLocked(op string, e Edge) error {
-	if err := g.checkNodeLocked(op, e.From); err != nil {
+func (g *Graph) checkEdgeLocked(opName string, e Edge) error {
+	if err := g.checkNodeLocked(opName, e.From); err != nil {
 		return err
 	}
-	if err := g.checkNodeLocked(op, e.To); err != nil {
+	if err := g.checkNodeLocked(opName, e.To); err != nil {
 		return err
 	}
 	if e.From == e.To {
-		return nodeErr(op, e.To, ErrInvalidValue, "self edge")
+		return nodeErr(opName, e.To, ErrInvalidValue, "self edge")
 	}
 	return nil
 }
@@ -706,19 +706,19 @@ func (g *Graph) Clone() (*Graph, error) {
 	return c, err
 }
 
-func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
-	if err := g.lock(op); err != nil {
+func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
+	if err := g.lock(opName); err != nil {
 		return nil, nil, err
 	}
 	defer g.mu.Unlock()
 	if g.memNodes > 0 {
-		return nil, nil, newErr(op, ErrNotSupported, "a graph with memory nodes cannot be cloned")
+		return nil, nil, newErr(opName, ErrNotSupported, "a graph with memory nodes cannot be cloned")
 	}
-	if err := g.condCloneRule(op); err != nil {
+	if err := g.condCloneRule(opName); err != nil {
 		return nil, nil, err
 	}
-	if g.dev.cu != nil && op == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
-		c, err := g.cudaClone(op)
+	if g.dev.cu != nil && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
+		c, err := g.cudaClone(opName)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -729,7 +729,7 @@ func (g *Graph) clone(op string) (*Graph, map[*Node]*Node, error) {
 	for _, n := range g.nodes {
 		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink}
 		if n.child != nil {
-			cc, inner, err := n.child.clone(op)
+			cc, inner, err := n.child.clone(opName)
 			if err != nil {
 				c.releaseUserObjects() // those the children cloned so far took
 				return nil, nil, err

@@ -704,26 +704,26 @@ func (d *Device) graphBytes(p DevicePtr, n int) ([]byte, bool, error) {
 
 // checkMemParams validates the parameters of a memory node that need no
 // graph state.
-func (d *Device) checkMemParams(op string, p NodeParams) error {
+func (d *Device) checkMemParams(opName string, p NodeParams) error {
 	switch p := p.(type) {
 	case MemAllocParams:
 		if p.Size <= 0 {
-			return newErr(op, ErrInvalidValue, "allocation of %d bytes", p.Size)
+			return newErr(opName, ErrInvalidValue, "allocation of %d bytes", p.Size)
 		}
 		if p.Location != 0 {
-			return newErr(op, ErrInvalidDevice, "device %d does not exist", p.Location)
+			return newErr(opName, ErrInvalidDevice, "device %d does not exist", p.Location)
 		}
 		for _, a := range p.Access {
 			if a.Device != 0 {
-				return newErr(op, ErrInvalidDevice, "access for device %d, which does not exist", a.Device)
+				return newErr(opName, ErrInvalidDevice, "access for device %d, which does not exist", a.Device)
 			}
 		}
 		if uint64(p.Size) > graphVASize/2 {
-			return newErr(op, ErrMemoryAllocation, "allocation of %d bytes", p.Size)
+			return newErr(opName, ErrMemoryAllocation, "allocation of %d bytes", p.Size)
 		}
 	case MemFreeParams:
 		if p.Ptr == 0 {
-			return newErr(op, ErrInvalidValue, "free of a null pointer")
+			return newErr(opName, ErrInvalidValue, "free of a null pointer")
 		}
 	}
 	return nil
@@ -731,12 +731,12 @@ func (d *Device) checkMemParams(op string, p NodeParams) error {
 
 // addMemNode gives a new alloc node its address, or checks what a new free
 // node frees. g is locked; n is not yet in the graph.
-func (gm *graphMem) addMemNode(op string, g *Graph, n *Node) error {
+func (gm *graphMem) addMemNode(opName string, g *Graph, n *Node) error {
 	switch p := n.params.(type) {
 	case MemAllocParams:
 		a, err := gm.place(g, n, p.Size)
 		if err != nil {
-			return newErr(op, ErrMemoryAllocation, "no address space for %d bytes: %v", p.Size, err)
+			return newErr(opName, ErrMemoryAllocation, "no address space for %d bytes: %v", p.Size, err)
 		}
 		n.alloc = a
 		p.Ptr = a.ptr(gm)
@@ -748,11 +748,11 @@ func (gm *graphMem) addMemNode(op string, g *Graph, n *Node) error {
 		a := gm.allocAtLocked(p.Ptr, isUnfreed)
 		switch {
 		case a == nil:
-			return newErr(op, ErrInvalidValue, "%#x is not the address of a graph allocation", uint64(p.Ptr))
+			return newErr(opName, ErrInvalidValue, "%#x is not the address of a graph allocation", uint64(p.Ptr))
 		case a.freedBy != nil && a.va == g.va:
-			return newErr(op, ErrInvalidValue, "the allocation at %#x is already freed by %v", uint64(p.Ptr), a.freedBy)
+			return newErr(opName, ErrInvalidValue, "the allocation at %#x is already freed by %v", uint64(p.Ptr), a.freedBy)
 		case a.freedBy != nil:
-			return newErr(op, ErrInvalidValue, "the allocation at %#x is freed in its own graph, by %v", uint64(p.Ptr), a.freedBy)
+			return newErr(opName, ErrInvalidValue, "the allocation at %#x is freed in its own graph, by %v", uint64(p.Ptr), a.freedBy)
 		}
 		if a.va == g.va {
 			a.freedBy = n
@@ -766,20 +766,20 @@ func (gm *graphMem) addMemNode(op string, g *Graph, n *Node) error {
 // the launching stream's lock: it refuses a relaunch while an allocation of
 // the previous launch is outstanding (unless e frees them on launch), and a
 // free node for an allocation that is not outstanding.
-func (gm *graphMem) issueLaunch(op string, e *Exec) error {
+func (gm *graphMem) issueLaunch(opName string, e *Exec) error {
 	gm.mu.Lock()
 	defer gm.mu.Unlock()
 	if !e.autoFree {
 		for _, a := range e.persist {
 			if a.outstanding {
-				return nodeErr(op, a.node, ErrInvalidValue,
+				return nodeErr(opName, a.node, ErrInvalidValue,
 					"the allocation of the previous launch is still live: free it first, or instantiate with InstantiateAutoFreeOnLaunch")
 			}
 		}
 	}
 	for _, x := range e.frees {
 		if !x.a.outstanding {
-			return nodeErr(op, x.node, ErrInvalidValue,
+			return nodeErr(opName, x.node, ErrInvalidValue,
 				"frees the allocation at %#x, which is not allocated (its graph was not launched, or it was freed)", uint64(x.a.ptr(gm)))
 		}
 	}

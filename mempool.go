@@ -236,11 +236,11 @@ func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
 }
 
 // check validates the pool handle and its device for op.
-func (p *MemPool) check(op string) error {
+func (p *MemPool) check(opName string) error {
 	if p == nil {
-		return newErr(op, ErrInvalidValue, "nil memory pool")
+		return newErr(opName, ErrInvalidValue, "nil memory pool")
 	}
-	return p.dev.check(op)
+	return p.dev.check(opName)
 }
 
 // Destroy destroys the pool (cudaMemPoolDestroy). Allocations not yet freed

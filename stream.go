@@ -59,31 +59,31 @@ func (d *Device) NewStream() (*Stream, error) {
 func (s *Stream) Device() *Device { return s.dev }
 
 // check validates the stream handle for op.
-func (s *Stream) check(op string) error {
+func (s *Stream) check(opName string) error {
 	if s == nil {
-		return newErr(op, ErrInvalidResourceHandle, "nil stream")
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
 	}
-	if err := s.dev.check(op); err != nil {
+	if err := s.dev.check(opName); err != nil {
 		return err
 	}
 	if s.destroyed.Load() {
-		return newErr(op, ErrInvalidResourceHandle, "stream is destroyed")
+		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
 	}
 	return nil
 }
 
 // usable is the cheap check of the launch path: a live stream on an open
 // device. The device's sticky error is checked when the work is queued.
-func (s *Stream) usable(op string) error {
+func (s *Stream) usable(opName string) error {
 	switch {
 	case s == nil:
-		return newErr(op, ErrInvalidResourceHandle, "nil stream")
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
 	case s.destroyed.Load():
-		return newErr(op, ErrInvalidResourceHandle, "stream is destroyed")
+		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
 	case s.dev.closed.Load():
-		return newErr(op, ErrContextIsDestroyed, "device is closed")
+		return newErr(opName, ErrContextIsDestroyed, "device is closed")
 	}
-	return notInDestructor(op)
+	return notInDestructor(opName)
 }
 
 // enqueue appends o to the stream. prepare, if not nil, runs under the

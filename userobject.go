@@ -112,35 +112,35 @@ func (d *Device) NewUserObject(destroy func(), initialRefs int, flags UserObject
 	return o, nil
 }
 
-func checkRefCount(op string, n int) error {
+func checkRefCount(opName string, n int) error {
 	if n < 1 || n > maxRefCount {
-		return newErr(op, ErrInvalidValue, "count %d: must be nonzero and at most %d", n, maxRefCount)
+		return newErr(opName, ErrInvalidValue, "count %d: must be nonzero and at most %d", n, maxRefCount)
 	}
 	return nil
 }
 
 // checkLocked validates o for op while o.mu is held.
-func (o *UserObject) checkLocked(op string) error {
+func (o *UserObject) checkLocked(opName string) error {
 	if o.refs == 0 {
-		return newErr(op, ErrInvalidValue, "all references to the user object are released")
+		return newErr(opName, ErrInvalidValue, "all references to the user object are released")
 	}
 	return nil
 }
 
 // lockFor checks a call on o that takes n references and locks o.mu; on
 // error o is left unlocked.
-func (o *UserObject) lockFor(op string, n int) error {
+func (o *UserObject) lockFor(opName string, n int) error {
 	if o == nil {
-		return newErr(op, ErrInvalidValue, "nil user object")
+		return newErr(opName, ErrInvalidValue, "nil user object")
 	}
-	if err := o.dev.check(op); err != nil {
+	if err := o.dev.check(opName); err != nil {
 		return err
 	}
-	if err := checkRefCount(op, n); err != nil {
+	if err := checkRefCount(opName, n); err != nil {
 		return err
 	}
 	o.mu.Lock()
-	if err := o.checkLocked(op); err != nil {
+	if err := o.checkLocked(opName); err != nil {
 		o.mu.Unlock()
 		return err
 	}
@@ -261,14 +261,14 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 	return nil
 }
 
-func (g *Graph) checkUserObject(op string, o *UserObject, n int) error {
+func (g *Graph) checkUserObject(opName string, o *UserObject, n int) error {
 	switch {
 	case o == nil:
-		return newErr(op, ErrInvalidValue, "nil user object")
+		return newErr(opName, ErrInvalidValue, "nil user object")
 	case o.dev != g.dev:
-		return newErr(op, ErrInvalidValue, "user object belongs to another device")
+		return newErr(opName, ErrInvalidValue, "user object belongs to another device")
 	}
-	return checkRefCount(op, n)
+	return checkRefCount(opName, n)
 }
 
 // settledLocked schedules the destructor once no reference is left, live or
@@ -674,20 +674,20 @@ func leaveDestructor(id int64) {
 // notInDestructor fails op if it is called by a user object destructor:
 // CUDA forbids API calls there (they could block the thread that runs
 // destructors). The common case costs one atomic load.
-func notInDestructor(op string) error {
+func notInDestructor(opName string) error {
 	if destructorsRunning.Load() == 0 {
 		return nil
 	}
-	return destructorCall(op)
+	return destructorCall(opName)
 }
 
-func destructorCall(op string) error {
+func destructorCall(opName string) error {
 	id := threadID()
 	destructorMu.Lock()
 	_, in := destructorThreads[id]
 	destructorMu.Unlock()
 	if in {
-		return newErr(op, ErrNotPermitted, "API calls are not permitted in a user object destructor")
+		return newErr(opName, ErrNotPermitted, "API calls are not permitted in a user object destructor")
 	}
 	return nil
 }

@@ -42,11 +42,11 @@ func cudaUserObjectCallback() uintptr {
 
 // cudaNewUserObject creates o's native object (cuUserObjectCreate); the
 // driver checks refs and flags.
-func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags UserObjectFlags) error {
+func (d *Device) cudaNewUserObject(opName string, o *UserObject, refs int, flags UserObjectFlags) error {
 	o.id = userObjectIDs.Add(1)
 	cudaUserObjects.Store(o.id, o)
 	cb := cudaUserObjectCallback()
-	err := d.cuCall(op, func() error {
+	err := d.cuCall(opName, func() error {
 		h, err := d.cu.drv.UserObjectCreate(o.id, cb, uint32(refs), uint32(flags))
 		if err == nil {
 			o.cu = h
@@ -60,21 +60,21 @@ func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags Use
 }
 
 // cudaRetain is cuUserObjectRetain.
-func (o *UserObject) cudaRetain(op string, n int) error {
-	return o.dev.cuCall(op, func() error { return o.dev.cu.drv.UserObjectRetain(o.cu, uint32(n)) })
+func (o *UserObject) cudaRetain(opName string, n int) error {
+	return o.dev.cuCall(opName, func() error { return o.dev.cu.drv.UserObjectRetain(o.cu, uint32(n)) })
 }
 
 // cudaRelease is cuUserObjectRelease.
-func (o *UserObject) cudaRelease(op string, n int) error {
-	return o.dev.cuCall(op, func() error { return o.dev.cu.drv.UserObjectRelease(o.cu, uint32(n)) })
+func (o *UserObject) cudaRelease(opName string, n int) error {
+	return o.dev.cuCall(opName, func() error { return o.dev.cu.drv.UserObjectRelease(o.cu, uint32(n)) })
 }
 
 // cudaRetainUserObject is cuGraphRetainUserObject.
-func (g *Graph) cudaRetainUserObject(op string, o *UserObject, n int, flags GraphUserObjectFlags) error {
-	return g.dev.cuCall(op, func() error { return g.dev.cu.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
+func (g *Graph) cudaRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
+	return g.dev.cuCall(opName, func() error { return g.dev.cu.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
 }
 
 // cudaReleaseUserObject is cuGraphReleaseUserObject.
-func (g *Graph) cudaReleaseUserObject(op string, o *UserObject, n int) error {
-	return g.dev.cuCall(op, func() error { return g.dev.cu.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
+func (g *Graph) cudaReleaseUserObject(opName string, o *UserObject, n int) error {
+	return g.dev.cuCall(opName, func() error { return g.dev.cu.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
 }

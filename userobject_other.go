@@ -23,13 +23,15 @@ func threadID() int64 {
 
 // Outside Linux no Device has a cudaDev, so none of these is called.
 
-func (d *Device) cudaNewUserObject(op string, o *UserObject, refs int, flags UserObjectFlags) error {
+func (d *Device) cudaNewUserObject(opName string, o *UserObject, refs int, flags UserObjectFlags) error {
 	panic("unreachable")
 }
 
-func (o *UserObject) cudaRetain(op string, n int) error  { panic("unreachable") }
-func (o *UserObject) cudaRelease(op string, n int) error { panic("unreachable") }
-func (g *Graph) cudaRetainUserObject(op string, o *UserObject, n int, flags GraphUserObjectFlags) error {
+func (o *UserObject) cudaRetain(opName string, n int) error  { panic("unreachable") }
+func (o *UserObject) cudaRelease(opName string, n int) error { panic("unreachable") }
+func (g *Graph) cudaRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
 	panic("unreachable")
 }
-func (g *Graph) cudaReleaseUserObject(op string, o *UserObject, n int) error { panic("unreachable") }
+func (g *Graph) cudaReleaseUserObject(opName string, o *UserObject, n int) error {
+	panic("unreachable")
+}
