@@ -92,7 +92,7 @@ func openCUDA() (*Device, error) {
 			WarpSize:             attr(driver.AttrWarpSize),
 			SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
 		},
-		cu:      c,
+		cuda:    c,
 		streams: map[*Stream]struct{}{},
 	}
 	return d, nil
@@ -237,7 +237,7 @@ func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) 
 	if code != nil {
 		return k, 0, code, msg
 	}
-	f, err := d.cu.function(k.k)
+	f, err := d.cuda.function(k.k)
 	if err != nil {
 		return k, 0, ErrInvalidDeviceFunction, err.Error()
 	}
@@ -276,11 +276,11 @@ type cudaStreamOp func(stream uintptr) error
 // cudaCopy checks a copy on the cuda backend and returns the driver call of
 // its direction.
 func (d *Device) cudaCopy(p *MemcpyParams) (cudaStreamOp, *Code, string) {
-	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.cu.checkRange(dev, n) }
+	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.cuda.checkRange(dev, n) }
 	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
 		return nil, ErrInvalidValue, msg
 	}
-	drv, dst, src, size := d.cu.drv, uint64(p.Dst), uint64(p.Src), p.Size
+	drv, dst, src, size := d.cuda.drv, uint64(p.Dst), uint64(p.Src), p.Size
 	switch p.Kind() {
 	case "HtoD":
 		host := p.SrcHost
@@ -306,11 +306,11 @@ func (d *Device) cudaMemset(p *MemsetParams) (cudaStreamOp, *Code, string) {
 		o.pitch = max(o.pitch, 1)
 	}
 	if o.total > 0 {
-		if err := d.cu.checkRange(p.Dst, o.total); err != nil {
+		if err := d.cuda.checkRange(p.Dst, o.total); err != nil {
 			return nil, ErrInvalidValue, err.Error()
 		}
 	}
-	drv, dst, pitch, v, w, h := d.cu.drv, uint64(p.Dst), uint64(o.pitch), p.Value, uint64(p.Width), uint64(p.Height)
+	drv, dst, pitch, v, w, h := d.cuda.drv, uint64(p.Dst), uint64(o.pitch), p.Value, uint64(p.Width), uint64(p.Height)
 	switch p.ElementSize {
 	case 1:
 		return func(s uintptr) error { return drv.MemsetD2D8Async(dst, pitch, uint8(v), w, h, s) }, nil, ""
@@ -377,7 +377,7 @@ func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(
 // parameters of the existing one (cuGraph*NodeSetParams), or with set and
 // exec, those of n in the executable graph exec (cuGraphExec*NodeSetParams).
 func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec uintptr) error {
-	c := d.cu
+	c := d.cuda
 	deps := make([]uintptr, len(n.deps))
 	for i, x := range n.deps {
 		deps[i] = x.cu
@@ -570,12 +570,12 @@ func (c *cudaDev) bindClone(g *Graph) error {
 // Dispatch from the public API. Each runs after the API's own checks.
 
 func (d *Device) cudaSynchronize() error {
-	return d.cuCall("Device.Synchronize", func() error { return d.cu.drv.CtxSynchronize() })
+	return d.cuCall("Device.Synchronize", func() error { return d.cuda.drv.CtxSynchronize() })
 }
 
 // cuCall runs f in the device's context and maps its error.
 func (d *Device) cuCall(opName string, f func() error) error {
-	if err := d.cu.do(f); err != nil {
+	if err := d.cuda.do(f); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			return withOp(opName, e)
@@ -586,7 +586,7 @@ func (d *Device) cuCall(opName string, f func() error) error {
 }
 
 func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
-	p, err := d.cu.malloc(n)
+	p, err := d.cuda.malloc(n)
 	if err != nil {
 		return 0, cudaErr("Device.Malloc", err)
 	}
@@ -594,11 +594,11 @@ func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
 }
 
 func (d *Device) cudaFree(p DevicePtr) error {
-	ok, err := d.cu.free(p)
+	ok, err := d.cuda.free(p)
 	if !ok {
 		// Graph allocations and MallocAsync memory are the driver's to
 		// check: cuMemFree frees them (and refuses what is not live).
-		err = d.cu.do(func() error { return d.cu.drv.MemFree(uint64(p)) })
+		err = d.cuda.do(func() error { return d.cuda.drv.MemFree(uint64(p)) })
 	}
 	if err != nil {
 		return cudaErr("Device.Free", err)
@@ -610,18 +610,18 @@ func (s *Stream) cudaMallocAsync(opName string, n int, pool *MemPool) (DevicePtr
 	var p uint64
 	err := s.dev.cuCall(opName, func() error {
 		var err error
-		p, err = s.dev.cu.drv.MemAllocFromPoolAsync(n, pool.cu, s.cu)
+		p, err = s.dev.cuda.drv.MemAllocFromPoolAsync(n, pool.cu, s.cu)
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	s.dev.cu.track(DevicePtr(p), n)
+	s.dev.cuda.track(DevicePtr(p), n)
 	return DevicePtr(p), nil
 }
 
 func (s *Stream) cudaFreeAsync(opName string, p DevicePtr) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.MemFreeAsync(uint64(p), s.cu) })
+	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.MemFreeAsync(uint64(p), s.cu) })
 }
 
 // Graph memory attributes (CUgraphMem_attribute).
@@ -637,7 +637,7 @@ func (d *Device) cudaGraphMemStats(opName string) (GraphMemStats, error) {
 	err := d.cuCall(opName, func() error {
 		for i := range v {
 			var err error
-			if v[i], err = d.cu.drv.DeviceGetGraphMemAttribute(d.cu.ord, i); err != nil {
+			if v[i], err = d.cuda.drv.DeviceGetGraphMemAttribute(d.cuda.ord, i); err != nil {
 				return err
 			}
 		}
@@ -650,7 +650,7 @@ func (d *Device) cudaGraphMemStats(opName string) (GraphMemStats, error) {
 func (d *Device) cudaResetGraphMemHigh(opName string) error {
 	return d.cuCall(opName, func() error {
 		for _, a := range []int{graphMemUsedHigh, graphMemReservedHigh} {
-			if err := d.cu.drv.DeviceSetGraphMemAttribute(d.cu.ord, a, 0); err != nil {
+			if err := d.cuda.drv.DeviceSetGraphMemAttribute(d.cuda.ord, a, 0); err != nil {
 				return err
 			}
 		}
@@ -659,7 +659,7 @@ func (d *Device) cudaResetGraphMemHigh(opName string) error {
 }
 
 func (d *Device) cudaTrimGraphMem(opName string) error {
-	return d.cuCall(opName, func() error { return d.cu.drv.DeviceGraphMemTrim(d.cu.ord) })
+	return d.cuCall(opName, func() error { return d.cuda.drv.DeviceGraphMemTrim(d.cuda.ord) })
 }
 
 func (d *Device) cudaMemcpySync(opName string, p *MemcpyParams) error {
@@ -680,20 +680,20 @@ func (d *Device) cudaSyncCall(opName string, call cudaStreamOp, code *Code, msg 
 		return newErr(opName, code, "%s", msg)
 	}
 	return d.cuCall(opName, func() error {
-		if err := d.cu.drv.CtxSynchronize(); err != nil {
+		if err := d.cuda.drv.CtxSynchronize(); err != nil {
 			return err
 		}
 		if err := call(0); err != nil {
 			return err
 		}
-		return d.cu.drv.StreamSynchronize(0)
+		return d.cuda.drv.StreamSynchronize(0)
 	})
 }
 
 func (d *Device) cudaNewStream(s *Stream) error {
 	return d.cuCall("Device.NewStream", func() error {
 		var err error
-		s.cu, err = d.cu.drv.StreamCreate(1) // CU_STREAM_NON_BLOCKING: no implicit legacy-stream sync
+		s.cu, err = d.cuda.drv.StreamCreate(1) // CU_STREAM_NON_BLOCKING: no implicit legacy-stream sync
 		return err
 	})
 }
@@ -705,7 +705,7 @@ func (d *Device) cudaNewEvent(e *Event) error {
 	}
 	return d.cuCall("Device.NewEvent", func() error {
 		var err error
-		e.cu, err = d.cu.drv.EventCreate(flags)
+		e.cu, err = d.cuda.drv.EventCreate(flags)
 		return err
 	})
 }
@@ -713,7 +713,7 @@ func (d *Device) cudaNewEvent(e *Event) error {
 func (d *Device) cudaNewGraph(g *Graph) error {
 	return d.cuCall("Device.NewGraph", func() error {
 		var err error
-		g.cu, err = d.cu.drv.GraphCreate()
+		g.cu, err = d.cuda.drv.GraphCreate()
 		return err
 	})
 }
@@ -726,18 +726,18 @@ func (d *Device) cudaEdges(opName string, g *Graph, edges []Edge, add bool) erro
 	ed := cuEdgeData(edgesData(edges))
 	return d.cuCall(opName, func() error {
 		if add {
-			return d.cu.drv.GraphAddDependencies(g.cu, from, to, ed)
+			return d.cuda.drv.GraphAddDependencies(g.cu, from, to, ed)
 		}
-		return d.cu.drv.GraphRemoveDependencies(g.cu, from, to, ed)
+		return d.cuda.drv.GraphRemoveDependencies(g.cu, from, to, ed)
 	})
 }
 
 func (d *Device) cudaDestroyNode(opName string, n *Node) error {
-	return d.cuCall(opName, func() error { return d.cu.drv.GraphDestroyNode(n.cu) })
+	return d.cuCall(opName, func() error { return d.cuda.drv.GraphDestroyNode(n.cu) })
 }
 
 func (d *Device) cudaDestroyGraph(g *Graph) {
-	d.cuCall("Graph.Destroy", func() error { return d.cu.drv.GraphDestroy(g.cu) })
+	d.cuCall("Graph.Destroy", func() error { return d.cuda.drv.GraphDestroy(g.cu) })
 }
 
 func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
@@ -748,7 +748,7 @@ func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *Instantiat
 // under c.cm's lock: the driver copies them at the call, so a stream launch
 // allocates nothing (TestLaunchAllocs).
 func (s *Stream) cudaLaunch(opName string, p *KernelParams) error {
-	d, c := s.dev, s.dev.cu
+	d, c := s.dev, s.dev.cuda
 	c.cm.Lock()
 	defer c.cm.Unlock()
 	if cap(c.words) < len(p.Args) {
@@ -772,7 +772,7 @@ func (s *Stream) cudaLaunch(opName string, p *KernelParams) error {
 func (s *Stream) cudaHostFunc(opName string, fn func()) error {
 	id := registerHostFunc(s.dev, fn, true)
 	return s.dev.cuCall(opName, func() error {
-		return s.dev.cu.drv.LaunchHostFunc(s.cu, cudaHostCallback(), id)
+		return s.dev.cuda.drv.LaunchHostFunc(s.cu, cudaHostCallback(), id)
 	})
 }
 
@@ -800,7 +800,7 @@ func (s *Stream) cudaStreamOp(opName string, call cudaStreamOp, code *Code, msg 
 func (s *Stream) streamCall(opName string, call func() error) error {
 	err := call()
 	if contextError(err) {
-		err = s.dev.cu.do(call)
+		err = s.dev.cuda.do(call)
 	}
 	if err != nil {
 		return cudaErr(opName, err)
@@ -809,49 +809,49 @@ func (s *Stream) streamCall(opName string, call func() error) error {
 }
 
 func (s *Stream) cudaRecord(opName string, e *Event) error {
-	return s.streamCall(opName, func() error { return s.dev.cu.drv.EventRecord(e.cu, s.cu) })
+	return s.streamCall(opName, func() error { return s.dev.cuda.drv.EventRecord(e.cu, s.cu) })
 }
 
 func (s *Stream) cudaWait(opName string, e *Event) error {
-	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamWaitEvent(s.cu, e.cu, 0) })
+	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamWaitEvent(s.cu, e.cu, 0) })
 }
 
 func (s *Stream) cudaSynchronize(opName string) error {
-	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamSynchronize(s.cu) })
+	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamSynchronize(s.cu) })
 }
 
 func (s *Stream) cudaQuery(opName string) error {
-	return s.streamCall(opName, func() error { return s.dev.cu.drv.StreamQuery(s.cu) })
+	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamQuery(s.cu) })
 }
 
 func (s *Stream) cudaDestroy(opName string) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.StreamDestroy(s.cu) })
+	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.StreamDestroy(s.cu) })
 }
 
 func (e *Event) cudaSynchronize(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventSynchronize(e.cu) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventSynchronize(e.cu) })
 }
 
 func (e *Event) cudaQuery(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventQuery(e.cu) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventQuery(e.cu) })
 }
 
 func (e *Event) cudaDestroy(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.EventDestroy(e.cu) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventDestroy(e.cu) })
 }
 
 func cudaElapsed(opName string, start, end *Event) (float32, error) {
 	var ms float32
 	err := start.dev.cuCall(opName, func() error {
 		var err error
-		ms, err = start.dev.cu.drv.ElapsedTime(start.cu, end.cu)
+		ms, err = start.dev.cuda.drv.ElapsedTime(start.cu, end.cu)
 		return err
 	})
 	return ms, err
 }
 
 func (e *Exec) cudaLaunch(opName string, s *Stream) error {
-	c := e.dev.cu
+	c := e.dev.cuda
 	err := c.drv.GraphLaunch(e.cu, s.cu) // context from the stream, as launch
 	if contextError(err) {
 		err = c.do(func() error { return c.drv.GraphLaunch(e.cu, s.cu) })
@@ -867,7 +867,7 @@ func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
 	var info driver.UpdateResultInfo
 	err := e.dev.cuCall(opName, func() error {
 		var err error
-		info, err = e.dev.cu.drv.GraphExecUpdate(e.cu, g.cu)
+		info, err = e.dev.cuda.drv.GraphExecUpdate(e.cu, g.cu)
 		return err
 	})
 	g.mu.Lock()
@@ -919,25 +919,25 @@ func (e *Exec) cudaSetParams(opName string, n *Node, p NodeParams) error {
 }
 
 func (e *Exec) cudaSetEnabled(opName string, n *Node, on bool) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
 }
 
 func (e *Exec) cudaEnabled(opName string, n *Node) (bool, error) {
 	var on bool
 	err := e.dev.cuCall(opName, func() error {
 		var err error
-		on, err = e.dev.cu.drv.GraphNodeGetEnabled(e.cu, n.cu)
+		on, err = e.dev.cuda.drv.GraphNodeGetEnabled(e.cu, n.cu)
 		return err
 	})
 	return on, err
 }
 
 func (e *Exec) cudaUpload(opName string, s *Stream) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphUpload(e.cu, s.cu) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphUpload(e.cu, s.cu) })
 }
 
 func (e *Exec) cudaDestroy(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cu.drv.GraphExecDestroy(e.cu) })
+	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphExecDestroy(e.cu) })
 }
 
 // Stream capture on the cuda backend is the driver's own: work anyone
@@ -963,7 +963,7 @@ func (c *cudaDev) onCaptureThread(f func() error) error {
 }
 
 func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
-	c := s.dev.cu
+	c := s.dev.cuda
 	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
 	if err != nil {
 		return cudaErr(opName, err)
@@ -972,7 +972,7 @@ func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
 }
 
 func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
-	c := s.dev.cu
+	c := s.dev.cuda
 	var h uintptr
 	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
 	into := s.capInto
@@ -1086,7 +1086,7 @@ func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
 
 // cudaBeginCaptureToGraph captures into g after deps.
 func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
-	c := s.dev.cu
+	c := s.dev.cuda
 	hs := make([]uintptr, len(deps))
 	for i, n := range deps {
 		hs[i] = n.cu
@@ -1108,14 +1108,14 @@ func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, dat
 	}
 	ed := cuEdgeData(data)
 	return s.dev.cuCall(opName, func() error {
-		return s.dev.cu.drv.StreamUpdateCaptureDependencies(s.cu, hs, ed, uint32(flags))
+		return s.dev.cuda.drv.StreamUpdateCaptureDependencies(s.cu, hs, ed, uint32(flags))
 	})
 }
 
 // cudaClone clones g natively; the clone's nodes keep the originals'
 // parameters and ids, found with cuGraphNodeFindInClone.
 func (g *Graph) cudaClone(opName string) (*Graph, error) {
-	c := g.dev.cu
+	c := g.dev.cuda
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := c.do(func() error {
 		var err error
@@ -1152,7 +1152,7 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 // cudaCaptureInfo reports a native capture. Graph is a Go view of the graph
 // being built, made for this call; Dependencies are nodes of that view.
 func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
-	c := s.dev.cu
+	c := s.dev.cuda
 	var ci driver.CaptureInfo
 	err := c.do(func() error {
 		var err error
@@ -1191,7 +1191,7 @@ func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 // Memory pools on the cuda backend are the driver's (CUmemoryPool).
 
 func (d *Device) cudaDefaultPool() *MemPool {
-	c := d.cu
+	c := d.cuda
 	c.poolOnce.Do(func() {
 		c.defPool = &MemPool{dev: d, isDefault: true}
 		d.cuCall("Device.DefaultMemPool", func() error {
@@ -1204,7 +1204,7 @@ func (d *Device) cudaDefaultPool() *MemPool {
 }
 
 func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, error) {
-	c := d.cu
+	c := d.cuda
 	p := &MemPool{dev: d, props: props}
 	pp := driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(props.Location), MaxSize: props.MaxSize}
 	err := d.cuCall(opName, func() error {
@@ -1221,29 +1221,29 @@ func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, er
 }
 
 func (p *MemPool) cudaDestroy(opName string) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolDestroy(p.cu) })
+	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolDestroy(p.cu) })
 }
 
 func (p *MemPool) cudaTrimTo(opName string, minBytesToKeep uint64) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
+	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
 }
 
 func (p *MemPool) cudaSetAttr(opName string, attr int, v uint64) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cu.drv.MemPoolSetAttribute(p.cu, attr, v) })
+	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolSetAttribute(p.cu, attr, v) })
 }
 
 func (p *MemPool) cudaAttr(attr int) uint64 {
 	var v uint64
 	p.dev.cuCall("MemPool.Stats", func() error {
 		var err error
-		v, err = p.dev.cu.drv.MemPoolGetAttribute(p.cu, attr)
+		v, err = p.dev.cuda.drv.MemPoolGetAttribute(p.cu, attr)
 		return err
 	})
 	return v
 }
 
 func (p *MemPool) cudaSetAccess(opName string, device int, flags AccessFlags) error {
-	c := p.dev.cu
+	c := p.dev.cuda
 	return p.dev.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()

@@ -17,7 +17,7 @@ func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags Condi
 	var h uint64
 	err := d.cuCall(opName, func() error {
 		var err error
-		h, err = d.cu.drv.GraphConditionalHandleCreate(g.cu, d.cu.ctx, def, uint32(flags))
+		h, err = d.cuda.drv.GraphConditionalHandleCreate(g.cu, d.cuda.ctx, def, uint32(flags))
 		return err
 	})
 	if err != nil {
@@ -31,7 +31,7 @@ func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags Condi
 // added to them (or captured into them) go to the native bodies. It runs
 // with the context current (cudaNode).
 func (d *Device) cudaCondNode(g *Graph, n *Node, p ConditionalParams, deps []uintptr) (uintptr, error) {
-	c := d.cu
+	c := d.cuda
 	c.cm.Lock()
 	defer c.cm.Unlock()
 	cp := driver.ConditionalNodeParams{Handle: uint64(p.Handle), Type: uint32(p.Type), Size: uint32(p.Size), Ctx: c.ctx}

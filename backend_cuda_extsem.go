@@ -11,7 +11,7 @@ import (
 // graph nodes. Arguments are checked by checkExtSems before these run.
 
 func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
-	c := d.cu
+	c := d.cuda
 	s := &ExternalSemaphore{dev: d, kind: kind}
 	err := d.cuCall(opName, func() error {
 		c.cm.Lock()
@@ -27,7 +27,7 @@ func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleTyp
 }
 
 func (s *ExternalSemaphore) cudaDestroy(opName string) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cu.drv.DestroyExternalSemaphore(s.cu) })
+	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.DestroyExternalSemaphore(s.cu) })
 }
 
 // cuExtSems is the driver's form of the semaphores and values of a signal
@@ -58,7 +58,7 @@ func (d *Device) cudaAddExtSemNode(g uintptr, deps []uintptr, p NodeParams) (uin
 	if code != nil {
 		return 0, newErr("", code, "%s", msg)
 	}
-	c := d.cu
+	c := d.cuda
 	c.cm.Lock()
 	defer c.cm.Unlock()
 	if signal {
@@ -74,7 +74,7 @@ func (d *Device) cudaSetExtSemNode(node uintptr, p NodeParams) error {
 	if code != nil {
 		return newErr("", code, "%s", msg)
 	}
-	c := d.cu
+	c := d.cuda
 	c.cm.Lock()
 	defer c.cm.Unlock()
 	if signal {
@@ -92,7 +92,7 @@ func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) err
 	if code != nil {
 		return nodeErr(opName, n, code, "%s", msg)
 	}
-	c := d.cu
+	c := d.cuda
 	return d.cuCall(opName, func() error {
 		c.cm.Lock()
 		defer c.cm.Unlock()
@@ -105,7 +105,7 @@ func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) err
 
 // cudaExtSems issues a signal or wait into the native stream.
 func (s *Stream) cudaExtSems(opName string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
-	c := s.dev.cu
+	c := s.dev.cuda
 	es := cuExtSems(sems, values)
 	c.cm.Lock()
 	defer c.cm.Unlock()

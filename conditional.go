@@ -155,7 +155,7 @@ func (g *Graph) ConditionalHandleCreate(defaultValue uint32, flags ConditionalFl
 	}
 	defer g.mu.Unlock()
 	var h ConditionalHandle
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		var err error
 		if h, err = g.dev.cudaCondHandle(op, g, defaultValue, flags); err != nil {
 			return 0, err
@@ -245,7 +245,7 @@ func (g *Graph) condAddLocked(opName string, n *Node) error {
 	condMu.Lock()
 	defer condMu.Unlock()
 	r := g.findHandle(p.Handle)
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if n.conds != nil {
 			n.conds.handle = r
 		}

@@ -49,7 +49,7 @@ type Device struct {
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one
 
-	cu *cudaDev // the cuda backend's state; nil on host
+	cuda *cudaDev // the cuda backend's state; nil on host
 
 	memCheck bool       // graph allocations are inaccessible outside their lifetime
 	gmMu     sync.Mutex // guards gm's creation
@@ -133,7 +133,7 @@ func (d *Device) Synchronize() error {
 	if err := d.unsafeCall("Device.Synchronize", d.mainScope(), nil); err != nil {
 		return err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaSynchronize()
 	}
 	d.syncAll()
@@ -182,7 +182,7 @@ func (d *Device) Close() error {
 	for _, s := range ss {
 		s.shutdown()
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaSynchronize()
 	}
 	d.gmIfAny().close()

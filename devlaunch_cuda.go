@@ -25,7 +25,7 @@ func (d *Device) cudaInstantiateWithParams(opName string, e *Exec, g *Graph, p *
 	}
 	err := d.cuCall(opName, func() error {
 		var err error
-		e.cu, err = d.cu.drv.InstantiateWithParams(g.cu, &ip)
+		e.cu, err = d.cuda.drv.InstantiateWithParams(g.cu, &ip)
 		return err
 	})
 	p.Result = InstantiateResult(ip.Result)

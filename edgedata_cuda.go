@@ -66,7 +66,7 @@ func (d *Device) cudaAddNodeEdges(g *Graph, n *Node, data []EdgeData) error {
 	if err != nil {
 		return err
 	}
-	c := d.cu
+	c := d.cuda
 	from, to := make([]uintptr, len(deps)), make([]uintptr, len(deps))
 	for i, x := range deps {
 		from[i], to[i] = x.cu, n.cu

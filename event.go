@@ -44,7 +44,7 @@ func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
 		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
 	e := &Event{dev: d, flags: flags}
-	if d.cu != nil {
+	if d.cuda != nil {
 		if err := d.cudaNewEvent(e); err != nil {
 			return nil, err
 		}

@@ -124,7 +124,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 	e := &Exec{dev: g.dev, autoFree: flags&InstantiateAutoFreeOnLaunch != 0}
 	e.dl.launch = flags&InstantiateDeviceLaunch != 0
 	e.cond.L = &e.mu
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if err := g.lock(opName); err != nil {
 			return nil, err
 		}

@@ -64,7 +64,7 @@ func (d *Device) NewExternalSemaphore() (*ExternalSemaphore, error) {
 	if err := d.check(opName); err != nil {
 		return nil, err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return nil, newErr(opName, ErrNotSupported, "the CUDA driver has no semaphores of its own: "+
 			"import one from a graphics API handle (a Vulkan semaphore's file descriptor) with ImportExternalSemaphoreFD")
 	}
@@ -85,7 +85,7 @@ func (d *Device) ImportExternalSemaphoreFD(kind ExternalSemaphoreHandleType, fd 
 	default:
 		return nil, newErr(opName, ErrInvalidValue, "handle type %d is not a file descriptor type", int(kind))
 	}
-	if d.cu == nil {
+	if d.cuda == nil {
 		return nil, newErr(opName, ErrNotSupported, "the host backend cannot import operating-system semaphores: "+
 			"make one with NewExternalSemaphore and signal it from Go")
 	}

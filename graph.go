@@ -64,7 +64,7 @@ func (d *Device) NewGraph() (*Graph, error) {
 		return nil, err
 	}
 	g := &Graph{dev: d, id: graphIDs.Add(1)}
-	if d.cu != nil {
+	if d.cuda != nil {
 		if err := d.cudaNewGraph(g); err != nil {
 			return nil, err
 		}
@@ -226,7 +226,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 			return nil, err
 		}
 		memNode = true
-		if g.dev.cu != nil {
+		if g.dev.cuda != nil {
 			break // the driver places and checks it (cudaAddNode)
 		}
 		var err error
@@ -238,7 +238,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 			return nil, err
 		}
 	default:
-		if g.dev.cu != nil {
+		if g.dev.cuda != nil {
 			break // cudaAddNode checks parameters as it makes the native node
 		}
 		if _, code, msg := g.dev.prepare(p); code != nil {
@@ -271,7 +271,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		n.params = ChildGraphParams{child}
 		child.parent = n
 	}
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if err := g.dev.cudaAddNodeEdges(g, n, data); err != nil {
 			return nil, withOp(opName, err)
 		}
@@ -375,7 +375,7 @@ func (n *Node) SetParams(p NodeParams) error {
 		}
 		child = c
 		defer releaseIfOrphan(c)
-	} else if n.g.dev.cu == nil {
+	} else if n.g.dev.cuda == nil {
 		if _, code, msg := n.g.dev.prepare(p); code != nil {
 			return nodeErr(op, n, code, "%s", msg)
 		}
@@ -387,7 +387,7 @@ func (n *Node) SetParams(p NodeParams) error {
 	if err := n.g.checkNodeLocked(op, n); err != nil {
 		return err
 	}
-	if n.g.dev.cu != nil {
+	if n.g.dev.cuda != nil {
 		if child != nil {
 			// The driver clones the new graph into the node; the Go clone
 			// is bound to the driver's (cudaSetChild).
@@ -548,7 +548,7 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		undo()
 		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
 	}
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if err := g.dev.cudaEdges(op, g, edges, true); err != nil {
 			undo()
 			return err
@@ -589,7 +589,7 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 			}
 		}
 	}
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if err := g.dev.cudaEdges(op, g, edges, false); err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 	if g.memNodes > 0 {
 		return nodeErr(op, n, ErrNotSupported, "nodes cannot be destroyed in a graph with memory nodes")
 	}
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if err := g.dev.cudaDestroyNode(op, n); err != nil {
 			return err
 		}
@@ -671,7 +671,7 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		g.dev.cudaDestroyGraph(g)
 	}
 	if g.va != nil {
@@ -717,7 +717,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	if err := g.condCloneRule(opName); err != nil {
 		return nil, nil, err
 	}
-	if g.dev.cu != nil && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
+	if g.dev.cuda != nil && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
 		c, err := g.cudaClone(opName)
 		if err != nil {
 			return nil, nil, err

@@ -617,7 +617,7 @@ func (d *Device) GraphMemStats() (GraphMemStats, error) {
 	if err := d.check("Device.GraphMemStats"); err != nil {
 		return GraphMemStats{}, err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaGraphMemStats("Device.GraphMemStats")
 	}
 	gm := d.gmIfAny()
@@ -635,7 +635,7 @@ func (d *Device) ResetGraphMemHigh() error {
 	if err := d.check("Device.ResetGraphMemHigh"); err != nil {
 		return err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaResetGraphMemHigh("Device.ResetGraphMemHigh")
 	}
 	if gm := d.gmIfAny(); gm != nil {
@@ -654,7 +654,7 @@ func (d *Device) TrimGraphMem() error {
 	if err := d.check("Device.TrimGraphMem"); err != nil {
 		return err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaTrimGraphMem("Device.TrimGraphMem")
 	}
 	if gm := d.gmIfAny(); gm != nil {

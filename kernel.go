@@ -149,10 +149,10 @@ func (d *Device) prepareKernelIn(p *KernelParams, words *[]uint64) (kernelOp, *C
 	if k == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
 	}
-	if d.cu == nil && k.Go == nil {
+	if d.cuda == nil && k.Go == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
 	}
-	if d.cu != nil && k.CUDA == "" {
+	if d.cuda != nil && k.CUDA == "" {
 		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no CUDA body for the cuda backend", k.Name)
 	}
 	pr := &d.props

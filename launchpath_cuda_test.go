@@ -26,7 +26,7 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 	}
 	defer d.Close()
 	s, _ := d.NewStream()
-	c := d.cu
+	c := d.cuda
 	f, err := c.function(emptyKernel)
 	if err != nil {
 		b.Fatal(err)

@@ -32,7 +32,7 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		p, err := d.cudaMalloc(n)
 		if err == nil {
 			d.mallocs.add(p, n)
@@ -97,7 +97,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 	if p == 0 {
 		return nil
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		err := d.cudaFree(p)
 		if err == nil {
 			d.mallocs.remove(p)

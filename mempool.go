@@ -163,7 +163,7 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d == nil {
 		return nil
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaDefaultPool()
 	}
 	devicePools.Lock()
@@ -195,7 +195,7 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	if err := d.check(opName); err != nil {
 		return nil, err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaNewMemPool(opName, props)
 	}
 	if props.Location != 0 {

@@ -13,10 +13,10 @@ func (g *Graph) NativeGraph() uintptr { return g.cu }
 // NativeContext returns the device's CUcontext (its primary context; 0 on
 // host).
 func (d *Device) NativeContext() uintptr {
-	if d.cu == nil {
+	if d.cuda == nil {
 		return 0
 	}
-	return d.cu.ctx
+	return d.cuda.ctx
 }
 
 // CUmemPool_attribute values.

@@ -44,7 +44,7 @@ func (d *Device) NewStream() (*Stream, error) {
 	s := &Stream{dev: d, queue: make([]op, 16)}
 	s.cond.L = &s.mu
 	s.wake.L = &s.mu
-	if d.cu != nil {
+	if d.cuda != nil {
 		if err := d.cudaNewStream(s); err != nil {
 			return nil, err
 		}
@@ -367,7 +367,7 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaMemcpySync(opName, &p)
 	}
 	o, code, msg := d.prepareMemcpy(&p)
@@ -390,7 +390,7 @@ func (sc *Scope) Memset(p MemsetParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
-	if d.cu != nil {
+	if d.cuda != nil {
 		return d.cudaMemsetSync(opName, &p)
 	}
 	o, code, msg := d.prepareMemset(&p)

@@ -99,7 +99,7 @@ func (d *Device) NewUserObject(destroy func(), initialRefs int, flags UserObject
 		return nil, err
 	}
 	o := &UserObject{dev: d, destroy: destroy, refs: int64(initialRefs)}
-	if d.cu != nil {
+	if d.cuda != nil {
 		// The driver checks the flags (and decides what a missing
 		// NoDestructorSync means); the host backend mirrors it below.
 		if err := d.cudaNewUserObject(op, o, initialRefs, flags); err != nil {
@@ -154,7 +154,7 @@ func (o *UserObject) Retain(n int) error {
 		return err
 	}
 	defer o.mu.Unlock()
-	if o.dev.cu != nil {
+	if o.dev.cuda != nil {
 		if err := o.cudaRetain(op, n); err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func (o *UserObject) Release(n int) error {
 	if own := o.refs - o.held; int64(n) > own {
 		return newErr(op, ErrInvalidValue, "releasing %d references; the caller owns %d (graphs own the other %d)", n, own, o.held)
 	}
-	if o.dev.cu != nil {
+	if o.dev.cuda != nil {
 		if err := o.cudaRelease(op, n); err != nil {
 			return err
 		}
@@ -196,7 +196,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 	if err := g.checkUserObject(op, o, n); err != nil {
 		return err
 	}
-	if g.dev.cu == nil && flags&^GraphUserObjectMove != 0 {
+	if g.dev.cuda == nil && flags&^GraphUserObjectMove != 0 {
 		return newErr(op, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
 	move := flags&GraphUserObjectMove != 0
@@ -208,7 +208,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 	if own := o.refs - o.held; move && int64(n) > own {
 		return newErr(op, ErrInvalidValue, "moving %d references; the caller owns %d", n, own)
 	}
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if g.cu == 0 {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
@@ -244,7 +244,7 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if g.dev.cu != nil {
+	if g.dev.cuda != nil {
 		if g.cu == 0 {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
@@ -274,7 +274,7 @@ func (g *Graph) checkUserObject(opName string, o *UserObject, n int) error {
 // settledLocked schedules the destructor once no reference is left, live or
 // pending. On cuda the driver counts for itself and calls back instead.
 func (o *UserObject) settledLocked() {
-	if o.refs != 0 || o.pending != 0 || o.done || o.dev.cu != nil {
+	if o.refs != 0 || o.pending != 0 || o.done || o.dev.cuda != nil {
 		return
 	}
 	o.done = true

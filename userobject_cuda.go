@@ -47,7 +47,7 @@ func (d *Device) cudaNewUserObject(opName string, o *UserObject, refs int, flags
 	cudaUserObjects.Store(o.id, o)
 	cb := cudaUserObjectCallback()
 	err := d.cuCall(opName, func() error {
-		h, err := d.cu.drv.UserObjectCreate(o.id, cb, uint32(refs), uint32(flags))
+		h, err := d.cuda.drv.UserObjectCreate(o.id, cb, uint32(refs), uint32(flags))
 		if err == nil {
 			o.cu = h
 		}
@@ -61,20 +61,20 @@ func (d *Device) cudaNewUserObject(opName string, o *UserObject, refs int, flags
 
 // cudaRetain is cuUserObjectRetain.
 func (o *UserObject) cudaRetain(opName string, n int) error {
-	return o.dev.cuCall(opName, func() error { return o.dev.cu.drv.UserObjectRetain(o.cu, uint32(n)) })
+	return o.dev.cuCall(opName, func() error { return o.dev.cuda.drv.UserObjectRetain(o.cu, uint32(n)) })
 }
 
 // cudaRelease is cuUserObjectRelease.
 func (o *UserObject) cudaRelease(opName string, n int) error {
-	return o.dev.cuCall(opName, func() error { return o.dev.cu.drv.UserObjectRelease(o.cu, uint32(n)) })
+	return o.dev.cuCall(opName, func() error { return o.dev.cuda.drv.UserObjectRelease(o.cu, uint32(n)) })
 }
 
 // cudaRetainUserObject is cuGraphRetainUserObject.
 func (g *Graph) cudaRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
-	return g.dev.cuCall(opName, func() error { return g.dev.cu.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
+	return g.dev.cuCall(opName, func() error { return g.dev.cuda.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
 }
 
 // cudaReleaseUserObject is cuGraphReleaseUserObject.
 func (g *Graph) cudaReleaseUserObject(opName string, o *UserObject, n int) error {
-	return g.dev.cuCall(opName, func() error { return g.dev.cu.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
+	return g.dev.cuCall(opName, func() error { return g.dev.cuda.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
 }
