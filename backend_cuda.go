@@ -266,6 +266,9 @@ func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
 
 // contextError reports a driver error that a current context would fix.
 func contextError(err error) bool {
+	if err == nil {
+		return false // before r: errors.As moves r to the heap, on every launch
+	}
 	var r *driver.Result
 	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
 }
