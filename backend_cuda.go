@@ -16,18 +16,18 @@ import (
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// The cuda backend: the same API on an NVIDIA GPU through the driver API.
-// Streams, events, graphs and executable graphs are the driver's own, so
-// launches cost what native launches cost and work enqueued on a stream's
-// native handle by other libraries is ordered (and captured) with ours.
-//
-// Every call makes the device's primary context current on the calling OS
-// thread, with the goroutine locked to it for the call: a context is
-// current per thread, and goroutines move between threads.
-
 // BackendCUDA names the cuda backend in Open.
 const BackendCUDA = "cuda"
 
+// cudaDev is a device of the cuda backend: the same API on an NVIDIA GPU
+// through the driver API. Streams, events, graphs and executable graphs
+// are the driver's own, so launches cost what native launches cost and
+// work enqueued on a stream's native handle by other libraries is ordered
+// (and captured) with ours.
+//
+// Each call makes the device's primary context current on the calling OS
+// thread and locks the goroutine to that thread for the call: a context is
+// current per thread, and goroutines move between threads.
 type cudaDev struct {
 	drv          *driver.Driver
 	ord          int
@@ -943,12 +943,12 @@ func (e *Exec) cudaDestroy(opName string) error {
 	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphExecDestroy(e.cu) })
 }
 
-// Stream capture on the cuda backend is the driver's own: work anyone
-// enqueues on the native stream, gpugraph or another library, is captured.
-// The driver ties global and thread-local captures to the OS thread that
-// began them, and goroutines move between threads, so every capture begins
-// and ends on one OS thread per device, owned by a goroutine.
-
+// onCaptureThread runs f on the device's capture thread. Stream capture on
+// the cuda backend is the driver's own: work anyone enqueues on the native
+// stream, gpugraph or another library, is captured. The driver ties global
+// and thread-local captures to the OS thread that began them, and
+// goroutines move between threads, so every capture begins and ends on one
+// OS thread per device, owned by a goroutine.
 func (c *cudaDev) onCaptureThread(f func() error) error {
 	c.capOnce.Do(func() {
 		c.capCalls = make(chan func(), 1)

@@ -6,13 +6,11 @@ import (
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// Conditional nodes on the cuda backend are the driver's: handles come from
-// cuGraphConditionalHandleCreate, the node and its body graphs from
-// cuGraphAddNode_v2, and the driver checks handles and body contents.
-// Kernels set handles with cudaGraphSetConditional (SetConditionalCUDA).
-
 // cudaCondHandle creates a handle on g's native graph, in the device's
-// context.
+// context. Conditional nodes on the cuda backend are the driver's: handles
+// come from cuGraphConditionalHandleCreate, the node and its body graphs
+// from cuGraphAddNode_v2, and the driver checks handles and body contents.
+// Kernels set handles with cudaGraphSetConditional (SetConditionalCUDA).
 func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags ConditionalFlags) (ConditionalHandle, error) {
 	var h uint64
 	err := d.cuCall(opName, func() error {

@@ -6,10 +6,11 @@ import (
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// External semaphores on the cuda backend: imported from a graphics API's
-// file descriptor, signalled and waited on by the driver in streams and
-// graph nodes. Arguments are checked by checkExtSems before these run.
-
+// cudaImportExtSem imports a semaphore on the cuda backend, where external
+// semaphores are imported from a graphics API's file descriptor and
+// signalled and waited on by the driver in streams and graph nodes. The
+// arguments of the cuda semaphore operations are checked by checkExtSems
+// before they run.
 func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
 	c := d.cuda
 	s := &ExternalSemaphore{dev: d, kind: kind}

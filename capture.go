@@ -5,35 +5,6 @@ import (
 	"sync/atomic"
 )
 
-// Stream capture: work issued to a capturing stream is not run but recorded
-// as nodes of a graph, each depending on the stream's current dependency set
-// (at first empty, or the nodes given to BeginCaptureToGraph), which then
-// becomes the new node. Recording an event in a capturing stream captures
-// the stream's dependency set in the event; a stream that waits on such an
-// event joins the capture (if it was not capturing) and its next work
-// depends on the event's nodes. The behaviour follows what the CUDA 13.0
-// driver does (docs/driver-capture.txt).
-//
-// Capture modes and goroutines. CUDA's capture modes say which host threads
-// may make "potentially unsafe" calls (synchronous Malloc, Free, Memcpy,
-// Memset) while a capture is under way. Go has no thread identity that
-// programs see, so a Scope stands for a CUDA host thread: calls made on a
-// Device, a Stream or a Graph directly come from the device's main scope;
-// NewScope makes another. A scope's interaction mode (cudaThread-
-// ExchangeStreamCaptureMode; CaptureModeGlobal unless exchanged) decides
-// which captures its unsafe calls conflict with:
-//
-//   - Global: captures begun from the same scope in global or thread-local
-//     mode, and global-mode captures begun from any scope;
-//   - ThreadLocal: captures begun from the same scope, unless relaxed;
-//   - Relaxed: none.
-//
-// An unsafe call that conflicts fails and invalidates the captures it
-// conflicts with. Device.Synchronize conflicts with every capture, relaxed
-// ones included, as the driver's cudaDeviceSynchronize does. A capture
-// begun in global or thread-local mode must be ended from the scope that
-// began it (ErrStreamCaptureWrongThread otherwise, which ends the capture).
-
 // CaptureMode is a stream capture mode (cudaStreamCaptureMode).
 type CaptureMode int
 
@@ -73,9 +44,10 @@ const (
 	SetCaptureDependencies UpdateCaptureFlags = 1 // replace the set
 )
 
-// Scope stands for a CUDA host thread in the rules of stream capture; see
-// the package documentation on capture modes. Its methods are the
-// potentially unsafe calls, made from this scope.
+// Scope stands for a CUDA host thread in the rules of stream capture (see
+// capture modes in the Stream capture section of the package
+// documentation). Its methods are the potentially unsafe calls, made from
+// this scope.
 type Scope struct {
 	dev  *Device
 	mode atomic.Int32
@@ -90,7 +62,10 @@ func (sc *Scope) ExchangeCaptureMode(m CaptureMode) CaptureMode {
 	return CaptureMode(sc.mode.Swap(int32(m)))
 }
 
-// captureSeq is one capture sequence: the graph and the streams in it.
+// captureSeq is one capture sequence of the host backend: the graph and the
+// streams in it. Capture follows what the CUDA 13.0 driver does, as
+// recorded in docs/driver-capture.txt; the rules for users are in the
+// package documentation (Stream capture).
 type captureSeq struct {
 	id      uint64
 	graph   *Graph
@@ -154,7 +129,8 @@ func (s *Stream) beginCapture(opName string, sc *Scope, g *Graph, deps []*Node, 
 }
 
 // beginCaptureData begins a capture; data, if not nil, holds the data of
-// the edge from each of deps to the first captured work (edgedata.go).
+// the edge from each of deps to the first captured work (see
+// BeginCaptureToGraphWithData).
 func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	if err := s.check(opName); err != nil {
 		return err
@@ -338,7 +314,8 @@ func (s *Stream) UpdateCaptureDependencies(nodes []*Node, flags UpdateCaptureFla
 }
 
 // updateCaptureDependencies updates the capture's dependency set; data, if
-// not nil, holds the data of the edges from nodes (edgedata.go).
+// not nil, holds the data of the edges from nodes (see
+// UpdateCaptureDependenciesWithData).
 func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	if err := s.check(opName); err != nil {
 		return err

@@ -8,47 +8,6 @@ import (
 	"sync/atomic"
 )
 
-// Conditional nodes (CUDA 12.4+; IF with an ELSE body and SWITCH, 12.8+)
-// run graphs of their own, their bodies, depending on a condition value
-// that kernels set while the graph runs, without returning to the host:
-//
-//   - ConditionalIf runs body 0 once if the value is non-zero when the node
-//     is reached; with Size 2, body 1 (the ELSE body) runs once if it is zero.
-//   - ConditionalWhile checks the value before every iteration and runs
-//     body 0 as long as it is non-zero; kernels in the body (or upstream of
-//     the node) update it.
-//   - ConditionalSwitch runs body n once if the value is n < Size, and no
-//     body otherwise.
-//
-// The value is reached through a ConditionalHandle, created on a graph
-// before the node with Graph.ConditionalHandleCreate and given to kernels as
-// an argument (a Uint64 parameter); kernels set it with Block.SetConditional
-// (Go) or cudaGraphSetConditional (CUDA, see SetConditionalCUDA). A handle
-// belongs to the graph it was created in and serves exactly one conditional
-// node, in that graph or in a body nested in it. Each executable graph keeps
-// its own values: with ConditionalAssignDefault a value is reset to the
-// handle's default at the start of every launch; without it, CUDA leaves the
-// value at the start of a launch undefined; like the H100, the host backend
-// starts it at 0 (the default is not applied) and keeps the value from one
-// launch of the executable graph to the next.
-//
-// Adding the node creates its bodies (Node.ConditionalBodies), empty graphs
-// owned by the node that are filled with the explicit API or with
-// Stream.BeginCaptureToGraph. A body may hold kernel, empty, memset, memcpy
-// (device memory only), child graph and conditional nodes, recursively;
-// host, event, external semaphore and memory nodes are refused (on the host
-// backend when they are added, ErrNotSupported). As the driver documents, a
-// graph that contains conditional nodes cannot be cloned or embedded in a
-// child graph node, and can have one executable graph at a time
-// (ErrNotSupported); instantiating a graph fails (ErrInvalidValue) while one
-// of its handles serves no conditional node.
-//
-// A kernel that sets a handle of no conditional node of the graph launch it
-// runs in (a handle of another graph, or any handle from a kernel launched
-// into a stream) is a device-side error, undefined in CUDA: on the host
-// backend the kernel fails with ErrLaunchFailure, which, like every kernel
-// fault, is sticky.
-
 // ConditionalHandle names the condition value of one conditional node
 // (cudaGraphConditionalHandle). Kernels receive it as a Uint64 argument.
 type ConditionalHandle uint64
@@ -86,7 +45,8 @@ func (t ConditionalType) String() string {
 // ConditionalParams describe a conditional node (cudaConditionalNodeParams):
 // its handle, its type and its number of bodies (1 for WHILE, 1 or 2 for IF,
 // at least 1 for SWITCH). The bodies are created with the node; find them
-// with Node.ConditionalBodies.
+// with Node.ConditionalBodies. The Conditional nodes section of the package
+// documentation gives the rules.
 type ConditionalParams struct {
 	Handle ConditionalHandle
 	Type   ConditionalType

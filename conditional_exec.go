@@ -7,21 +7,10 @@ import (
 	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
-// Conditional nodes on the host backend. Instantiation flattens the graph
-// into one DAG, as for any graph, except that each conditional node becomes
-// one op (opCond) and each of its bodies is compiled into an executable
-// graph of its own (ops, DAG and Runner), a body Exec. When the op runs, it
-// reads the condition value and runs the chosen body's Runner to completion
-// on the calling worker (WHILE: as long as the value stays non-zero). A
-// Runner's owner always makes progress on its own and only ever offers work
-// to idle pool helpers, so a body run from inside a pool worker, at any
-// depth of nesting, cannot deadlock, even with a single core.
-//
-// The condition values live in a condExec shared by the executable graph
-// and all its body Execs: one slot per handle, so they are per executable
-// graph, and launches of one never overlap.
-
-// condExec is the conditional state of one executable graph.
+// condExec is the conditional state of one executable graph, shared by it
+// and all its body Execs. The condition values live here, one slot per
+// handle, so they are per executable graph, and launches of one never
+// overlap.
 type condExec struct {
 	root    *Exec
 	graph   *Graph                      // counted in graph.conds.execs while root lives
@@ -49,7 +38,16 @@ func packDefault(def uint32, flags ConditionalFlags) uint64 {
 	return v
 }
 
-// condOp is a conditional node ready to run.
+// condOp is a conditional node ready to run: how the host backend runs
+// conditional nodes. Instantiation flattens the graph into one DAG, as for
+// any graph, except that each conditional node becomes one op (opCond) and
+// each of its bodies is compiled into an executable graph of its own (ops,
+// DAG and Runner), a body Exec. When the op runs, it reads the condition
+// value and runs the chosen body's Runner to completion on the calling
+// worker (WHILE: as long as the value stays non-zero). A Runner's owner
+// always makes progress on its own and only ever offers work to idle pool
+// helpers, so a body run from inside a pool worker, at any depth of
+// nesting, cannot deadlock, even with a single core.
 type condOp struct {
 	x      *condExec
 	slot   int32

@@ -1,31 +1,5 @@
 package gpugraph
 
-// Device graph launch (CUDA programming guide, "Device Graph Launch"): a
-// graph instantiated with InstantiateDeviceLaunch is a device graph, which a
-// kernel can launch (Block.LaunchGraph; cudaGraphLaunch in CUDA code) in one
-// of three modes. On the host backend every device launch belongs to the
-// stream launch of the host-launched graph it descends from, its stream
-// environment: the stream moves on only when all of it is done.
-//
-//   - A fire-and-forget launch starts at once, as a child of the launching
-//     graph's execution, which completes only when its children have.
-//   - A tail launch is queued; the queue runs once the launching graph's
-//     execution (children included) is complete, in order, each tail
-//     graph in place of the one before it, and a tail graph's own tail
-//     launches run before the rest of the queue. A graph may queue itself
-//     (one such self launch pending at a time): a loop on the device.
-//   - A sibling launch is a fire-and-forget launch from the launching
-//     graph's parent environment: it runs beside the launching graph and
-//     does not hold back its tail launches.
-//
-// A device launch the device refuses returns cudaErrorInvalidValue to the
-// kernel and nothing else happens, as on the GPU: not uploaded, already
-// running or queued, a second self tail launch, more than 120
-// fire-and-forget launches in one execution or 255 pending tail launches.
-// Launching a graph that is not a device graph faults, on the GPU as here:
-// the launch fails with ErrIllegalAddress, reported once (not sticky, as
-// the driver does).
-
 import (
 	"errors"
 	"fmt"
@@ -259,7 +233,10 @@ type devState struct {
 
 // devEnv is an execution environment: one execution of a graph (host or
 // device launched), or the stream environment of a host launch (root),
-// which holds all the work the launch gives rise to.
+// which holds all the work the launch gives rise to. On the host backend
+// every device launch belongs to the stream environment of the host launch
+// it descends from; the modes and their order are in the Device graph
+// launch section of the package documentation.
 type devEnv struct {
 	parent *devEnv // nil for the stream environment
 	root   *devEnv

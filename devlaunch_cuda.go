@@ -11,13 +11,10 @@ import (
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// Device graph launch on the cuda backend: instantiation goes through
-// cuGraphInstantiateWithParams (which uploads with InstantiateUpload), and
-// kernels that launch graphs are compiled as relocatable device code and
-// linked with the device runtime, libcudadevrt.a.
-
 // cudaInstantiateWithParams instantiates g natively with p's flags and
-// reports the driver's result and error node in p.
+// reports the driver's result and error node in p. Device graph launch on
+// the cuda backend instantiates through cuGraphInstantiateWithParams, which
+// uploads with InstantiateUpload.
 func (d *Device) cudaInstantiateWithParams(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
 	ip := driver.GraphInstantiateParams{Flags: uint64(p.Flags)}
 	if p.Flags&InstantiateUpload != 0 {
@@ -99,7 +96,8 @@ func devRTSource(k *Kernel) (string, []string) {
 }
 
 // linkDevRT links the PTX of a kernel that launches graphs with the device
-// runtime; other images are returned as they are. The context must be
+// runtime, libcudadevrt.a (the kernel was compiled as relocatable device
+// code); other images are returned as they are. The context must be
 // current.
 func (c *cudaDev) linkDevRT(k *Kernel, image []byte) ([]byte, error) {
 	if !k.DeviceRuntime || bytes.HasPrefix(image, []byte("\x7fELF")) {

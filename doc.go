@@ -35,40 +35,27 @@
 // then dependencies in edge order; Exec.SetParams changes one node;
 // Exec.SetEnabled turns kernel, memcpy and memset nodes off and on. A
 // refused update (UpdateResult says why, naming the node) changes nothing;
-// an accepted one reaches the next launch, never a launch already queued.
-//
-// # Resources, semaphores and edges
-//
-// A UserObject ties a resource's lifetime to the graphs and executable
-// graphs that reference it: its destructor runs once the last reference is
-// gone, after the launches using it have finished. ExternalSemaphore signal
-// and wait nodes (and stream operations) synchronise graphs with work
-// outside them; on host a semaphore is signalled and waited on from Go.
-// EdgeData on an edge makes it a programmatic dependency: the downstream
-// kernel may start once the upstream one triggers
-// (Block.TriggerProgrammaticLaunchCompletion) and waits for its results with
-// Block.GridDependencySynchronize.
-//
-// # Device graph launch
-//
-// A graph instantiated with InstantiateDeviceLaunch (only kernel, memcpy,
-// memset and child graph nodes, copying device memory only) is a device
-// graph: once uploaded (Exec.Upload, InstantiateUpload or a host launch), a
-// kernel node of any graph can launch it with Block.LaunchGraph, given its
-// Exec.DeviceHandle: fire-and-forget, as a tail launch after the launching
-// graph, or as a sibling. A kernel that does so sets Kernel.DeviceRuntime.
-// See devlaunch.go for the rules.
+// an accepted one takes effect at the next launch: a launch already queued
+// or running keeps the parameters it was launched with.
 //
 // # Stream capture
 //
 // Ordinary stream code becomes a graph by capture: between
 // Stream.BeginCapture and Stream.EndCapture, work issued to the stream is
-// recorded as nodes instead of run, each depending on the work issued before
-// it. Another stream joins the capture by waiting on an event recorded in a
-// capturing stream (a fork), and must be joined back, by the origin stream
-// waiting on an event recorded in it, before EndCapture. MallocAsync and
-// FreeAsync become memory nodes (the address MallocAsync returns is the
-// graph allocation's), and launching an Exec becomes a child graph node.
+// recorded as nodes of a graph instead of run. A capturing stream has a
+// dependency set, at first empty (or the nodes given to
+// Stream.BeginCaptureToGraph, which captures into an existing graph): each
+// captured node depends on the set, then becomes it, so it depends on the
+// work issued before it. Recording an event in a capturing stream captures
+// the stream's dependency set in the event, and the next work of a stream
+// that waits on the event depends on the event's nodes. Another stream
+// joins the capture that way (a fork), and must be joined back, by the
+// origin stream waiting on an event recorded in it, before EndCapture
+// (ErrStreamCaptureUnjoined otherwise). MallocAsync and FreeAsync become
+// memory nodes (the address MallocAsync returns is the graph allocation's),
+// and launching an Exec becomes a child graph node. Capture follows what
+// the CUDA 13.0 driver does.
+//
 // Operations that cannot be captured (synchronizing or querying a capturing
 // stream or a captured event, waiting on an event recorded outside the
 // capture, synchronous Malloc, Free, Memcpy, Memset, Device.Synchronize)
@@ -76,24 +63,235 @@
 // with ErrStreamCaptureInvalidated, and EndCapture returns that error and no
 // graph.
 //
-// CUDA's capture modes decide which host threads may make the unsafe
-// synchronous calls during a capture. Go has no thread identity programs
-// see, so a Scope (Device.NewScope) stands for a host thread: calls made on
-// a Device directly come from the device's main scope. In global mode an
-// unsafe call from any scope in global interaction mode fails; in
-// thread-local mode only one from the scope that began the capture; in
-// relaxed mode none does. See capture.go for the full rule.
+// CUDA's capture modes say which host threads may make the potentially
+// unsafe calls (synchronous Malloc, Free, Memcpy and Memset) while a capture
+// is under way. Go has no thread identity that programs see, so a Scope
+// (Device.NewScope) stands for a CUDA host thread: calls made on a Device, a
+// Stream or a Graph directly come from the device's main scope, and a
+// Scope's methods make the same calls from it. A scope's interaction mode
+// (Scope.ExchangeCaptureMode, cudaThreadExchangeStreamCaptureMode;
+// CaptureModeGlobal unless exchanged) decides which captures its unsafe
+// calls conflict with:
+//
+//   - CaptureModeGlobal: captures begun from the same scope in global or
+//     thread-local mode, and global-mode captures begun from any scope;
+//   - CaptureModeThreadLocal: captures begun from the same scope, unless
+//     relaxed;
+//   - CaptureModeRelaxed: none.
+//
+// So no unsafe call conflicts with a capture begun in relaxed mode. An
+// unsafe call that conflicts fails (Malloc and Free with
+// ErrStreamCaptureUnsupported, Memcpy and Memset with
+// ErrStreamCaptureImplicit) and invalidates the captures it conflicts with.
+// Device.Synchronize conflicts with every capture, relaxed ones included, as
+// the driver's cudaDeviceSynchronize does. A capture begun in global or
+// thread-local mode must be ended from the scope that began it: EndCapture
+// from another scope fails with ErrStreamCaptureWrongThread and ends the
+// capture. These are the host backend's rules; on the cuda backend the
+// driver applies its own to OS threads, and gpugraph begins and ends every
+// capture on one OS thread of the device.
+//
+// # Capture and replay
+//
+// Capture and CapturedGraph.Replay are the high-level form of stream
+// capture, for loops that do the same work every iteration (a training or
+// inference step), in the spirit of PyTorch's torch.cuda.CUDAGraph. A Go
+// function that issues work on a stream is run a few times eagerly (warm-up:
+// kernels compile, pools fill), captured once into a graph, instantiated,
+// and then replayed as one launch per iteration. The work reads and writes
+// static buffers: the caller copies each iteration's input into them before
+// Replay and reads the outputs after.
+//
+// Memory the function allocates with Stream.MallocAsync and frees with
+// Stream.FreeAsync becomes graph memory: fixed addresses, physical memory
+// reused along the graph's order, shared with every other graph replayed in
+// the same stream (what a shared memory pool gives in PyTorch). Memory it
+// allocates and does not free is a static output: it keeps its address,
+// stays readable after Replay, and is freed and allocated again by the next
+// Replay (the graph is instantiated with InstantiateAutoFreeOnLaunch).
+//
+// # Stream-ordered allocation
+//
+// Stream.MallocAsync and Stream.FreeAsync allocate and free in stream order
+// (cudaMallocAsync, cudaFreeAsync) from a MemPool (cudaMemPool_t): the
+// device's default pool, or one made with Device.NewMemPool and allocated
+// from with Stream.MallocFromPoolAsync. A pool hands out its address range
+// as the driver's does: first fit, lowest address first, in multiples of 512
+// bytes, with memory committed in 2 MiB granules. A granule that no
+// allocation touches any more stays committed (reserved), so the next
+// allocation costs nothing, until MemPool.TrimTo, or a synchronization that
+// finds the pool holding more than its release threshold, returns it to the
+// system.
+//
+// A free happens in two steps, as in CUDA: FreeAsync ends the allocation at
+// once (it no longer counts as used and cannot be freed again), and the free
+// itself, when the stream reaches it, returns the memory to the pool. In
+// between, the memory is pending. As measured on the driver (CUDA 13.0,
+// H100):
+//
+//   - a later allocation in the freeing stream takes pending memory before
+//     any other, splitting a larger range: stream order makes that safe;
+//   - another stream takes it only once the free has run
+//     (cudaMemPoolReuseAllowOpportunistic), unless the pool has no other
+//     memory left: then the pending memory is handed out and the allocating
+//     stream waits for the free (cudaMemPoolReuseAllowInternalDependencies).
+//
+// The host backend does not model reuse across a Stream.Wait on an event
+// recorded after the free (cudaMemPoolReuseFollowEventDependencies): such an
+// allocation gets other memory.
+//
+// # Graph memory
+//
+// Alloc and free nodes (MemAllocParams, MemFreeParams, and MallocAsync and
+// FreeAsync in a capture) give a graph memory of its own. An alloc node gets
+// its address when it is added and keeps it for its life
+// (MemAllocParams.Ptr). Within a graph, an allocation may reuse the
+// addresses of allocations whose free node is an ancestor of its alloc node,
+// and of no others; allocations of different graphs never share addresses.
+//
+// Physical memory is mapped when a launch starts, or ahead of it with
+// Exec.Upload. Graphs launched into one stream share it, so the stream needs
+// as much as its largest graph, not the sum. A graph launched into another
+// stream is remapped to that stream's memory, in execution order after its
+// previous launch. An allocation still live when its graph's launch ends
+// keeps its memory until it is freed. Device.GraphMemStats reports the
+// footprint; Device.TrimGraphMem returns what is not in use.
+//
+// An allocation's lifetime is checked twice. From the Launch that allocates
+// it until the call that frees it (Device.Free, Stream.FreeAsync, or the
+// Launch of a graph with a free node for it), it is outstanding: launching
+// its graph again fails with ErrInvalidValue unless the graph was
+// instantiated with InstantiateAutoFreeOnLaunch, and a second free fails
+// with ErrInvalidValue, both at the call, as the driver does. In execution
+// order it is live from its alloc node to its free: in the checking mode of
+// WithMemCheck it can be accessed only then.
+//
+// As in CUDA, a graph with memory nodes cannot be cloned or embedded in a
+// child graph node, nodes cannot be destroyed in it nor edges removed, it
+// can have one executable graph at a time, and memory nodes cannot be added
+// to a graph embedded in another (a child graph or a conditional body):
+// each is refused with ErrNotSupported.
 //
 // # Conditional nodes
 //
-// A conditional node (ConditionalParams: IF with an optional ELSE body,
-// WHILE, SWITCH) runs body graphs of its own depending on a value that
-// kernels set on the device while the graph runs (Block.SetConditional,
-// cudaGraphSetConditional), through a handle made with
-// Graph.ConditionalHandleCreate: loops and branches without a return to the
-// host. Adding the node creates its bodies (Node.ConditionalBodies), filled
-// with the graph API or by capturing into them. See conditional.go for the
-// rules.
+// A conditional node (ConditionalParams; CUDA 12.4 and later, IF with an
+// ELSE body and SWITCH 12.8 and later) runs graphs of its own, its bodies,
+// depending on a value that kernels set on the device while the graph runs:
+// loops and branches without a return to the host.
+//
+//   - ConditionalIf runs body 0 once if the value is non-zero when the node
+//     is reached; with Size 2, body 1 (the ELSE body) runs once if it is
+//     zero.
+//   - ConditionalWhile checks the value before every iteration and runs
+//     body 0 as long as it is non-zero; kernels in the body (or upstream of
+//     the node) update it.
+//   - ConditionalSwitch runs body n once if the value is n < Size, and no
+//     body otherwise.
+//
+// The value is reached through a ConditionalHandle, created on a graph
+// before the node with Graph.ConditionalHandleCreate and given to kernels as
+// a Uint64 argument; kernels set it with Block.SetConditional (Go) or
+// cudaGraphSetConditional (CUDA, declared by SetConditionalCUDA). A handle
+// belongs to the graph it was created in and serves exactly one conditional
+// node, in that graph or in a body nested in it. Each executable graph keeps
+// its own values: with ConditionalAssignDefault a value is reset to the
+// handle's default at the start of every launch; without it, CUDA leaves
+// the value at the start of a launch undefined, and the host backend, like
+// the H100, starts it at 0 (the default is not applied) and keeps it from
+// one launch of the executable graph to the next.
+//
+// Adding the node creates its bodies (Node.ConditionalBodies), empty graphs
+// owned by the node, filled with the graph API or by capturing into them
+// with Stream.BeginCaptureToGraph. A body may hold kernel, empty, memset,
+// memcpy (device memory only), child graph and conditional nodes,
+// recursively. Other nodes (host, event, external semaphore nodes, copies
+// to or from host memory) are accepted when added, and instantiation then
+// fails with ErrInvalidValue, as with the CUDA 13.0 driver; memory nodes are
+// refused when added (ErrNotSupported). As the driver documents, a graph
+// that contains conditional nodes cannot be cloned or embedded in a child
+// graph node, and can have one executable graph at a time (ErrNotSupported);
+// instantiating a graph fails (ErrInvalidValue) while one of its handles
+// serves no conditional node.
+//
+// A kernel that sets a handle of no conditional node of the graph launch it
+// runs in (a handle of another graph, or any handle from a kernel launched
+// into a stream) is a device-side error, undefined in CUDA: on the host
+// backend the kernel fails with ErrLaunchFailure, which, like every kernel
+// fault, is sticky.
+//
+// # Device graph launch
+//
+// A graph instantiated with InstantiateDeviceLaunch (only kernel, memcpy,
+// memset and child graph nodes, copying device memory only) is a device
+// graph: once uploaded (Exec.Upload, InstantiateUpload or a host launch), a
+// kernel node of any graph can launch it with Block.LaunchGraph
+// (cudaGraphLaunch in CUDA code), given its Exec.DeviceHandle. A kernel that
+// does so sets Kernel.DeviceRuntime. As in CUDA's device graph launch, there
+// are three modes:
+//
+//   - A fire-and-forget launch (FireAndForget) starts at once, as a child of
+//     the launching graph's execution, which completes only when its
+//     children have.
+//   - A tail launch (TailLaunch) is queued; the queue runs once the
+//     launching graph's execution (children included) is complete, in
+//     order, each tail graph in place of the one before it, and a tail
+//     graph's own tail launches run before the rest of the queue. A graph
+//     may queue itself (Block.CurrentGraphExec; one such self launch pending
+//     at a time): a loop on the device.
+//   - A sibling launch (SiblingLaunch) is a fire-and-forget launch from the
+//     launching graph's parent environment: it runs beside the launching
+//     graph and does not hold back its tail launches.
+//
+// Every device launch belongs to the stream launch of the host-launched
+// graph it descends from, its stream environment: the stream moves on only
+// when all of it is done. A launch the device refuses (not uploaded, already
+// running or queued, a second self tail launch, more than 120
+// fire-and-forget launches in one execution or 255 pending tail launches)
+// returns ErrInvalidValue (cudaErrorInvalidValue) to the kernel and nothing
+// else happens, as on the GPU. Launching a graph that is not a device graph
+// faults, on the GPU as on the host backend: the launch fails with
+// ErrIllegalAddress, reported once (not sticky, as the driver does).
+//
+// # User objects
+//
+// A UserObject ties a resource's lifetime to the graphs and executable
+// graphs that reference it: its destructor runs once the last reference is
+// gone, after the launches using it have finished.
+//
+// # External semaphores
+//
+// An ExternalSemaphore (CUDA's external resource interoperability) is shared
+// with code outside the device's streams. Stream operations
+// (Stream.SignalExternalSemaphores, Stream.WaitExternalSemaphores) and
+// signal and wait nodes (ExtSemaphoreSignalParams, ExtSemaphoreWaitParams)
+// synchronise streams and graphs with that code. A timeline semaphore holds
+// a 64-bit value that only grows: signalling sets it, and a wait returns
+// once it has reached a given value. On the host backend the semaphore is
+// gpugraph's own (Device.NewExternalSemaphore), signalled and waited on from
+// Go. On the cuda backend the driver only imports semaphores made by a
+// graphics API (Device.ImportExternalSemaphoreFD, a Vulkan semaphore's file
+// descriptor), which that API signals and waits on.
+//
+// # Edge data
+//
+// EdgeData on an edge makes it a programmatic dependency: the downstream
+// kernel may start once the upstream one triggers
+// (Block.TriggerProgrammaticLaunchCompletion) and waits for its results with
+// Block.GridDependencySynchronize. On the host backend a node started early
+// reports completion to its own dependents only after the kernels that
+// released it early have completed, as if it ended with
+// GridDependencySynchronize: the order of the graph past that node is that
+// of the graph without edge data.
+//
+// In stream capture, a capturing stream's dependency set is a set of half
+// edges: nodes, each with the data of the edge that will join it to the next
+// captured work. The data is given to Stream.BeginCaptureToGraphWithData
+// and Stream.UpdateCaptureDependenciesWithData, reported by
+// Stream.CaptureInfo, and used up by the next captured work: a kernel takes
+// it, and other work is captured behind such half edges with ordinary
+// edges, as the driver does. An event recorded in the capture carries the
+// data with its nodes to the stream that waits on it. Half edges with data
+// still pending at EndCapture are discarded.
 //
 // # Backends
 //

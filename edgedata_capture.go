@@ -1,21 +1,10 @@
 package gpugraph
 
-// Edge data in stream capture. A capturing stream's dependency set is a set
-// of half edges: nodes, each with the data of the edge that will join it to
-// the next captured work. The data is given to BeginCaptureToGraphWithData
-// and UpdateCaptureDependenciesWithData, reported by CaptureInfo, and used
-// up by the next captured node, which must accept it (a programmatic edge
-// needs a kernel there; anything else invalidates the capture). An event
-// recorded in the capture stands for the nodes alone: a stream that waits
-// on it depends on them through ordinary edges. A half edge with
-// non-default data does not wait for its node to complete, so it neither
-// joins a stream back into the origin nor may be left over: EndCapture
-// fails with ErrStreamCaptureUnjoined while one is pending.
-
 // BeginCaptureToGraphWithData captures into g as BeginCaptureToGraph does,
 // the edge from deps[i] to the first captured work carrying data[i]
 // (cudaStreamBeginCaptureToGraph with dependency data). data is nil or as
-// long as deps.
+// long as deps. The Edge data section of the package documentation says
+// what capture does with the data.
 func (s *Stream) BeginCaptureToGraphWithData(g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	return s.beginCaptureData("Stream.BeginCaptureToGraphWithData", s.devMain(), g, deps, data, mode)
 }

@@ -6,15 +6,14 @@ import (
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// Edge data on the cuda backend is the driver's (CUgraphEdgeData): passed
-// to cuGraphAddDependencies_v2, cuGraphRemoveDependencies_v2,
-// cuStreamBeginCaptureToGraph and cuStreamUpdateCaptureDependencies_v2,
-// read back with cuGraphNodeGetDependencies_v2 and
-// cuStreamGetCaptureInfo_v3. A programmatic edge needs no launch attribute
-// on the kernel node: in a graph the edge is the mechanism.
-
 // cuEdgeData returns the driver's form of data, nil when it is all default
-// (the driver takes NULL for that).
+// (the driver takes NULL for that). Edge data on the cuda backend is the
+// driver's (CUgraphEdgeData): passed to cuGraphAddDependencies_v2,
+// cuGraphRemoveDependencies_v2, cuStreamBeginCaptureToGraph and
+// cuStreamUpdateCaptureDependencies_v2, read back with
+// cuGraphNodeGetDependencies_v2 and cuStreamGetCaptureInfo_v3. A
+// programmatic edge needs no launch attribute on the kernel node: in a
+// graph the edge is the mechanism.
 func cuEdgeData(data []EdgeData) []driver.GraphEdgeData {
 	if defaultData(data) {
 		return nil

@@ -7,17 +7,6 @@ import (
 	"sync/atomic"
 )
 
-// External semaphores (CUDA's external resource interoperability): a
-// semaphore shared with code outside the device's streams, which stream
-// operations and graph nodes signal and wait on. A timeline semaphore
-// holds a 64-bit value that only grows; signalling sets it, and a wait
-// returns once it has reached a given value.
-//
-// On the host backend the semaphore is gpugraph's own (NewExternalSemaphore)
-// and Go code signals and waits on it. On the cuda backend the driver only
-// imports semaphores made by a graphics API (ImportExternalSemaphoreFD, a
-// Vulkan semaphore's file descriptor), which that API signals and waits on.
-
 // ExternalSemaphoreHandleType is the kind of operating-system handle a
 // semaphore is imported from (cudaExternalSemaphoreHandleType).
 type ExternalSemaphoreHandleType int
@@ -33,8 +22,9 @@ const (
 )
 
 // ExternalSemaphore is a semaphore that streams and graphs signal and wait
-// on (cudaExternalSemaphore_t). On the host backend it is a timeline
-// semaphore that Go code signals and waits on too. Its methods are safe for
+// on (cudaExternalSemaphore_t); see the External semaphores section of the
+// package documentation. On the host backend it is a timeline semaphore
+// that Go code signals and waits on too. Its methods are safe for
 // concurrent use.
 type ExternalSemaphore struct {
 	dev  *Device
@@ -506,11 +496,7 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 	return s.enqueue(opName, op{kind: kind, xs: x}, func() (uint64, error) { return 0, acquireAll(opName, x.sems) })
 }
 
-// Executable graphs. A wait node must not hold a worker while it waits:
-// the pool is shared by every graph and kernel of the process, and what
-// leads to the signal (another branch of the graph, another stream's work)
-// may be queued behind it. So the node finishes later (sched.Runner.Later)
-// and the semaphore's signaller releases its successors.
+// Executable graphs.
 
 // instantiateExtSems lists e's signal and wait ops, whose semaphores its
 // launches hold, and lets its wait nodes finish later.
@@ -553,7 +539,12 @@ func (l *launch) releaseExtSems() {
 }
 
 // execExtSemWait runs wait node i of the current launch: done now if every
-// value is reached, otherwise deferred until the last one is.
+// value is reached, otherwise deferred until the last one is. A wait node
+// must not hold a worker while it waits: the pool is shared by every graph
+// and kernel of the process, and what leads to the signal (another branch
+// of the graph, another stream's work) may be queued behind it. So the node
+// finishes later (sched.Runner.Later) and the semaphore's signaller
+// releases its successors.
 func (e *Exec) execExtSemWait(i int32, o *op) {
 	if e.failed.Load() != nil {
 		return

@@ -199,7 +199,7 @@ func (g *Graph) addNode(opName string, p NodeParams, deps []*Node) (*Node, error
 }
 
 // addNodeEdges adds a node; data, if not nil, holds the data of the edge
-// from each dependency (edgedata.go).
+// from each dependency (see EdgeData).
 func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")

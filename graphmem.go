@@ -10,34 +10,6 @@ import (
 	"github.com/gpugraph/gpugraph/internal/vmem"
 )
 
-// Graph memory: alloc and free nodes, and the physical memory behind them.
-//
-// Addresses. Each graph with alloc nodes owns regions of a device-wide
-// graph address range. An alloc node gets its range when it is created and
-// keeps it: the lowest-waste gap, in the graph's regions, that overlaps no
-// allocation still possibly live when the node runs, that is, no allocation
-// of the graph other than those whose free node is an ancestor of the new
-// node (DESIGN.md §3). Allocations of different graphs never share
-// addresses.
-//
-// Physical memory. An executable graph maps the 2 MiB chunks its
-// allocations span onto physical chunks when a launch starts (or at Upload).
-// Chunks belong to the arena of the stream the graph is bound to; every graph
-// bound to one stream maps its i-th chunk onto the arena's i-th physical
-// chunk, so graphs launched into one stream share memory and the stream
-// needs as much as its largest graph. A graph launched into another stream is
-// bound (remapped) to that stream's arena, in execution order after its
-// previous launch. An allocation still live when its graph's launch ends
-// keeps its physical chunks: they leave the arena (which gets fresh ones)
-// until the allocation is freed.
-//
-// Lifetimes are tracked twice. At API level an allocation is outstanding
-// from the Launch that allocates it until the call that frees it (Free,
-// FreeAsync, the Launch of a graph with a free node for it): this is what
-// refuses a relaunch and a double free at call time, as the driver does. At
-// execution level it is live from its alloc node to its free, which decides
-// pinning and, in checking mode, access.
-
 // MemAllocParams describe an allocation node (cudaMemAllocNodeParams).
 type MemAllocParams struct {
 	Size     int             // bytes, at least 1
@@ -75,7 +47,22 @@ const (
 	checkAllocAlign = 4096    // in checking mode each allocation has pages of its own
 )
 
-// graphMem is a device's graph memory.
+// graphMem is a device's graph memory on the host backend.
+//
+// Addresses: each graph with alloc nodes owns regions (graphVA) of a
+// device-wide graph address range, va; place gives each alloc node its
+// range.
+//
+// Physical memory: an executable graph maps the 2 MiB chunks its
+// allocations span onto physical chunks when a launch starts, or at Upload
+// (bind). Chunks belong to the arena of the stream the graph is bound to;
+// every graph bound to one stream maps its i-th chunk onto the arena's i-th
+// physical chunk, so graphs launched into one stream share memory and the
+// stream needs as much as its largest graph. A graph launched into another
+// stream is bound (remapped) to that stream's arena, in execution order
+// after its previous launch. An allocation still live when its graph's
+// launch ends keeps its physical chunks (pinLive): they leave the arena,
+// which gets fresh ones, until the allocation is freed.
 type graphMem struct {
 	d     *Device
 	check bool
@@ -94,6 +81,8 @@ type graphMem struct {
 	stats   GraphMemStats
 }
 
+// arena is the physical memory that the graphs bound to one stream share
+// (see graphMem).
 type arena struct {
 	chunks []int  // physical chunk per slot; -1 where a live allocation took it
 	gen    uint64 // bumped when a chunk is replaced
@@ -111,7 +100,11 @@ type graphVA struct {
 
 type region struct{ off, size uintptr }
 
-// graphAlloc is one alloc node's allocation.
+// graphAlloc is one alloc node's allocation. Its lifetime is tracked twice:
+// outstanding at API level, from the Launch that allocates it until the
+// call that frees it, which is what refuses a relaunch and a double free at
+// call time; live at execution level, from its alloc node to its free,
+// which decides pinning and, in checking mode, access.
 type graphAlloc struct {
 	node        *Node
 	va          *graphVA
@@ -163,8 +156,11 @@ func (gm *graphMem) align() uintptr {
 	return graphAllocAlign
 }
 
-// place assigns the address range of a new alloc node n of g (g is locked),
-// reusing only ranges of allocations freed by ancestors of n.
+// place assigns the address range of a new alloc node n of g (g is locked):
+// the lowest-waste gap, in g's regions, that overlaps no allocation still
+// possibly live when n runs, that is, no allocation of g other than those
+// whose free node is an ancestor of n (DESIGN.md §3). A new region is taken
+// when no gap fits.
 func (gm *graphMem) place(g *Graph, n *Node, size int) (*graphAlloc, error) {
 	gm.mu.Lock()
 	defer gm.mu.Unlock()

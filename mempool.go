@@ -10,32 +10,6 @@ import (
 	"github.com/gpugraph/gpugraph/internal/vmem"
 )
 
-// Stream-ordered allocation (cudaMallocAsync, cudaFreeAsync, cudaMemPool_t).
-//
-// A MemPool owns a range of address space of its own, handed out first fit
-// (lowest address first, as the driver does) in multiples of 512 bytes and
-// committed in 2 MiB granules. A granule that no allocation touches any more
-// stays committed (reserved), so the next allocation costs nothing, until
-// TrimTo or a synchronization finds the pool holding more than its release
-// threshold.
-//
-// A free happens in two steps, as in CUDA: FreeAsync ends the allocation at
-// API level at once (it no longer counts as used and cannot be freed again),
-// and the stream-ordered part, run when the stream reaches it, returns the
-// range to the pool. In between, the range is pending. As measured on the
-// driver (CUDA 13.0, H100):
-//   - a later allocation in the freeing stream takes pending memory before
-//     any other, splitting a larger range: stream order makes that safe;
-//   - another stream takes it only once the free has run
-//     (cudaMemPoolReuseAllowOpportunistic), unless the pool has no other
-//     memory left: then the driver hands out the pending range and makes the
-//     allocating stream wait for the free
-//     (cudaMemPoolReuseAllowInternalDependencies).
-//
-// Reuse across a Stream.Wait on an event recorded after the free
-// (cudaMemPoolReuseFollowEventDependencies) is not modelled: such an
-// allocation gets other memory.
-
 // poolAlign is the alignment and size granularity of pool allocations: the
 // driver spaces consecutive 1-byte cudaMallocAsync allocations 512 bytes
 // apart.
@@ -86,7 +60,9 @@ type MemPoolStats struct {
 // MemPool is a pool of device memory for stream-ordered allocation
 // (cudaMemPool_t). Each device has a default pool, which Stream.MallocAsync
 // allocates from; more can be created with Device.NewMemPool and allocated
-// from with Stream.MallocFromPoolAsync. Methods are safe for concurrent use.
+// from with Stream.MallocFromPoolAsync. How a pool reuses memory is in the
+// Stream-ordered allocation section of the package documentation. Methods
+// are safe for concurrent use.
 type MemPool struct {
 	cu        uintptr // the native CUmemoryPool on the cuda backend
 	dev       *Device
@@ -216,7 +192,11 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	return p, nil
 }
 
-// newPool reserves a pool's address space; the caller lists the pool.
+// newPool reserves a pool's address space; the caller lists the pool. A
+// host-backend pool hands out a range of address space of its own, first
+// fit, and commits it in 2 MiB granules (vmem.Granularity), counted in
+// refs: a granule that no allocation touches any more stays committed
+// until trimLocked releases it.
 func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
 	size := props.MaxSize
 	if size == 0 {
@@ -423,6 +403,11 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 	return s.mallocFromPool(opName, n, p)
 }
 
+// mallocFromPool allocates n bytes from p in stream order. On the host
+// backend the range comes from memory whose free is pending in s, else from
+// the lowest free range that holds it, else from memory whose free is
+// pending in another stream, s then waiting for that free (awaitFree): the
+// order of reuse measured on the driver.
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
 	if s.cu != 0 {
 		switch {

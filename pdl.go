@@ -7,20 +7,17 @@ import (
 	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
-// Programmatic dependent launch on the host backend. An edge out of a
+// pdlPlan is an executable graph's early edges and their per-launch state:
+// programmatic dependent launch on the host backend. An edge out of a
 // kernel's programmatic or launch completion port becomes an early edge of
 // the executor's DAG (sched.EarlyEdge): the kernel's blocks trigger it,
 // through Runner.Trigger, while the kernel runs. The downstream node then
 // runs on a worker of its own, so a downstream kernel whose blocks wait in
 // GridDependencySynchronize parks goroutines, never the upstream kernel,
-// which keeps the goroutine that runs it and finishes on its own.
-//
-// A node released early reports completion to its own successors only
-// after its early sources have completed, as if it ended with
-// GridDependencySynchronize: the graph's ordering past that node is the
-// ordering of a graph without edge data.
-
-// pdlPlan is an executable graph's early edges and their per-launch state.
+// which keeps the goroutine that runs it and finishes on its own. A node
+// released early completes, for its own successors, only after its early
+// sources have completed (sources), as the package documentation (Edge
+// data) promises.
 type pdlPlan struct {
 	edges []sched.EarlyEdge
 	data  []EdgeData // of each edge, for snapshots

@@ -2,24 +2,8 @@ package gpugraph
 
 import "errors"
 
-// Capture and replay: the high-level form of stream capture for loops that
-// do the same work every iteration (a training or inference step), in the
-// spirit of PyTorch's torch.cuda.CUDAGraph. A Go function that issues work
-// on a stream is run a few times eagerly (warm-up: kernels compile, pools
-// fill), captured once into a graph, instantiated, and then replayed as one
-// launch per iteration. The work reads and writes static buffers: the
-// caller copies each iteration's input into them before Replay and reads
-// the outputs after.
-//
-// Memory the function allocates with Stream.MallocAsync and frees with
-// Stream.FreeAsync becomes graph memory: fixed addresses, physical memory
-// reused along the graph's order, shared with every other graph replayed in
-// the same stream (what a shared memory pool gives in PyTorch). Memory it
-// allocates and does not free is a static output: it keeps its address,
-// stays readable after Replay, and is freed and allocated again by the next
-// Replay (the graph is instantiated with InstantiateAutoFreeOnLaunch).
-
-// CapturedGraph is a function captured from a stream, ready to replay.
+// CapturedGraph is a function captured from a stream, ready to replay (see
+// the Capture and replay section of the package documentation).
 type CapturedGraph struct {
 	s     *Stream
 	graph *Graph

@@ -6,14 +6,6 @@ import (
 	"slices"
 )
 
-// Updating an executable graph in place (CUDA's "graph update"): the
-// topology of an Exec is fixed at instantiation, but the parameters of its
-// nodes can change, either all at once from a topologically identical graph
-// (Update) or node by node (SetParams, SetEnabled). Updates take effect at
-// the next launch: a launch already queued or running keeps the parameters
-// it was launched with, because each launch holds the op table of its time
-// and an update copies the table before changing it while a launch holds it.
-
 // UpdateResult says why a whole-graph update failed
 // (cudaGraphExecUpdateResult).
 type UpdateResult int
@@ -412,8 +404,9 @@ func (e *Exec) setOne(x int32, p NodeParams, n *Node) error {
 	return nil
 }
 
-// ownOpsLocked makes e.ops safe to change: a launch still queued or running
-// reads the table it was launched with, so that table is copied first.
+// ownOpsLocked makes e.ops safe to change. This is how updates never reach
+// a launch already queued or running: each launch holds the op table of its
+// time and reads it, so while one may, the table is copied first.
 func (e *Exec) ownOpsLocked() {
 	if e.opsShared && (e.issuing > 0 || e.dl.launch || e.finished.Load() != e.issued.Load()) {
 		e.ops = slices.Clone(e.ops)
