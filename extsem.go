@@ -3,8 +3,9 @@ package gpugraph
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // ExternalSemaphoreHandleType is the kind of operating-system handle a
@@ -31,18 +32,7 @@ type ExternalSemaphore struct {
 	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a host semaphore
 	cu   uintptr                     // the CUexternalSemaphore on the cuda backend
 
-	mu        sync.Mutex
-	value     uint64
-	waiters   []*semWaiter
-	users     int // stream operations, graph launches and Go waits not yet done with it
-	destroyed bool
-}
-
-// semWaiter is a wait for value >= target; fn runs once, without the lock,
-// on the goroutine that raises the value. It must not block.
-type semWaiter struct {
-	target uint64
-	fn     func()
+	h host.Semaphore // the value, its waiters and users; on cuda only its destroyed state
 }
 
 // NewExternalSemaphore creates a timeline semaphore at value 0. It is a
@@ -94,10 +84,7 @@ func (s *ExternalSemaphore) check(opName string, d *Device, code *Code) error {
 	if err := s.dev.check(opName); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	dead := s.destroyed
-	s.mu.Unlock()
-	if dead {
+	if s.h.Destroyed() {
 		return newErr(opName, code, "external semaphore is destroyed")
 	}
 	return nil
@@ -122,20 +109,11 @@ func (s *ExternalSemaphore) Signal(v uint64) error {
 	if err := s.goSide(opName); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.destroyed {
-		s.mu.Unlock()
-		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
-	}
-	if v <= s.value {
-		cur := s.value
-		s.mu.Unlock()
+	if cur, ok := s.h.Signal(v); !ok {
+		if s.h.Destroyed() {
+			return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+		}
 		return newErr(opName, ErrInvalidValue, "value %d does not exceed the semaphore's value %d", v, cur)
-	}
-	fire := s.raiseLocked(v)
-	s.mu.Unlock()
-	for _, w := range fire {
-		w.fn()
 	}
 	return nil
 }
@@ -151,34 +129,14 @@ func (s *ExternalSemaphore) Wait(ctx context.Context, v uint64) error {
 	if ctx == nil {
 		return newErr(opName, ErrInvalidValue, "nil context")
 	}
-	ch := make(chan struct{})
-	w := &semWaiter{target: v, fn: func() { close(ch) }}
-	s.mu.Lock()
-	if s.destroyed {
-		s.mu.Unlock()
+	reached, destroyed := s.h.Wait(v, ctx.Done())
+	switch {
+	case destroyed:
 		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	case !reached:
+		return ctxErr{newErr(opName, ErrNotReady, "value %d not reached: %v", v, ctx.Err()), ctx.Err()}
 	}
-	if s.value >= v {
-		s.mu.Unlock()
-		return nil
-	}
-	s.waiters = append(s.waiters, w)
-	s.users++
-	s.mu.Unlock()
-	select {
-	case <-ch:
-		s.release()
-		return nil
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	pending := s.removeLocked(w)
-	s.users--
-	s.mu.Unlock()
-	if !pending { // reached as the context ended
-		return nil
-	}
-	return ctxErr{newErr(opName, ErrNotReady, "value %d not reached: %v", v, ctx.Err()), ctx.Err()}
+	return nil
 }
 
 // ctxErr is an *Error that also matches the context error that caused it.
@@ -196,9 +154,7 @@ func (s *ExternalSemaphore) Value() (uint64, error) {
 	if err := s.goSide(opName); err != nil {
 		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.value, nil
+	return s.h.Value(), nil
 }
 
 // Destroy releases the semaphore (cudaDestroyExternalSemaphore). CUDA
@@ -213,94 +169,27 @@ func (s *ExternalSemaphore) Destroy() error {
 	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.destroyed {
-		s.mu.Unlock()
+	switch users, already := s.h.Destroy(); {
+	case already:
 		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
+	case users > 0:
+		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", users)
 	}
-	if s.users > 0 {
-		n := s.users
-		s.mu.Unlock()
-		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", n)
-	}
-	s.destroyed = true
-	s.mu.Unlock()
 	if s.cu != 0 {
 		return s.cudaDestroy(opName)
 	}
 	return nil
 }
 
-// raiseLocked sets the value to at least v and returns the waiters it
-// satisfies, removed from the list.
-func (s *ExternalSemaphore) raiseLocked(v uint64) []*semWaiter {
-	if v > s.value {
-		s.value = v
-	}
-	var fire []*semWaiter
-	keep := s.waiters[:0]
-	for _, w := range s.waiters {
-		if w.target <= s.value {
-			fire = append(fire, w)
-		} else {
-			keep = append(keep, w)
-		}
-	}
-	clear(s.waiters[len(keep):])
-	s.waiters = keep
-	return fire
-}
-
-// removeLocked removes w and reports whether it was still waiting.
-func (s *ExternalSemaphore) removeLocked(w *semWaiter) bool {
-	for i, x := range s.waiters {
-		if x == w {
-			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// raise is a signal from a stream or a graph: the value becomes at least v
-// (a value that does not exceed the current one changes nothing).
-func (s *ExternalSemaphore) raise(v uint64) {
-	s.mu.Lock()
-	fire := s.raiseLocked(v)
-	s.mu.Unlock()
-	for _, w := range fire {
-		w.fn()
-	}
-}
-
-// onReach arranges for fn to run once the value reaches v, and reports
-// false, arranging nothing, if it already has.
-func (s *ExternalSemaphore) onReach(v uint64, fn func()) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.value >= v {
-		return false
-	}
-	s.waiters = append(s.waiters, &semWaiter{target: v, fn: fn})
-	return true
-}
-
 // acquire marks the semaphore in use by work just issued, unless destroyed.
 func (s *ExternalSemaphore) acquire(opName string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.destroyed {
+	if !s.h.Acquire() {
 		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
 	}
-	s.users++
 	return nil
 }
 
-func (s *ExternalSemaphore) release() {
-	s.mu.Lock()
-	s.users--
-	s.mu.Unlock()
-}
+func (s *ExternalSemaphore) release() { s.h.Release() }
 
 // acquireAll acquires every semaphore of sems, or none.
 func acquireAll(opName string, sems []*ExternalSemaphore) error {
@@ -436,12 +325,12 @@ func (o *op) runExtSem() {
 	x := o.xs
 	if o.kind == opExtSemSignal {
 		for i, s := range x.sems {
-			s.raise(x.values[i])
+			s.h.Raise(x.values[i])
 		}
 	} else {
 		for i, s := range x.sems {
 			ch := make(chan struct{})
-			if s.onReach(x.values[i], func() { close(ch) }) {
+			if s.h.OnReach(x.values[i], func() { close(ch) }) {
 				<-ch
 			}
 		}
@@ -552,9 +441,7 @@ func (e *Exec) execExtSemWait(i int32, o *op) {
 	x := o.xs
 	reached := true
 	for k, s := range x.sems {
-		s.mu.Lock()
-		reached = reached && s.value >= x.values[k]
-		s.mu.Unlock()
+		reached = reached && s.h.Value() >= x.values[k]
 	}
 	if reached { // values only grow, so it stays reached
 		return
@@ -569,7 +456,7 @@ func (e *Exec) execExtSemWait(i int32, o *op) {
 		}
 	}
 	for k, s := range x.sems {
-		if !s.onReach(x.values[k], done) {
+		if !s.h.OnReach(x.values[k], done) {
 			done()
 		}
 	}
