@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/osthread"
 )
 
 // UserObjectFlags modify NewUserObject (cudaUserObjectFlags).
@@ -654,7 +656,7 @@ var (
 )
 
 func enterDestructor() int64 {
-	id := threadID()
+	id := osthread.ID() // destructor goroutines are locked to their thread
 	destructorMu.Lock()
 	destructorThreads[id]++
 	destructorMu.Unlock()
@@ -682,7 +684,7 @@ func notInDestructor(opName string) error {
 }
 
 func destructorCall(opName string) error {
-	id := threadID()
+	id := osthread.ID() // destructor goroutines are locked to their thread
 	destructorMu.Lock()
 	_, in := destructorThreads[id]
 	destructorMu.Unlock()

@@ -1,19 +1,11 @@
-//go:build linux
-
 package gpugraph
 
 import (
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/ebitengine/purego"
 )
-
-// threadID identifies the calling goroutine's OS thread. Destructor
-// goroutines are locked to their thread, so while one runs, its thread runs
-// nothing else.
-func threadID() int64 { return int64(syscall.Gettid()) }
 
 // User objects on the cuda backend are the driver's: one C callback (purego
 // callbacks are a limited resource) serves every object; its argument is

@@ -1,5 +1,3 @@
-//go:build linux
-
 // Package driver binds the CUDA driver API (libcuda.so.1) and NVRTC
 // (libnvrtc) at run time with purego, so the module builds with
 // CGO_ENABLED=0 and needs no CUDA toolkit to compile. Every call goes
