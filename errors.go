@@ -95,3 +95,17 @@ func (e *Error) at(opName string, n *Node) *Error {
 	c.Op, c.Node = opName, n
 	return &c
 }
+
+// fromBackend reports a backend's failure as the public operation opName's:
+// a *backend.Error becomes an *Error with its code and detail, an *Error
+// is relabelled, and nil stays nil.
+func fromBackend(opName string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *backend.Error
+	if errors.As(err, &be) {
+		return &Error{Op: opName, Code: be.Code, Detail: be.Detail}
+	}
+	return withOp(opName, err)
+}

@@ -1,19 +1,13 @@
 package gpugraph
 
 import (
+	"errors"
 	"fmt"
-	"sort"
 	"sync"
-	"time"
-	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/vmem"
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/host"
 )
-
-// poolAlign is the alignment and size granularity of pool allocations: the
-// driver spaces consecutive 1-byte cudaMallocAsync allocations 512 bytes
-// apart.
-const poolAlign = 512
 
 // defaultPoolSize is the address space a pool reserves when MemPoolProps
 // does not cap it. It is only address space: memory is committed on use.
@@ -68,33 +62,8 @@ type MemPool struct {
 	dev       *Device
 	props     MemPoolProps
 	isDefault bool
-	res       *vmem.Reservation // nil if no address space could be reserved
-
-	mu        sync.Mutex
-	free      []poolRange       // ranges nothing holds, sorted by offset, coalesced
-	live      []*poolBlock      // allocations not yet freed at API level, sorted by offset
-	pending   []*pendingFree    // ranges freed with FreeAsync whose free has not run
-	refs      map[uintptr]int32 // committed granules: index -> live or pending ranges touching it (0: idle)
-	idle      int               // granules with no reference: what a trim can release
-	threshold uint64
-	stats     MemPoolStats
-	destroyed bool // Destroy was called; released once nothing is outstanding
-	released  bool // the reservation is gone
-}
-
-type poolRange struct{ off, size uint64 }
-
-// poolBlock is a live allocation: size bytes at offset off (both multiples
-// of poolAlign), of which req were asked for.
-type poolBlock struct{ off, size, req uint64 }
-
-// pendingFree is what is left of a range freed with FreeAsync in stream:
-// allocations in that stream take it from the front until the free runs and
-// returns the rest to the pool.
-type pendingFree struct {
-	off, size uint64
-	stream    *Stream
-	ran       chan struct{} // closed when the free has run
+	h         *host.Pool // the host backend's pool; nil if no address space could be reserved
+	closed    bool       // the default pool of a closed device: it has no memory
 }
 
 // devicePools lists the pools of each open device: lookups by address need
@@ -147,7 +116,7 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d.closed.Load() {
 		// Close has released the pools, or is about to: this one has no
 		// memory, and every use fails on the closed device.
-		return &MemPool{dev: d, isDefault: true, released: true}
+		return &MemPool{dev: d, isDefault: true, closed: true}
 	}
 	ps := poolSetLocked(d)
 	if ps.def == nil {
@@ -184,7 +153,7 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	devicePools.Lock()
 	defer devicePools.Unlock()
 	if d.closed.Load() {
-		p.releaseRes()
+		p.h.Release()
 		return nil, newErr(opName, ErrContextIsDestroyed, "device is closed")
 	}
 	ps := poolSetLocked(d)
@@ -192,27 +161,34 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	return p, nil
 }
 
-// newPool reserves a pool's address space; the caller lists the pool. A
-// host-backend pool hands out a range of address space of its own, first
-// fit, and commits it in 2 MiB granules (vmem.Granularity), counted in
-// refs: a granule that no allocation touches any more stays committed
-// until trimLocked releases it.
+// newPool makes a host-backend pool; the caller lists it. Its memory is
+// address space of its own, 64 GiB unless props caps it, committed on use.
 func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
 	size := props.MaxSize
 	if size == 0 {
 		size = defaultPoolSize
 	}
-	// Where the system refuses that much address space, settle for less,
-	// down to 1 GiB.
-	res, err := vmem.Reserve(uintptr(size), uintptr(min(size, 1<<30)))
+	p := &MemPool{dev: d, props: props}
+	h, err := host.NewPool(size, func() { p.unlist() })
 	if err != nil {
 		return nil, err
 	}
-	p := &MemPool{dev: d, props: props, res: res, refs: map[uintptr]int32{}}
-	if n := min(size, uint64(res.Size())) &^ (poolAlign - 1); n > 0 {
-		p.free = []poolRange{{0, n}}
-	}
+	p.h = h
 	return p, nil
+}
+
+// unlist drops a destroyed pool, released, from its device's list.
+func (p *MemPool) unlist() {
+	devicePools.Lock()
+	defer devicePools.Unlock()
+	if ps := devicePools.m[p.dev]; ps != nil {
+		for i, x := range ps.all {
+			if x == p {
+				ps.all = append(ps.all[:i], ps.all[i+1:]...)
+				break
+			}
+		}
+	}
 }
 
 // check validates the pool handle and its device for op.
@@ -238,13 +214,12 @@ func (p *MemPool) Destroy() error {
 	if p.cu != 0 {
 		return p.cudaDestroy(opName)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.destroyed {
+	if p.h == nil {
+		return nil // it never had memory
+	}
+	if ok, _ := p.h.Destroy(); !ok {
 		return newErr(opName, ErrInvalidValue, "memory pool already destroyed")
 	}
-	p.destroyed = true
-	p.releaseIfDoneLocked()
 	return nil
 }
 
@@ -260,12 +235,9 @@ func (p *MemPool) SetReleaseThreshold(bytes uint64) error {
 	if p.cu != 0 {
 		return p.cudaSetAttr(opName, poolAttrReleaseThreshold, bytes)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.destroyed {
+	if p.h != nil && !p.h.SetThreshold(bytes) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
 	}
-	p.threshold = bytes
 	return nil
 }
 
@@ -279,9 +251,10 @@ func (p *MemPool) ReleaseThreshold() uint64 {
 	if p.cu != 0 {
 		return p.cudaAttr(poolAttrReleaseThreshold)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.threshold
+	if p.h == nil {
+		return 0
+	}
+	return p.h.Threshold()
 }
 
 // TrimTo returns idle memory to the system, keeping at least minBytesToKeep
@@ -295,12 +268,9 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 	if p.cu != 0 {
 		return p.cudaTrimTo(opName, minBytesToKeep)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.destroyed {
+	if p.h != nil && !p.h.TrimTo(minBytesToKeep) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
 	}
-	p.trimLocked(minBytesToKeep)
 	return nil
 }
 
@@ -313,9 +283,10 @@ func (p *MemPool) Stats() MemPoolStats {
 		return MemPoolStats{ReservedCurrent: p.cudaAttr(poolAttrReservedCurrent), ReservedHigh: p.cudaAttr(poolAttrReservedHigh),
 			UsedCurrent: p.cudaAttr(poolAttrUsedCurrent), UsedHigh: p.cudaAttr(poolAttrUsedHigh)}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
+	if p.h == nil {
+		return MemPoolStats{}
+	}
+	return MemPoolStats(p.h.Stats())
 }
 
 // ResetHigh resets the high-water marks to the current values (what setting
@@ -329,10 +300,9 @@ func (p *MemPool) ResetHigh() {
 		p.cudaSetAttr("MemPool.ResetHigh", poolAttrUsedHigh, 0)
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.stats.ReservedHigh = p.stats.ReservedCurrent
-	p.stats.UsedHigh = p.stats.UsedCurrent
+	if p.h != nil {
+		p.h.ResetHigh()
+	}
 }
 
 // SetAccess sets how device may access the pool's memory
@@ -356,11 +326,8 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	if device != p.props.Location {
 		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)
 	}
-	p.mu.Lock()
-	dead := p.destroyed
-	p.mu.Unlock()
 	switch {
-	case dead:
+	case p.h != nil && p.h.Destroyed():
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
 	case flags == AccessRead:
 		return newErr(opName, ErrNotSupported, "memory pools do not support read-only access")
@@ -444,276 +411,23 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	case n == 0:
 		return 0, nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	switch {
-	case p.destroyed:
-		return 0, newErr(opName, ErrInvalidValue, "memory pool is destroyed")
-	case p.released:
+	case p.closed:
 		return 0, newErr(opName, ErrContextIsDestroyed, "device is closed")
-	case p.res == nil:
+	case p.h == nil:
 		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the pool could not reserve address space", n)
 	}
-	req := uint64(n)
-	size := (req + poolAlign - 1) &^ (poolAlign - 1)
-	var off uint64
-	if pf := p.pendingForLocked(s, size, true); pf != nil {
-		off = p.takePendingLocked(pf, size)
-	} else if o, ok := p.takeFreeLocked(size); ok {
-		if err := p.commitLocked(uintptr(o), uintptr(size)); err != nil {
-			p.putFreeLocked(o, size)
-			return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: %v", n, err)
-		}
-		off = o
-	} else if pf := p.pendingForLocked(s, size, false); pf != nil {
+	ptr, err := p.h.Alloc(n, s, func(pf *host.PendingFree) error {
 		// Nothing left but memory whose free is pending in another
 		// stream: take it, and make s wait for that free, as the driver
-		// does.
-		if err := s.enqueue(opName, op{kind: opCall, host: func() { p.awaitFree(pf) }}, nil); err != nil {
-			return 0, err
-		}
-		off = p.takePendingLocked(pf, size)
-	} else {
-		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: memory pool exhausted", n)
+		// does. A failed device drops queued frees: give up then.
+		stop := func() bool { return s.dev.sticky.Load() != nil || s.dev.closed.Load() }
+		return s.enqueue(opName, op{kind: opCall, host: func() { pf.Await(stop) }}, nil)
+	})
+	if err != nil {
+		return 0, fromBackend(opName, err)
 	}
-	p.insertLiveLocked(&poolBlock{off: off, size: size, req: req})
-	p.stats.UsedCurrent += req
-	p.stats.UsedHigh = max(p.stats.UsedHigh, p.stats.UsedCurrent)
-	return DevicePtr(p.res.Addr() + uintptr(off)), nil
-}
-
-// pendingForLocked finds the pending range of lowest address with room for
-// size bytes, among those freed in s (same) or in other streams (!same).
-func (p *MemPool) pendingForLocked(s *Stream, size uint64, same bool) *pendingFree {
-	var best *pendingFree
-	for _, pf := range p.pending {
-		if (pf.stream == s) == same && pf.size >= size && (best == nil || pf.off < best.off) {
-			best = pf
-		}
-	}
-	return best
-}
-
-// takePendingLocked hands out the first size bytes of pf. Their granules
-// pass from the pending range to the allocation without becoming idle, so a
-// trim cannot decommit them in between.
-func (p *MemPool) takePendingLocked(pf *pendingFree, size uint64) uint64 {
-	off := pf.off
-	_ = p.commitLocked(uintptr(off), uintptr(size)) // committed already: this only takes references
-	p.unrefLocked(uintptr(pf.off), uintptr(pf.size))
-	pf.off += size
-	pf.size -= size
-	if pf.size > 0 {
-		_ = p.commitLocked(uintptr(pf.off), uintptr(pf.size))
-	} else {
-		p.dropPendingLocked(pf)
-	}
-	return off
-}
-
-func (p *MemPool) dropPendingLocked(pf *pendingFree) {
-	for i, x := range p.pending {
-		if x == pf {
-			p.pending = append(p.pending[:i], p.pending[i+1:]...)
-			return
-		}
-	}
-}
-
-// awaitFree runs in a stream that took memory whose free is pending in
-// another stream, and holds back the rest of the stream until that free has
-// run. A failed device drops queued frees, so it gives up then.
-func (p *MemPool) awaitFree(pf *pendingFree) {
-	select {
-	case <-pf.ran:
-		return
-	default:
-	}
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-pf.ran:
-			return
-		case <-t.C:
-			if p.dev.sticky.Load() != nil || p.dev.closed.Load() {
-				return
-			}
-		}
-	}
-}
-
-// takeFreeLocked takes size bytes from the lowest free range that holds
-// them.
-func (p *MemPool) takeFreeLocked(size uint64) (uint64, bool) {
-	for i := range p.free {
-		f := &p.free[i]
-		if f.size < size {
-			continue
-		}
-		off := f.off
-		f.off += size
-		f.size -= size
-		if f.size == 0 {
-			p.free = append(p.free[:i], p.free[i+1:]...)
-		}
-		return off, true
-	}
-	return 0, false
-}
-
-// putFreeLocked returns [off, off+size) to the free ranges, coalescing it
-// with its neighbours.
-func (p *MemPool) putFreeLocked(off, size uint64) {
-	i := sort.Search(len(p.free), func(k int) bool { return p.free[k].off > off })
-	p.free = append(p.free, poolRange{})
-	copy(p.free[i+1:], p.free[i:])
-	p.free[i] = poolRange{off, size}
-	if i+1 < len(p.free) && off+size == p.free[i+1].off {
-		p.free[i].size += p.free[i+1].size
-		p.free = append(p.free[:i+1], p.free[i+2:]...)
-	}
-	if i > 0 && p.free[i-1].off+p.free[i-1].size == off {
-		p.free[i-1].size += p.free[i].size
-		p.free = append(p.free[:i], p.free[i+1:]...)
-	}
-}
-
-func (p *MemPool) insertLiveLocked(b *poolBlock) {
-	i := sort.Search(len(p.live), func(k int) bool { return p.live[k].off > b.off })
-	p.live = append(p.live, nil)
-	copy(p.live[i+1:], p.live[i:])
-	p.live[i] = b
-}
-
-// liveAtLocked returns the index of the live allocation whose requested
-// bytes hold offset off, or -1.
-func (p *MemPool) liveAtLocked(off uint64) int {
-	i := sort.Search(len(p.live), func(k int) bool { return p.live[k].off > off }) - 1
-	if i < 0 || off >= p.live[i].off+p.live[i].req {
-		return -1
-	}
-	return i
-}
-
-// commitLocked makes every granule touched by [off, off+n) accessible and
-// takes a reference on each.
-func (p *MemPool) commitLocked(off, n uintptr) error {
-	first, last := off/vmem.Granularity, (off+n-1)/vmem.Granularity
-	for g := first; g <= last; g++ {
-		r, ok := p.refs[g]
-		if !ok {
-			if err := p.res.Commit(g*vmem.Granularity, vmem.Granularity); err != nil {
-				if g > first {
-					p.unrefLocked(first*vmem.Granularity, (g-first)*vmem.Granularity)
-				}
-				return err
-			}
-			p.stats.ReservedCurrent += vmem.Granularity
-			p.stats.ReservedHigh = max(p.stats.ReservedHigh, p.stats.ReservedCurrent)
-		} else if r == 0 {
-			p.idle--
-		}
-		p.refs[g] = r + 1
-	}
-	return nil
-}
-
-// unrefLocked drops one reference on every granule touched by [off, off+n).
-// Granules left idle stay committed until a trim.
-func (p *MemPool) unrefLocked(off, n uintptr) {
-	first, last := off/vmem.Granularity, (off+n-1)/vmem.Granularity
-	for g := first; g <= last; g++ {
-		if p.refs[g]--; p.refs[g] == 0 {
-			p.idle++
-		}
-	}
-}
-
-// trimLocked decommits idle granules, highest address first, while at least
-// keep bytes stay reserved.
-func (p *MemPool) trimLocked(keep uint64) {
-	if p.released || p.idle == 0 || p.stats.ReservedCurrent <= keep {
-		return
-	}
-	var idle []uintptr
-	for g, r := range p.refs {
-		if r == 0 {
-			idle = append(idle, g)
-		}
-	}
-	sort.Slice(idle, func(i, j int) bool { return idle[i] > idle[j] })
-	n := 0
-	for n < len(idle) && p.stats.ReservedCurrent-vmem.Granularity >= keep {
-		delete(p.refs, idle[n])
-		p.idle--
-		p.stats.ReservedCurrent -= vmem.Granularity
-		n++
-	}
-	// One call per run of adjacent granules.
-	for i := 0; i < n; {
-		j := i + 1
-		for j < n && idle[j] == idle[j-1]-1 {
-			j++
-		}
-		_ = p.res.Decommit(idle[j-1]*vmem.Granularity, uintptr(j-i)*vmem.Granularity)
-		i = j
-	}
-}
-
-// freeRun is the stream-ordered part of a FreeAsync: what allocations in the
-// freeing stream have not taken of the range goes back to the pool, for any
-// stream to reuse.
-func (p *MemPool) freeRun(pf *pendingFree) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	defer close(pf.ran)
-	if p.released {
-		return
-	}
-	if pf.size > 0 {
-		p.dropPendingLocked(pf)
-		p.putFreeLocked(pf.off, pf.size)
-		p.unrefLocked(uintptr(pf.off), uintptr(pf.size))
-		pf.size = 0
-	}
-	p.releaseIfDoneLocked()
-}
-
-// releaseIfDoneLocked releases a destroyed pool once nothing is outstanding.
-func (p *MemPool) releaseIfDoneLocked() {
-	if p.destroyed && len(p.live) == 0 && len(p.pending) == 0 {
-		p.releaseLocked()
-	}
-}
-
-// releaseLocked gives the pool's address space back to the system and
-// drops the pool from its device's list.
-func (p *MemPool) releaseLocked() {
-	if p.released {
-		return
-	}
-	p.releaseRes()
-	devicePools.Lock()
-	if ps := devicePools.m[p.dev]; ps != nil {
-		for i, x := range ps.all {
-			if x == p {
-				ps.all = append(ps.all[:i], ps.all[i+1:]...)
-				break
-			}
-		}
-	}
-	devicePools.Unlock()
-}
-
-func (p *MemPool) releaseRes() {
-	p.released = true
-	if p.res != nil {
-		_ = p.res.Release()
-	}
-	p.refs, p.idle = nil, 0
-	p.free, p.live, p.pending = nil, nil, nil
-	p.stats.ReservedCurrent, p.stats.UsedCurrent = 0, 0
+	return DevicePtr(ptr), nil
 }
 
 // poolAt returns the pool of d whose address range holds ptr, or nil. The
@@ -723,28 +437,12 @@ func (d *Device) poolAt(ptr DevicePtr) *MemPool {
 	defer devicePools.Unlock()
 	if ps := devicePools.m[d]; ps != nil {
 		for _, p := range ps.all {
-			if p.res.Contains(uintptr(ptr), 1) {
+			if p.h.Contains(uint64(ptr)) {
 				return p
 			}
 		}
 	}
 	return nil
-}
-
-// takeLiveLocked ends, at API level, the live allocation that starts at ptr.
-func (p *MemPool) takeLiveLocked(opName string, ptr DevicePtr) (*poolBlock, error) {
-	if p.released {
-		return nil, newErr(opName, ErrInvalidValue, "%#x: its memory pool has been released", uint64(ptr))
-	}
-	off := uint64(uintptr(ptr) - p.res.Addr())
-	i := p.liveAtLocked(off)
-	if i < 0 || p.live[i].off != off {
-		return nil, newErr(opName, ErrInvalidValue, "%#x is not the start of a live stream-ordered allocation", uint64(ptr))
-	}
-	b := p.live[i]
-	p.live = append(p.live[:i], p.live[i+1:]...)
-	p.stats.UsedCurrent -= b.req
-	return b, nil
 }
 
 // poolFreeAsync is the pool side of Stream.FreeAsync. handled is false, and
@@ -760,24 +458,13 @@ func (d *Device) poolFreeAsync(opName string, ptr DevicePtr, s *Stream) (handled
 	if err := s.usable(opName); err != nil {
 		return true, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, err := p.takeLiveLocked(opName, ptr)
-	if err != nil {
-		return true, err
-	}
-	pf := &pendingFree{off: b.off, size: b.size, stream: s, ran: make(chan struct{})}
-	p.pending = append(p.pending, pf)
 	// Queued under the pool's lock, so that no allocation in s takes the
 	// range before the free is in s's queue. Stream workers run ops without
-	// their stream's lock, so freeRun cannot deadlock with this.
-	if err := s.enqueue(opName, op{kind: opCall, host: func() { p.freeRun(pf) }}, nil); err != nil {
-		p.pending = p.pending[:len(p.pending)-1]
-		p.insertLiveLocked(b)
-		p.stats.UsedCurrent += b.req
-		return true, err
-	}
-	return true, nil
+	// their stream's lock, so the free cannot deadlock with this.
+	err = p.h.FreeAsync(uint64(ptr), s, func(run func()) error {
+		return s.enqueue(opName, op{kind: opCall, host: run}, nil)
+	})
+	return true, fromBackend(opName, err)
 }
 
 // poolFree is the pool side of Device.Free: like poolFreeAsync, but the
@@ -788,16 +475,7 @@ func (d *Device) poolFree(opName string, ptr DevicePtr) (handled bool, err error
 	if p == nil {
 		return false, nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b, err := p.takeLiveLocked(opName, ptr)
-	if err != nil {
-		return true, err
-	}
-	p.putFreeLocked(b.off, b.size)
-	p.unrefLocked(uintptr(b.off), uintptr(b.size))
-	p.releaseIfDoneLocked()
-	return true, nil
+	return true, fromBackend(opName, p.h.Free(uint64(ptr)))
 }
 
 // poolBytes resolves [ptr, ptr+n) for memcpy and memset. handled is false if
@@ -811,25 +489,15 @@ func (d *Device) poolBytes(ptr DevicePtr, n int) (b []byte, handled bool, err er
 	if n < 0 {
 		return nil, true, fmt.Errorf("negative size %d", n)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.released {
-		return nil, true, fmt.Errorf("%#x: its memory pool has been released", uint64(ptr))
+	b, err = p.h.Bytes(uint64(ptr), n)
+	if err != nil {
+		var be *backend.Error
+		if errors.As(err, &be) {
+			return nil, true, errors.New(be.Detail)
+		}
+		return nil, true, err
 	}
-	off := uint64(uintptr(ptr) - p.res.Addr())
-	i := p.liveAtLocked(off)
-	if i < 0 {
-		return nil, true, fmt.Errorf("%#x is not in a live stream-ordered allocation", uint64(ptr))
-	}
-	a := p.live[i]
-	if off+uint64(n) > a.off+a.req {
-		return nil, true, fmt.Errorf("[%#x, +%d) runs past the end of its allocation (%d bytes at %#x)",
-			uint64(ptr), n, a.req, uint64(p.res.Addr())+a.off)
-	}
-	if n == 0 {
-		return nil, true, nil
-	}
-	return unsafe.Slice((*byte)(p.res.Pointer(uintptr(off))), n), true, nil
+	return b, true, nil
 }
 
 // poolsAfterSync applies every pool's release threshold. The caller runs it
@@ -839,9 +507,7 @@ func (d *Device) poolBytes(ptr DevicePtr, n int) (b []byte, handled bool, err er
 // idle can go.
 func (d *Device) poolsAfterSync() {
 	for _, p := range poolsOf(d) {
-		p.mu.Lock()
-		p.trimLocked(p.threshold)
-		p.mu.Unlock()
+		p.h.Trim()
 	}
 }
 
@@ -856,8 +522,6 @@ func (d *Device) closePools() {
 		return
 	}
 	for _, p := range ps.all {
-		p.mu.Lock()
-		p.releaseRes()
-		p.mu.Unlock()
+		p.h.Release()
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"sort"
 	"sync"
 	"testing"
 
+	"github.com/gpugraph/gpugraph/internal/host"
 	"github.com/gpugraph/gpugraph/internal/vmem"
 )
 
@@ -105,63 +105,8 @@ func checkPool(t *testing.T, p *MemPool) {
 
 // poolProblem is checkPool for goroutines other than the test's.
 func poolProblem(p *MemPool) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	size := p.props.MaxSize
-	if size == 0 {
-		size = defaultPoolSize
-	}
-	size = min(size, uint64(p.res.Size())) &^ (poolAlign - 1)
-	type rng struct {
-		off, size uint64
-		held      bool
-	}
-	var all []rng
-	var used uint64
-	for _, f := range p.free {
-		all = append(all, rng{f.off, f.size, false})
-	}
-	for _, b := range p.live {
-		all = append(all, rng{b.off, b.size, true})
-		used += b.req
-	}
-	for _, pf := range p.pending {
-		all = append(all, rng{pf.off, pf.size, true})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].off < all[j].off })
-	refs := map[uintptr]int32{}
-	at := uint64(0)
-	for _, r := range all {
-		if r.off != at || r.size == 0 {
-			return fmt.Sprintf("ranges do not tile the pool: range [%#x,+%#x) where %#x was expected", r.off, r.size, at)
-		}
-		at += r.size
-		if r.held {
-			for g := uintptr(r.off) / vmem.Granularity; g <= uintptr(r.off+r.size-1)/vmem.Granularity; g++ {
-				refs[g]++
-			}
-		}
-	}
-	if at != size {
-		return fmt.Sprintf("ranges cover %#x bytes of %#x", at, size)
-	}
-	idle := 0
-	for g, r := range p.refs {
-		if r == 0 {
-			idle++
-		}
-		if refs[g] != r {
-			return fmt.Sprintf("granule %d: %d references, want %d", g, r, refs[g])
-		}
-	}
-	for g := range refs {
-		if _, ok := p.refs[g]; !ok {
-			return fmt.Sprintf("granule %d is held but not committed", g)
-		}
-	}
-	if idle != p.idle || uint64(len(p.refs))*vmem.Granularity != p.stats.ReservedCurrent || used != p.stats.UsedCurrent {
-		return fmt.Sprintf("idle %d (counted %d), reserved %d for %d granules, used %d (counted %d)",
-			p.idle, idle, p.stats.ReservedCurrent, len(p.refs), p.stats.UsedCurrent, used)
+	if err := p.h.Verify(); err != nil {
+		return err.Error()
 	}
 	return ""
 }
@@ -205,8 +150,8 @@ func TestMallocAsyncMemoryIsUsable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p%poolAlign != 0 {
-		t.Fatalf("address %#x not aligned to %d", uint64(p), poolAlign)
+	if p%host.PoolAlign != 0 {
+		t.Fatalf("address %#x not aligned to %d", uint64(p), host.PoolAlign)
 	}
 	if err := s.Launch(poolFill, Dim1((n+255)/256), Dim1(256), p, uint32(7), n); err != nil {
 		t.Fatal(err)
@@ -861,7 +806,7 @@ func TestPoolClosedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := d.DefaultMemPool()
-	pAddr, defAddr := p.res.Addr(), def.res.Addr()
+	pAddr, defAddr := p.h.Addr(), def.h.Addr()
 	d.Close()
 	d.closePools()
 	for _, a := range []uintptr{pAddr, defAddr} {

@@ -1,5 +1,7 @@
 package backend
 
+import "fmt"
+
 // Code is an error value named after a CUDA runtime error. Both backends
 // report failures with these values; the gpugraph package re-exports them
 // (as os re-exports fs.ErrNotExist), so errors.Is works for users whichever
@@ -50,3 +52,22 @@ var (
 	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
 	ErrGraphExecUpdateFailure   = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
 )
+
+// Error is how a backend reports a failure: a Code and what was wrong. The
+// gpugraph package turns it into its own *Error, naming the public
+// operation (and the node, where there is one).
+type Error struct {
+	Code   *Code
+	Detail string
+}
+
+// Errorf returns an *Error with code and a detail formatted as by
+// fmt.Sprintf.
+func Errorf(code *Code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string { return e.Code.Error() + ": " + e.Detail }
+
+// Unwrap returns the Code, so errors.Is(err, ErrInvalidValue) works.
+func (e *Error) Unwrap() error { return e.Code }
