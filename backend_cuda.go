@@ -877,10 +877,9 @@ func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
 	if err != nil {
 		var ge *Error
 		if errors.As(err, &ge) {
-			c := *ge
-			c.Node = res.ErrorNode
+			c := ge.at(ge.Op, res.ErrorNode)
 			c.Detail = res.Result.String() + ": " + c.Detail
-			return res, &c
+			return res, c
 		}
 	}
 	return res, err
@@ -910,9 +909,7 @@ func (e *Exec) cudaSetParams(opName string, n *Node, p NodeParams) error {
 	if err := e.dev.cudaNode(n.g, n, p, true, e.cu); err != nil {
 		var ge *Error
 		if errors.As(err, &ge) {
-			c := *ge
-			c.Op, c.Node = opName, n
-			return &c
+			return ge.at(opName, n)
 		}
 		return err
 	}
