@@ -2,232 +2,87 @@ package gpugraph
 
 import (
 	"errors"
-	"fmt"
-	"runtime"
-	"sort"
-	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
-	"github.com/ebitengine/purego"
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // BackendCUDA names the cuda backend in Open.
 const BackendCUDA = "cuda"
 
-// cudaDev is a device of the cuda backend: the same API on an NVIDIA GPU
-// through the driver API. Streams, events, graphs and executable graphs
-// are the driver's own, so launches cost what native launches cost and
-// work enqueued on a stream's native handle by other libraries is ordered
-// (and captured) with ours.
-//
-// Each call makes the device's primary context current on the calling OS
-// thread and locks the goroutine to that thread for the call: a context is
-// current per thread, and goroutines move between threads.
+// cudaDev is the cuda backend's state of a device: the backend's device
+// (internal/cuda), whose layer of devices, streams and events this package
+// reaches through the backend interfaces, and what the graph layer, still
+// here, needs of it.
 type cudaDev struct {
-	drv          *driver.Driver
-	ord          int
-	ctx          uintptr
-	major, minor int
-	cm           *driver.CMem // kernel parameter arrays, one call at a time
-	words        []uint64     // a stream launch's argument words; guarded by cm's lock
-
-	capOnce  sync.Once
-	capCalls chan func() // run on the OS thread that begins and ends captures
+	*cuda.Device
+	drv *driver.Driver
+	ctx uintptr
+	ord int
+	cm  *driver.CMem // kernel parameter arrays, one call at a time
 
 	poolOnce sync.Once
 	defPool  *MemPool // the device's default CUmemoryPool
-
-	mu     sync.Mutex
-	funcs  map[*Kernel]uintptr
-	fast   sync.Map    // *Kernel -> uintptr, read without the lock on every launch
-	allocs []cudaAlloc // live cuMemAlloc allocations by address, for range checks
-}
-
-type cudaAlloc struct {
-	p    DevicePtr
-	size int
 }
 
 func openCUDA() (*Device, error) {
-	const op = "Open"
-	drv, err := driver.Load()
+	d := &Device{streams: map[*Stream]struct{}{}}
+	cd, p, err := cuda.Open(func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
 	if err != nil {
-		return nil, newErr(op, ErrNoDevice, "%v", err)
+		return nil, fromBackend("Open", err)
 	}
-	n, err := drv.DeviceCount()
-	if err != nil || n == 0 {
-		return nil, newErr(op, ErrNoDevice, "no CUDA device: %v", err)
-	}
-	dev, err := drv.DeviceGet(0)
-	if err != nil {
-		return nil, cudaErr(op, err)
-	}
-	ctx, err := drv.PrimaryContext(dev)
-	if err != nil {
-		return nil, cudaErr(op, err)
-	}
-	cm, err := driver.NewCMem(1 << 20)
-	if err != nil {
-		return nil, newErr(op, ErrMemoryAllocation, "%v", err)
-	}
-	c := &cudaDev{drv: drv, ord: dev, ctx: ctx, cm: cm, funcs: map[*Kernel]uintptr{}}
-	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
-	c.major, c.minor = attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
-	name, _ := drv.DeviceName(dev)
-	mem, _ := drv.TotalMem(dev)
-	d := &Device{
-		props: Properties{
-			Name: name, Backend: BackendCUDA, DriverVersion: drv.Version(),
-			MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
-			TotalMem:             mem,
-			MultiProcessorCount:  attr(driver.AttrMultiprocessorCount),
-			MaxThreadsPerBlock:   attr(driver.AttrMaxThreadsPerBlock),
-			MaxBlockDim:          Dim3{attr(driver.AttrMaxBlockDimX), attr(driver.AttrMaxBlockDimY), attr(driver.AttrMaxBlockDimZ)},
-			MaxGridDim:           Dim3{attr(driver.AttrMaxGridDimX), attr(driver.AttrMaxGridDimY), attr(driver.AttrMaxGridDimZ)},
-			WarpSize:             attr(driver.AttrWarpSize),
-			SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
-		},
-		cuda:    c,
-		streams: map[*Stream]struct{}{},
+	d.cuda = &cudaDev{Device: cd, drv: cd.Driver(), ctx: cd.Context(), ord: cd.Ordinal(), cm: cd.CMem()}
+	d.props = Properties{
+		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
+		MemoryPoolsSupported: p.MemoryPoolsSupported,
+		TotalMem:             p.TotalMem,
+		MultiProcessorCount:  p.MultiProcessorCount,
+		MaxThreadsPerBlock:   p.MaxThreadsPerBlock,
+		MaxBlockDim:          Dim3{p.MaxBlockDim[0], p.MaxBlockDim[1], p.MaxBlockDim[2]},
+		MaxGridDim:           Dim3{p.MaxGridDim[0], p.MaxGridDim[1], p.MaxGridDim[2]},
+		WarpSize:             p.WarpSize,
+		SharedMemPerBlock:    p.SharedMemPerBlock,
 	}
 	return d, nil
 }
 
 // do runs f with the device's context current on a locked OS thread.
-func (c *cudaDev) do(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := c.drv.SetCurrent(c.ctx); err != nil {
-		return err
-	}
-	return f()
-}
+func (c *cudaDev) do(f func() error) error { return c.Do(f) }
 
-// cudaErr maps a driver error to the Code of the same name.
+// cudaErr reports err, a driver's or a backend's error or an *Error, as
+// the public operation opName's.
 func cudaErr(opName string, err error) error {
-	var r *driver.Result
-	if !errors.As(err, &r) {
+	if err == nil {
+		return nil
+	}
+	err = cuda.Err(err)
+	var be *backend.Error
+	var e *Error
+	if !errors.As(err, &be) && !errors.As(err, &e) {
 		return newErr(opName, ErrLaunchFailure, "%v", err)
 	}
-	code, ok := cudaCodes[r.Code]
-	if !ok {
-		code = backend.NewCode(r.Code, r.Name, "CUDA driver error")
-	}
-	return newErr(opName, code, "%s", r.Call)
+	return fromBackend(opName, err)
 }
 
-// cudaCodes maps CUresult values to the Codes with CUDA runtime names.
-var cudaCodes = map[int]*Code{
-	1: ErrInvalidValue, 2: ErrMemoryAllocation, 100: ErrNoDevice, 101: ErrInvalidDevice,
-	400: ErrInvalidResourceHandle, 401: ErrIllegalState, 600: ErrNotReady, 700: ErrIllegalAddress,
-	701: ErrInvalidConfiguration, 709: ErrContextIsDestroyed, 719: ErrLaunchFailure, 801: ErrNotSupported,
-	900: ErrStreamCaptureUnsupported, 901: ErrStreamCaptureInvalidated, 902: ErrStreamCaptureMerge,
-	903: ErrStreamCaptureUnmatched, 904: ErrStreamCaptureUnjoined, 905: ErrStreamCaptureIsolation,
-	906: ErrStreamCaptureImplicit, 907: ErrCapturedEvent, 908: ErrStreamCaptureWrongThread,
-	402: ErrLossyQuery, 800: ErrNotPermitted, 910: ErrGraphExecUpdateFailure,
-	500: ErrInvalidDeviceFunction, 218: ErrInvalidDeviceFunction, 209: ErrInvalidDeviceFunction,
+// lowerKernel is k as the cuda backend sees it.
+func lowerKernel(k *Kernel) backend.Kernel {
+	return backend.Kernel{Key: k, Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
 }
 
-// function returns k's CUDA function, compiling k.CUDA (CUDA C++ with NVRTC;
-// PTX text and cubin images load as they are) on first use on this device.
+// function returns k's CUDA function (compiled on first use).
 func (c *cudaDev) function(k *Kernel) (uintptr, error) {
-	if f, ok := c.fast.Load(k); ok {
-		return f.(uintptr), nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f, ok := c.funcs[k]; ok {
-		return f, nil
-	}
-	var image []byte
-	switch {
-	case strings.HasPrefix(k.CUDA, "\x7fELF"): // a cubin
-		image = []byte(k.CUDA)
-	case strings.Contains(k.CUDA, ".entry") && strings.Contains(k.CUDA, ".version"): // PTX
-		image = append([]byte(k.CUDA), 0)
-	default:
-		nv, err := driver.LoadNVRTC()
-		if err != nil {
-			return 0, err
-		}
-		src, opts := devRTSource(k)
-		if image, err = nv.Compile(src, k.Name, c.major, c.minor, opts...); err != nil {
-			return 0, fmt.Errorf("kernel %q: %v", k.Name, err)
-		}
-	}
-	var f uintptr
-	err := c.do(func() error {
-		image, err := c.linkDevRT(k, image) // kernels that launch graphs
-		if err != nil {
-			return err
-		}
-		mod, err := c.drv.ModuleLoadData(image)
-		if err != nil {
-			return err
-		}
-		f, err = c.drv.ModuleGetFunction(mod, k.Name)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	c.funcs[k] = f
-	c.fast.Store(k, f)
-	return f, nil
+	bk := lowerKernel(k)
+	return c.Function(&bk)
 }
 
 // checkRange reports whether [p, p+n) lies inside one live allocation.
-func (c *cudaDev) checkRange(p DevicePtr, n int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > p }) - 1
-	if i < 0 || p+DevicePtr(n) > c.allocs[i].p+DevicePtr(c.allocs[i].size) {
-		return fmt.Errorf("[%#x, +%d) is not inside a live allocation of this device", uint64(p), n)
-	}
-	return nil
-}
+func (c *cudaDev) checkRange(p DevicePtr, n int) error { return c.CheckRange(uint64(p), n) }
 
-func (c *cudaDev) malloc(n int) (DevicePtr, error) {
-	var p uint64
-	err := c.do(func() error { var err error; p, err = c.drv.MemAlloc(n); return err })
-	if err != nil {
-		return 0, err
-	}
-	c.track(DevicePtr(p), n)
-	return DevicePtr(p), nil
-}
-
-// track records an allocation for the range checks of copies and memsets:
-// cuMemAlloc, MallocAsync and graph allocations (whose addresses are fixed
-// for their node's life).
-func (c *cudaDev) track(p DevicePtr, n int) {
-	c.mu.Lock()
-	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p > p })
-	c.allocs = append(c.allocs, cudaAlloc{})
-	copy(c.allocs[i+1:], c.allocs[i:])
-	if i > 0 && c.allocs[i-1].p == p { // an address reused (graph allocations)
-		c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
-		c.allocs[i-1].size = max(c.allocs[i-1].size, n)
-	} else {
-		c.allocs[i] = cudaAlloc{p, n}
-	}
-	c.mu.Unlock()
-}
-
-func (c *cudaDev) free(p DevicePtr) (bool, error) {
-	c.mu.Lock()
-	i := sort.Search(len(c.allocs), func(i int) bool { return c.allocs[i].p >= p })
-	if i == len(c.allocs) || c.allocs[i].p != p {
-		c.mu.Unlock()
-		return false, nil
-	}
-	c.allocs = append(c.allocs[:i], c.allocs[i+1:]...)
-	c.mu.Unlock()
-	return true, c.do(func() error { return c.drv.MemFree(uint64(p)) })
-}
+// track records an allocation for the range checks of copies and memsets.
+func (c *cudaDev) track(p DevicePtr, n int) { c.Track(uint64(p), n) }
 
 // cudaKernel checks a launch for the cuda backend and resolves its function.
 func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) {
@@ -236,134 +91,35 @@ func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) 
 		return k, 0, code, msg
 	}
 	f, err := d.cuda.function(k.k)
-	if err != nil {
-		return k, 0, ErrInvalidDeviceFunction, err.Error()
+	if be := (*backend.Error)(nil); errors.As(err, &be) {
+		return k, 0, be.Code, be.Detail
 	}
 	return k, f, nil, ""
 }
 
-func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
-
-// launch launches a kernel into a native stream. Stream-bound calls take
-// their context from the stream (measured: cuLaunchKernel and cuGraphLaunch
-// succeed with no current context), so the hot path makes no
-// cuCtxSetCurrent call; only if the driver objects, because another
-// context is current on this thread, is the call repeated with ours made
-// current.
-// c.cm is locked by the caller.
-func (c *cudaDev) launch(k kernelOp, f, stream uintptr) error {
-	params := c.cm.Params(k.args.w)
-	err := c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, params)
-	if !contextError(err) {
-		return err
-	}
-	return c.do(func() error {
-		return c.drv.Launch(f, dims(k.grid), dims(k.block), uint32(k.shared), stream, params)
-	})
-}
-
-// contextError reports a driver error that a current context would fix.
-func contextError(err error) bool {
-	if err == nil {
-		return false // before r: errors.As moves r to the heap, on every launch
-	}
-	var r *driver.Result
-	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
-}
-
-// cudaStreamOp is a checked copy or memset, to issue on a native stream.
-type cudaStreamOp func(stream uintptr) error
-
-// cudaCopy checks a copy on the cuda backend and returns the driver call of
-// its direction.
-func (d *Device) cudaCopy(p *MemcpyParams) (cudaStreamOp, *Code, string) {
+// cudaCopy checks a copy on the cuda backend (device sides inside live
+// allocations) and lowers it.
+func (d *Device) cudaCopy(p *MemcpyParams) (backend.Memcpy, *Code, string) {
 	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.cuda.checkRange(dev, n) }
 	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
-		return nil, ErrInvalidValue, msg
+		return backend.Memcpy{}, ErrInvalidValue, msg
 	}
-	drv, dst, src, size := d.cuda.drv, uint64(p.Dst), uint64(p.Src), p.Size
-	switch p.Kind() {
-	case "HtoD":
-		host := p.SrcHost
-		return func(s uintptr) error { return drv.MemcpyHtoDAsync(dst, host, size, s) }, nil, ""
-	case "DtoH":
-		host := p.DstHost
-		return func(s uintptr) error { return drv.MemcpyDtoHAsync(host, src, size, s) }, nil, ""
-	case "DtoD":
-		return func(s uintptr) error { return drv.MemcpyDtoDAsync(dst, src, size, s) }, nil, ""
-	}
-	return nil, ErrNotSupported, "host-to-host copies are not supported on the cuda backend"
+	return backend.Memcpy{Dst: uint64(p.Dst), Src: uint64(p.Src), DstHost: p.DstHost, SrcHost: p.SrcHost, Size: p.Size}, nil, ""
 }
 
-// cudaMemset checks a memset on the cuda backend and returns its driver
-// call (cuMemsetD2D8Async, cuMemsetD2D16Async or cuMemsetD2D32Async).
-func (d *Device) cudaMemset(p *MemsetParams) (cudaStreamOp, *Code, string) {
+// cudaMemset checks a memset on the cuda backend and lowers it.
+func (d *Device) cudaMemset(p *MemsetParams) (backend.Memset, *Code, string) {
 	o, code, msg := d.memsetShape(p)
 	if code != nil {
-		return nil, code, msg
-	}
-	if p.Height == 1 {
-		// cuMemsetD2D* wants a pitch of at least a row even for one row.
-		o.pitch = max(o.pitch, 1)
+		return backend.Memset{}, code, msg
 	}
 	if o.total > 0 {
 		if err := d.cuda.checkRange(p.Dst, o.total); err != nil {
-			return nil, ErrInvalidValue, err.Error()
+			return backend.Memset{}, ErrInvalidValue, err.Error()
 		}
 	}
-	drv, dst, pitch, v, w, h := d.cuda.drv, uint64(p.Dst), uint64(o.pitch), p.Value, uint64(p.Width), uint64(p.Height)
-	switch p.ElementSize {
-	case 1:
-		return func(s uintptr) error { return drv.MemsetD2D8Async(dst, pitch, uint8(v), w, h, s) }, nil, ""
-	case 2:
-		return func(s uintptr) error { return drv.MemsetD2D16Async(dst, pitch, uint16(v), w, h, s) }, nil, ""
-	}
-	return func(s uintptr) error { return drv.MemsetD2D32Async(dst, pitch, v, w, h, s) }, nil, ""
-}
-
-// Host functions run through one C callback; userData indexes hostFuncs.
-var (
-	hostCallbackOnce sync.Once
-	hostCallback     uintptr
-	hostFuncs        sync.Map // uintptr -> *hostFunc
-	hostFuncIDs      atomic.Uintptr
-)
-
-type hostFunc struct {
-	fn      func()
-	oneShot bool
-	dev     *Device
-}
-
-func cudaHostCallback() uintptr {
-	hostCallbackOnce.Do(func() {
-		hostCallback = purego.NewCallback(func(id uintptr) uintptr {
-			v, ok := hostFuncs.Load(id)
-			if !ok {
-				return 0
-			}
-			h := v.(*hostFunc)
-			if h.oneShot {
-				hostFuncs.Delete(id)
-			}
-			func() {
-				defer func() {
-					if p := recover(); p != nil {
-						h.dev.fail(newErr("host function", ErrLaunchFailure, "panic: %v", p))
-					}
-				}()
-				h.fn()
-			}()
-			return 0
-		})
-	})
-	return hostCallback
-}
-
-func registerHostFunc(d *Device, fn func(), oneShot bool) uintptr {
-	id := hostFuncIDs.Add(1)
-	hostFuncs.Store(id, &hostFunc{fn, oneShot, d})
-	return id
+	return backend.Memset{Dst: uint64(p.Dst), Value: p.Value, ElementSize: p.ElementSize,
+		Width: p.Width, Height: p.Height, Pitch: o.pitch, Total: o.total}, nil, ""
 }
 
 // Native graph nodes.
@@ -479,7 +235,7 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 			}
 			c.cm.Lock()
 			defer c.cm.Unlock()
-			hp := driver.HostNodeParams{Fn: cudaHostCallback(), UserData: registerHostFunc(d, p.Fn, false)}
+			hp := driver.HostNodeParams{Fn: cuda.HostCallback(), UserData: c.RegisterHostFunc(p.Fn, false)}
 			add = func() (uintptr, error) { return c.drv.GraphAddHostNode(c.cm, g.cu, deps, hp) }
 			setParams = func() error { return c.drv.GraphHostNodeSetParams(c.cm, n.cu, hp) }
 			setExec = func() error { return c.drv.GraphExecHostNodeSetParams(c.cm, exec, n.cu, hp) }
@@ -570,38 +326,26 @@ func (c *cudaDev) bindClone(g *Graph) error {
 
 // Dispatch from the public API. Each runs after the API's own checks.
 
-func (d *Device) cudaSynchronize() error {
-	return d.cuCall("Device.Synchronize", func() error { return d.cuda.drv.CtxSynchronize() })
-}
+func (d *Device) cudaSynchronize() error { return cudaErr("Device.Synchronize", d.cuda.Synchronize()) }
 
 // cuCall runs f in the device's context and maps its error.
 func (d *Device) cuCall(opName string, f func() error) error {
 	if err := d.cuda.do(f); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return withOp(opName, e)
-		}
 		return cudaErr(opName, err)
 	}
 	return nil
 }
 
 func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
-	p, err := d.cuda.malloc(n)
+	p, err := d.cuda.Malloc(n)
 	if err != nil {
 		return 0, cudaErr("Device.Malloc", err)
 	}
-	return p, nil
+	return DevicePtr(p), nil
 }
 
 func (d *Device) cudaFree(p DevicePtr) error {
-	ok, err := d.cuda.free(p)
-	if !ok {
-		// Graph allocations and MallocAsync memory are the driver's to
-		// check: cuMemFree frees them (and refuses what is not live).
-		err = d.cuda.do(func() error { return d.cuda.drv.MemFree(uint64(p)) })
-	}
-	if err != nil {
+	if err := d.cuda.Free(uint64(p)); err != nil {
 		return cudaErr("Device.Free", err)
 	}
 	return nil
@@ -664,51 +408,37 @@ func (d *Device) cudaTrimGraphMem(opName string) error {
 }
 
 func (d *Device) cudaMemcpySync(opName string, p *MemcpyParams) error {
-	call, code, msg := d.cudaCopy(p)
-	return d.cudaSyncCall(opName, call, code, msg)
-}
-
-func (d *Device) cudaMemsetSync(opName string, p *MemsetParams) error {
-	call, code, msg := d.cudaMemset(p)
-	return d.cudaSyncCall(opName, call, code, msg)
-}
-
-// cudaSyncCall runs a checked async copy or memset synchronously, after all
-// work on the device, as cudaMemcpy and cudaMemset do: in the legacy
-// default stream (0).
-func (d *Device) cudaSyncCall(opName string, call cudaStreamOp, code *Code, msg string) error {
+	bp, code, msg := d.cudaCopy(p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return d.cuCall(opName, func() error {
-		if err := d.cuda.drv.CtxSynchronize(); err != nil {
-			return err
-		}
-		if err := call(0); err != nil {
-			return err
-		}
-		return d.cuda.drv.StreamSynchronize(0)
-	})
+	return cudaErr(opName, d.cuda.Memcpy(&bp))
+}
+
+func (d *Device) cudaMemsetSync(opName string, p *MemsetParams) error {
+	bp, code, msg := d.cudaMemset(p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
+	}
+	return cudaErr(opName, d.cuda.Memset(&bp))
 }
 
 func (d *Device) cudaNewStream(s *Stream) error {
-	return d.cuCall("Device.NewStream", func() error {
-		var err error
-		s.cu, err = d.cuda.drv.StreamCreate(1) // CU_STREAM_NON_BLOCKING: no implicit legacy-stream sync
-		return err
-	})
+	be, err := d.cuda.NewStream()
+	if err != nil {
+		return cudaErr("Device.NewStream", err)
+	}
+	s.be, s.cu = be, be.(backend.Native).Native()
+	return nil
 }
 
 func (d *Device) cudaNewEvent(e *Event) error {
-	flags := 0
-	if e.flags&EventDisableTiming != 0 {
-		flags = 2 // CU_EVENT_DISABLE_TIMING
+	be, err := d.cuda.NewEvent(backend.EventFlags(e.flags & EventDisableTiming))
+	if err != nil {
+		return cudaErr("Device.NewEvent", err)
 	}
-	return d.cuCall("Device.NewEvent", func() error {
-		var err error
-		e.cu, err = d.cuda.drv.EventCreate(flags)
-		return err
-	})
+	e.be, e.cu = be, be.(backend.Native).Native()
+	return nil
 }
 
 func (d *Device) cudaNewGraph(g *Graph) error {
@@ -745,116 +475,75 @@ func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *Instantiat
 	return d.cudaInstantiateWithParams(opName, e, g, p)
 }
 
-// cudaLaunch marshals the arguments into c.words, a buffer kept for it
-// under c.cm's lock: the driver copies them at the call, so a stream launch
+// cudaLaunch checks and marshals a launch into the stream's argument
+// buffer (the backend copies the words at the call), so a stream launch
 // allocates nothing (TestLaunchAllocs).
 func (s *Stream) cudaLaunch(opName string, p *KernelParams) error {
-	d, c := s.dev, s.dev.cuda
-	c.cm.Lock()
-	defer c.cm.Unlock()
-	if cap(c.words) < len(p.Args) {
-		c.words = make([]uint64, 0, max(16, len(p.Args)))
+	s.argMu.Lock()
+	defer s.argMu.Unlock()
+	if cap(s.args) < len(p.Args) {
+		s.args = make([]uint64, 0, max(16, len(p.Args)))
 	}
-	c.words = c.words[:0]
-	k, code, msg := d.prepareKernelIn(p, &c.words)
+	s.args = s.args[:0]
+	k, code, msg := s.dev.prepareKernelIn(p, &s.args)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	f, err := c.function(k.k)
+	err := s.be.Launch(backend.Launch{Kernel: lowerKernel(k.k), Grid: dims(k.grid), Block: dims(k.block),
+		Shared: uint32(k.shared), Args: k.args.w})
 	if err != nil {
-		return newErr(opName, ErrInvalidDeviceFunction, "%s", err.Error())
-	}
-	if err := c.launch(k, f, s.cu); err != nil {
 		return cudaErr(opName, err)
 	}
 	return nil
 }
 
+func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
+
 func (s *Stream) cudaHostFunc(opName string, fn func()) error {
-	id := registerHostFunc(s.dev, fn, true)
-	return s.dev.cuCall(opName, func() error {
-		return s.dev.cuda.drv.LaunchHostFunc(s.cu, cudaHostCallback(), id)
-	})
+	return cudaErr(opName, s.be.HostFunc(fn))
 }
 
 func (s *Stream) cudaMemcpy(opName string, p *MemcpyParams) error {
-	call, code, msg := s.dev.cudaCopy(p)
-	return s.cudaStreamOp(opName, call, code, msg)
-}
-
-func (s *Stream) cudaMemset(opName string, p *MemsetParams) error {
-	call, code, msg := s.dev.cudaMemset(p)
-	return s.cudaStreamOp(opName, call, code, msg)
-}
-
-// cudaStreamOp issues a checked copy or memset into the native stream.
-func (s *Stream) cudaStreamOp(opName string, call cudaStreamOp, code *Code, msg string) error {
+	bp, code, msg := s.dev.cudaCopy(p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return s.dev.cuCall(opName, func() error { return call(s.cu) })
+	return cudaErr(opName, s.be.Memcpy(&bp))
 }
 
-// streamCall makes a stream-bound driver call without making the context
-// current (the driver takes it from the stream, as for launches), and again
-// with it only if the driver objects.
-func (s *Stream) streamCall(opName string, call func() error) error {
-	err := call()
-	if contextError(err) {
-		err = s.dev.cuda.do(call)
+func (s *Stream) cudaMemset(opName string, p *MemsetParams) error {
+	bp, code, msg := s.dev.cudaMemset(p)
+	if code != nil {
+		return newErr(opName, code, "%s", msg)
 	}
-	if err != nil {
-		return cudaErr(opName, err)
-	}
-	return nil
+	return cudaErr(opName, s.be.Memset(&bp))
 }
 
-func (s *Stream) cudaRecord(opName string, e *Event) error {
-	return s.streamCall(opName, func() error { return s.dev.cuda.drv.EventRecord(e.cu, s.cu) })
-}
+func (s *Stream) cudaRecord(opName string, e *Event) error { return cudaErr(opName, s.be.Record(e.be)) }
 
-func (s *Stream) cudaWait(opName string, e *Event) error {
-	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamWaitEvent(s.cu, e.cu, 0) })
-}
+func (s *Stream) cudaWait(opName string, e *Event) error { return cudaErr(opName, s.be.Wait(e.be)) }
 
-func (s *Stream) cudaSynchronize(opName string) error {
-	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamSynchronize(s.cu) })
-}
+func (s *Stream) cudaSynchronize(opName string) error { return cudaErr(opName, s.be.Synchronize()) }
 
-func (s *Stream) cudaQuery(opName string) error {
-	return s.streamCall(opName, func() error { return s.dev.cuda.drv.StreamQuery(s.cu) })
-}
+func (s *Stream) cudaQuery(opName string) error { return cudaErr(opName, s.be.Query()) }
 
-func (s *Stream) cudaDestroy(opName string) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.StreamDestroy(s.cu) })
-}
+func (s *Stream) cudaDestroy(opName string) error { return cudaErr(opName, s.be.Destroy()) }
 
-func (e *Event) cudaSynchronize(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventSynchronize(e.cu) })
-}
+func (e *Event) cudaSynchronize(opName string) error { return cudaErr(opName, e.be.Synchronize()) }
 
-func (e *Event) cudaQuery(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventQuery(e.cu) })
-}
+func (e *Event) cudaQuery(opName string) error { return cudaErr(opName, e.be.Query()) }
 
-func (e *Event) cudaDestroy(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.EventDestroy(e.cu) })
-}
+func (e *Event) cudaDestroy(opName string) error { return cudaErr(opName, e.be.Destroy()) }
 
-func cudaElapsed(opName string, start, end *Event) (float32, error) {
-	var ms float32
-	err := start.dev.cuCall(opName, func() error {
-		var err error
-		ms, err = start.dev.cuda.drv.ElapsedTime(start.cu, end.cu)
-		return err
-	})
-	return ms, err
+func cudaElapsed(opName string, start, end *Event) (time.Duration, error) {
+	d, err := end.be.ElapsedTime(start.be)
+	return d, cudaErr(opName, err)
 }
 
 func (e *Exec) cudaLaunch(opName string, s *Stream) error {
 	c := e.dev.cuda
 	err := c.drv.GraphLaunch(e.cu, s.cu) // context from the stream, as launch
-	if contextError(err) {
+	if cuda.ContextError(err) {
 		err = c.do(func() error { return c.drv.GraphLaunch(e.cu, s.cu) })
 	}
 	if err != nil {
@@ -938,31 +627,9 @@ func (e *Exec) cudaDestroy(opName string) error {
 	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphExecDestroy(e.cu) })
 }
 
-// onCaptureThread runs f on the device's capture thread. Stream capture on
-// the cuda backend is the driver's own: work anyone enqueues on the native
-// stream, gpugraph or another library, is captured. The driver ties global
-// and thread-local captures to the OS thread that began them, and
-// goroutines move between threads, so every capture begins and ends on one
-// OS thread per device, owned by a goroutine.
-func (c *cudaDev) onCaptureThread(f func() error) error {
-	c.capOnce.Do(func() {
-		c.capCalls = make(chan func(), 1)
-		go func() {
-			runtime.LockOSThread()
-			c.drv.SetCurrent(c.ctx)
-			for f := range c.capCalls {
-				f()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	c.capCalls <- func() { done <- f() }
-	return <-done
-}
-
 func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
 	c := s.dev.cuda
-	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
+	err := c.OnCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
 	if err != nil {
 		return cudaErr(opName, err)
 	}
@@ -972,7 +639,7 @@ func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
 func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 	c := s.dev.cuda
 	var h uintptr
-	err := c.onCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
+	err := c.OnCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
@@ -1090,7 +757,7 @@ func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, 
 		hs[i] = n.cu
 	}
 	ed := cuEdgeData(data)
-	err := c.onCaptureThread(func() error { return c.drv.StreamBeginCaptureToGraph(s.cu, g.cu, hs, ed, int(mode)) })
+	err := c.OnCaptureThread(func() error { return c.drv.StreamBeginCaptureToGraph(s.cu, g.cu, hs, ed, int(mode)) })
 	if err != nil {
 		return cudaErr(opName, err)
 	}

@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"github.com/gpugraph/gpugraph/internal/cuda"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
@@ -108,10 +109,10 @@ func (s *Stream) cudaExtSems(opName string, signal bool, sems []*ExternalSemapho
 	es := cuExtSems(sems, values)
 	c.cm.Lock()
 	defer c.cm.Unlock()
-	return s.streamCall(opName, func() error {
+	return cudaErr(opName, s.be.(*cuda.Stream).Call(func() error {
 		if signal {
 			return c.drv.SignalExternalSemaphoresAsync(c.cm, es, s.cu)
 		}
 		return c.drv.WaitExternalSemaphoresAsync(c.cm, es, s.cu)
-	})
+	}))
 }

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -25,7 +26,8 @@ type Event struct {
 	h         host.Event // records and completions on the host backend
 	destroyed atomic.Bool
 
-	cu uintptr // the native CUevent on the cuda backend
+	be backend.Event // the cuda backend's event; nil on host
+	cu uintptr       // its native CUevent
 
 	inCapture atomic.Bool        // capSeq != nil
 	captured  atomic.Bool        // the last record was captured, not run

@@ -4,6 +4,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // Stream is a FIFO queue of device work. Work in one stream runs in the
@@ -26,8 +28,11 @@ type Stream struct {
 	waiters   int
 	destroyed atomic.Bool
 
-	cu      uintptr // the native CUstream on the cuda backend
-	capInto *Graph  // the graph a native BeginCaptureToGraph captures into
+	be      backend.Stream // the cuda backend's stream; nil on host
+	cu      uintptr        // its native CUstream
+	capInto *Graph         // the graph a native BeginCaptureToGraph captures into
+	argMu   sync.Mutex     // guards args
+	args    []uint64       // a cuda stream launch's argument words
 
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
 	cap       *captureSeq // guarded by dev.cap.mu

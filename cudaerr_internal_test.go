@@ -1,0 +1,46 @@
+package gpugraph
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+)
+
+// TestCudaErr: every cuda call's error passes through cudaErr, success
+// included, so it must keep nil nil and give each kind of error its code.
+func TestCudaErr(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		in     error
+		want   *Code
+		detail string
+	}{
+		{"success", nil, nil, ""},
+		{"driver result", &driver.Result{Code: 400, Name: "CUDA_ERROR_INVALID_HANDLE", Call: "cuStreamQuery"}, ErrInvalidResourceHandle, "cuStreamQuery"},
+		{"unmapped driver result", &driver.Result{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Call: "cuX"}, nil, "cuX"},
+		{"backend error", backend.Errorf(ErrNotSupported, "no"), ErrNotSupported, "no"},
+		{"an *Error", newErr("inner", ErrInvalidValue, "bad"), ErrInvalidValue, "bad"},
+		{"anything else", errors.New("boom"), ErrLaunchFailure, "boom"},
+	} {
+		err := cudaErr("Op", c.in)
+		if c.in == nil {
+			if err != nil {
+				t.Errorf("%s: cudaErr(nil) = %v", c.name, err)
+			}
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Op != "Op" || e.Detail != c.detail {
+			t.Errorf("%s: cudaErr = %#v, want an *Error of Op with detail %q", c.name, err, c.detail)
+			continue
+		}
+		if c.want != nil && e.Code != c.want {
+			t.Errorf("%s: code %s, want %s", c.name, e.Code.Name(), c.want.Name())
+		}
+		if c.want == nil && e.Code.Name() != "CUDA_ERROR_UNKNOWN" {
+			t.Errorf("%s: code %s, want the driver's name", c.name, e.Code.Name())
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package backend
+
+import "time"
+
+// Device is one device of a backend. Its methods run after the gpugraph
+// package's own checks (a closed device, an unsafe call during capture,
+// argument shapes), so a backend checks only what it alone knows: that a
+// pointer is memory of its own, that it can do what is asked.
+type Device interface {
+	// Synchronize waits for all work on the device.
+	Synchronize() error
+	// Malloc allocates n > 0 bytes; Free frees what Malloc, a stream
+	// allocation or a graph allocation returned.
+	Malloc(n int) (uint64, error)
+	Free(p uint64) error
+	// Memcpy and Memset run after all work on the device and wait for
+	// themselves (cudaMemcpy, cudaMemset).
+	Memcpy(p *Memcpy) error
+	Memset(p *Memset) error
+	NewStream() (Stream, error)
+	NewEvent(flags EventFlags) (Event, error)
+}
+
+// Stream is a queue of work on a device.
+type Stream interface {
+	// Launch queues a kernel launch. The backend copies what it keeps:
+	// l.Args may be reused when Launch returns.
+	Launch(l Launch) error
+	// HostFunc queues fn to run on the host in stream order.
+	HostFunc(fn func()) error
+	Memcpy(p *Memcpy) error
+	Memset(p *Memset) error
+	// Record and Wait are cudaEventRecord and cudaStreamWaitEvent; e is an
+	// event of the same backend.
+	Record(e Event) error
+	Wait(e Event) error
+	Synchronize() error
+	// Query returns nil when all work issued has completed, an error with
+	// ErrNotReady while some is pending.
+	Query() error
+	Destroy() error
+}
+
+// Event marks a point in a stream's work.
+type Event interface {
+	Synchronize() error
+	Query() error
+	Destroy() error
+	// ElapsedTime is the time from start's completion to this event's.
+	ElapsedTime(start Event) (time.Duration, error)
+}
+
+// Native is implemented by objects with a driver handle (the cuda
+// backend's CUstream, CUevent, ...), for code that calls other CUDA
+// libraries.
+type Native interface {
+	Native() uintptr
+}
+
+// EventFlags are cudaEventCreateWithFlags' flags, with gpugraph's values.
+type EventFlags uint
+
+// EventDisableTiming makes an event that ElapsedTime refuses.
+const EventDisableTiming EventFlags = 1
+
+// Kernel is a kernel as a backend sees it. Key identifies it across
+// launches (the public *gpugraph.Kernel), so a backend may keep what it
+// builds from it (a compiled module) under that key.
+type Kernel struct {
+	Key           any
+	Name          string
+	Source        string // CUDA C++, PTX or a cubin image
+	DeviceRuntime bool   // the kernel launches graphs: link the device runtime
+}
+
+// Launch is one launch of a kernel with its arguments marshalled, one
+// 64-bit word per parameter (pointers and integers as their values,
+// floats as their bits).
+type Launch struct {
+	Kernel      Kernel
+	Grid, Block [3]uint32
+	Shared      uint32
+	Args        []uint64
+}
+
+// Memcpy is a checked copy of Size bytes. Each side is device memory
+// (Dst, Src) or a host slice (DstHost, SrcHost) at least Size long.
+type Memcpy struct {
+	Dst, Src         uint64
+	DstHost, SrcHost []byte
+	Size             int
+}
+
+// Memset is a checked fill of Height rows of Width elements of ElementSize
+// (1, 2 or 4) bytes with Value, rows Pitch bytes apart (for one row, Pitch
+// is the row's length); Total is the bytes from the first to the end of
+// the last row.
+type Memset struct {
+	Dst         uint64
+	Value       uint32
+	ElementSize int
+	Width       int
+	Height      int
+	Pitch       int
+	Total       int
+}
+
+// Properties describe a device, as cudaDeviceProp does.
+type Properties struct {
+	Name                 string
+	DriverVersion        int
+	MemoryPoolsSupported bool
+	TotalMem             uint64
+	MultiProcessorCount  int
+	MaxThreadsPerBlock   int
+	MaxBlockDim          [3]int
+	MaxGridDim           [3]int
+	WarpSize             int
+	SharedMemPerBlock    int
+}

@@ -1,0 +1,440 @@
+// Package cuda is the cuda backend: devices, streams and events of the
+// CUDA driver, through the typed binding in internal/cuda/driver. Streams,
+// events, graphs and executable graphs are the driver's own, so launches
+// cost what native launches cost and work enqueued on a stream's native
+// handle by other libraries is ordered (and captured) with gpugraph's.
+//
+// The split of docs/architecture.md is under way: Device, its streams and
+// events implement the internal/backend interfaces; the graph layer of the
+// cuda backend still lives in package gpugraph and reaches the device
+// through the accessors at the end of this file.
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+)
+
+// Device is one CUDA device, with its primary context: the one the
+// runtime API and CUDA libraries use, so handles are shared with them.
+//
+// Each call that needs the context makes it current on the calling OS
+// thread and locks the goroutine to that thread for the call (Do): a
+// context is current per thread, and goroutines move between threads.
+// Stream-bound calls take the context from the stream and skip that,
+// unless the driver objects.
+type Device struct {
+	drv          *driver.Driver
+	ord          int
+	ctx          uintptr
+	major, minor int
+	cm           *driver.CMem // kernel parameter arrays, one call at a time
+	fail         func(error)  // reports an asynchronous failure to the device's owner
+
+	capOnce  sync.Once
+	capCalls chan func() // run on the OS thread that begins and ends captures
+
+	mu     sync.Mutex
+	funcs  map[any]uintptr
+	fast   sync.Map // Kernel.Key -> uintptr, read without the lock on every launch
+	allocs []alloc  // live allocations by address, for range checks
+}
+
+type alloc struct {
+	p    uint64
+	size int
+}
+
+var _ backend.Device = (*Device)(nil)
+
+// Open opens device 0 of the driver. fail receives asynchronous failures
+// that no call returns (a host function that panicked).
+func Open(fail func(error)) (*Device, backend.Properties, error) {
+	var props backend.Properties
+	drv, err := driver.Load()
+	if err != nil {
+		return nil, props, backend.Errorf(backend.ErrNoDevice, "%v", err)
+	}
+	n, err := drv.DeviceCount()
+	if err != nil || n == 0 {
+		return nil, props, backend.Errorf(backend.ErrNoDevice, "no CUDA device: %v", err)
+	}
+	dev, err := drv.DeviceGet(0)
+	if err != nil {
+		return nil, props, Err(err)
+	}
+	ctx, err := drv.PrimaryContext(dev)
+	if err != nil {
+		return nil, props, Err(err)
+	}
+	cm, err := driver.NewCMem(1 << 20)
+	if err != nil {
+		return nil, props, backend.Errorf(backend.ErrMemoryAllocation, "%v", err)
+	}
+	d := &Device{drv: drv, ord: dev, ctx: ctx, cm: cm, fail: fail, funcs: map[any]uintptr{}}
+	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
+	d.major, d.minor = attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
+	name, _ := drv.DeviceName(dev)
+	mem, _ := drv.TotalMem(dev)
+	props = backend.Properties{
+		Name: name, DriverVersion: drv.Version(),
+		MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
+		TotalMem:             mem,
+		MultiProcessorCount:  attr(driver.AttrMultiprocessorCount),
+		MaxThreadsPerBlock:   attr(driver.AttrMaxThreadsPerBlock),
+		MaxBlockDim:          [3]int{attr(driver.AttrMaxBlockDimX), attr(driver.AttrMaxBlockDimY), attr(driver.AttrMaxBlockDimZ)},
+		MaxGridDim:           [3]int{attr(driver.AttrMaxGridDimX), attr(driver.AttrMaxGridDimY), attr(driver.AttrMaxGridDimZ)},
+		WarpSize:             attr(driver.AttrWarpSize),
+		SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
+	}
+	return d, props, nil
+}
+
+// Do runs f with the device's context current on a locked OS thread, and
+// maps a driver error it returns to the backend's (Err).
+func (d *Device) Do(f func() error) error { return Err(d.do(f)) }
+
+func (d *Device) do(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.drv.SetCurrent(d.ctx); err != nil {
+		return err
+	}
+	return f()
+}
+
+// Err maps a driver error to a *backend.Error with the Code of the same
+// name (and the entry point as its detail); other errors, nil included,
+// pass through (a caller's own error returned from inside Do stays its).
+func Err(err error) error {
+	if err == nil {
+		return nil // before r: errors.As moves r to the heap, on every call
+	}
+	var r *driver.Result
+	if !errors.As(err, &r) {
+		return err
+	}
+	code, ok := codes[r.Code]
+	if !ok {
+		code = backend.NewCode(r.Code, r.Name, "CUDA driver error")
+	}
+	return &backend.Error{Code: code, Detail: r.Call}
+}
+
+// codes maps CUresult values to the Codes with CUDA runtime names.
+var codes = map[int]*backend.Code{
+	1: backend.ErrInvalidValue, 2: backend.ErrMemoryAllocation, 100: backend.ErrNoDevice, 101: backend.ErrInvalidDevice,
+	400: backend.ErrInvalidResourceHandle, 401: backend.ErrIllegalState, 600: backend.ErrNotReady, 700: backend.ErrIllegalAddress,
+	701: backend.ErrInvalidConfiguration, 709: backend.ErrContextIsDestroyed, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
+	900: backend.ErrStreamCaptureUnsupported, 901: backend.ErrStreamCaptureInvalidated, 902: backend.ErrStreamCaptureMerge,
+	903: backend.ErrStreamCaptureUnmatched, 904: backend.ErrStreamCaptureUnjoined, 905: backend.ErrStreamCaptureIsolation,
+	906: backend.ErrStreamCaptureImplicit, 907: backend.ErrCapturedEvent, 908: backend.ErrStreamCaptureWrongThread,
+	402: backend.ErrLossyQuery, 800: backend.ErrNotPermitted, 910: backend.ErrGraphExecUpdateFailure,
+	500: backend.ErrInvalidDeviceFunction, 218: backend.ErrInvalidDeviceFunction, 209: backend.ErrInvalidDeviceFunction,
+}
+
+// ContextError reports a driver error that a current context would fix.
+func ContextError(err error) bool {
+	if err == nil {
+		return false // before r: errors.As moves r to the heap, on every launch
+	}
+	var r *driver.Result
+	return errors.As(err, &r) && (r.Code == 201 || r.Code == 400 || r.Code == 709) // INVALID_CONTEXT, INVALID_HANDLE, CONTEXT_IS_DESTROYED
+}
+
+// Function returns k's CUDA function, compiling k.Source (CUDA C++ with
+// NVRTC; PTX text and cubin images load as they are) on first use on this
+// device. An error has code ErrInvalidDeviceFunction.
+func (d *Device) Function(k *backend.Kernel) (uintptr, error) {
+	if f, ok := d.fast.Load(k.Key); ok {
+		return f.(uintptr), nil
+	}
+	f, err := d.function(k)
+	if err != nil {
+		return 0, backend.Errorf(backend.ErrInvalidDeviceFunction, "%s", err.Error())
+	}
+	return f, nil
+}
+
+func (d *Device) function(k *backend.Kernel) (uintptr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if f, ok := d.funcs[k.Key]; ok {
+		return f, nil
+	}
+	var image []byte
+	switch {
+	case strings.HasPrefix(k.Source, "\x7fELF"): // a cubin
+		image = []byte(k.Source)
+	case strings.Contains(k.Source, ".entry") && strings.Contains(k.Source, ".version"): // PTX
+		image = append([]byte(k.Source), 0)
+	default:
+		nv, err := driver.LoadNVRTC()
+		if err != nil {
+			return 0, err
+		}
+		src, opts := devRTSource(k)
+		if image, err = nv.Compile(src, k.Name, d.major, d.minor, opts...); err != nil {
+			return 0, fmt.Errorf("kernel %q: %v", k.Name, err)
+		}
+	}
+	var f uintptr
+	err := d.do(func() error {
+		image, err := d.linkDevRT(k, image) // kernels that launch graphs
+		if err != nil {
+			return err
+		}
+		mod, err := d.drv.ModuleLoadData(image)
+		if err != nil {
+			return err
+		}
+		f, err = d.drv.ModuleGetFunction(mod, k.Name)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	d.funcs[k.Key] = f
+	d.fast.Store(k.Key, f)
+	return f, nil
+}
+
+// CheckRange reports whether [p, p+n) lies inside one live allocation.
+func (d *Device) CheckRange(p uint64, n int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].p > p }) - 1
+	if i < 0 || p+uint64(n) > d.allocs[i].p+uint64(d.allocs[i].size) {
+		return fmt.Errorf("[%#x, +%d) is not inside a live allocation of this device", p, n)
+	}
+	return nil
+}
+
+// Track records an allocation for the range checks of copies and memsets:
+// cuMemAlloc, MallocAsync and graph allocations (whose addresses are fixed
+// for their node's life).
+func (d *Device) Track(p uint64, n int) {
+	d.mu.Lock()
+	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].p > p })
+	d.allocs = append(d.allocs, alloc{})
+	copy(d.allocs[i+1:], d.allocs[i:])
+	if i > 0 && d.allocs[i-1].p == p { // an address reused (graph allocations)
+		d.allocs = append(d.allocs[:i], d.allocs[i+1:]...)
+		d.allocs[i-1].size = max(d.allocs[i-1].size, n)
+	} else {
+		d.allocs[i] = alloc{p, n}
+	}
+	d.mu.Unlock()
+}
+
+// untrack forgets the allocation at p, reporting whether it was tracked.
+func (d *Device) untrack(p uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].p >= p })
+	if i == len(d.allocs) || d.allocs[i].p != p {
+		return false
+	}
+	d.allocs = append(d.allocs[:i], d.allocs[i+1:]...)
+	return true
+}
+
+// Synchronize waits for all work in the context.
+func (d *Device) Synchronize() error { return d.Do(d.drv.CtxSynchronize) }
+
+// Malloc is cuMemAlloc.
+func (d *Device) Malloc(n int) (uint64, error) {
+	var p uint64
+	err := d.Do(func() error { var err error; p, err = d.drv.MemAlloc(n); return err })
+	if err != nil {
+		return 0, err
+	}
+	d.Track(p, n)
+	return p, nil
+}
+
+// Free is cuMemFree: of Malloc's memory, and of graph allocations and
+// MallocAsync memory, which the driver checks (it refuses what is not
+// live).
+func (d *Device) Free(p uint64) error {
+	d.untrack(p)
+	return d.Do(func() error { return d.drv.MemFree(p) })
+}
+
+// Memcpy copies after all work in the context, in the legacy default
+// stream, and waits for the copy (cudaMemcpy).
+func (d *Device) Memcpy(p *backend.Memcpy) error {
+	call, err := d.copyCall(p)
+	if err != nil {
+		return err
+	}
+	return d.syncCall(call)
+}
+
+// Memset fills as Memcpy copies (cudaMemset).
+func (d *Device) Memset(p *backend.Memset) error { return d.syncCall(d.memsetCall(p)) }
+
+func (d *Device) syncCall(call func(stream uintptr) error) error {
+	return d.Do(func() error {
+		if err := d.drv.CtxSynchronize(); err != nil {
+			return err
+		}
+		if err := call(0); err != nil {
+			return err
+		}
+		return d.drv.StreamSynchronize(0)
+	})
+}
+
+// copyCall returns the driver call of p's direction.
+func (d *Device) copyCall(p *backend.Memcpy) (func(stream uintptr) error, error) {
+	drv, dst, src, size := d.drv, p.Dst, p.Src, p.Size
+	switch {
+	case p.DstHost != nil && p.SrcHost != nil:
+		return nil, backend.Errorf(backend.ErrNotSupported, "host-to-host copies are not supported on the cuda backend")
+	case p.SrcHost != nil:
+		host := p.SrcHost
+		return func(s uintptr) error { return drv.MemcpyHtoDAsync(dst, host, size, s) }, nil
+	case p.DstHost != nil:
+		host := p.DstHost
+		return func(s uintptr) error { return drv.MemcpyDtoHAsync(host, src, size, s) }, nil
+	}
+	return func(s uintptr) error { return drv.MemcpyDtoDAsync(dst, src, size, s) }, nil
+}
+
+// memsetCall returns p's driver call (cuMemsetD2D8Async,
+// cuMemsetD2D16Async or cuMemsetD2D32Async).
+func (d *Device) memsetCall(p *backend.Memset) func(stream uintptr) error {
+	pitch := uint64(p.Pitch)
+	if p.Height == 1 {
+		// cuMemsetD2D* wants a pitch of at least a row even for one row.
+		pitch = max(pitch, 1)
+	}
+	drv, dst, v, w, h := d.drv, p.Dst, p.Value, uint64(p.Width), uint64(p.Height)
+	switch p.ElementSize {
+	case 1:
+		return func(s uintptr) error { return drv.MemsetD2D8Async(dst, pitch, uint8(v), w, h, s) }
+	case 2:
+		return func(s uintptr) error { return drv.MemsetD2D16Async(dst, pitch, uint16(v), w, h, s) }
+	}
+	return func(s uintptr) error { return drv.MemsetD2D32Async(dst, pitch, v, w, h, s) }
+}
+
+// NewStream creates a CU_STREAM_NON_BLOCKING stream: no implicit
+// synchronization with the legacy stream.
+func (d *Device) NewStream() (backend.Stream, error) {
+	s := &Stream{d: d}
+	err := d.Do(func() error { var err error; s.h, err = d.drv.StreamCreate(1); return err })
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewEvent creates an event.
+func (d *Device) NewEvent(flags backend.EventFlags) (backend.Event, error) {
+	f := 0
+	if flags&backend.EventDisableTiming != 0 {
+		f = 2 // CU_EVENT_DISABLE_TIMING
+	}
+	e := &Event{d: d}
+	err := d.Do(func() error { var err error; e.h, err = d.drv.EventCreate(f); return err })
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Host functions run through one C callback; userData indexes hostFuncs.
+var (
+	hostCallbackOnce sync.Once
+	hostCallback     uintptr
+	hostFuncs        sync.Map // uintptr -> *hostFunc
+	hostFuncIDs      atomic.Uintptr
+)
+
+type hostFunc struct {
+	fn      func()
+	oneShot bool
+	d       *Device
+}
+
+// HostCallback is the C callback of host functions and host nodes; its
+// user data is an id from RegisterHostFunc.
+func HostCallback() uintptr {
+	hostCallbackOnce.Do(func() {
+		hostCallback = purego.NewCallback(func(id uintptr) uintptr {
+			v, ok := hostFuncs.Load(id)
+			if !ok {
+				return 0
+			}
+			h := v.(*hostFunc)
+			if h.oneShot {
+				hostFuncs.Delete(id)
+			}
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						h.d.fail(backend.Errorf(backend.ErrLaunchFailure, "panic: %v", p))
+					}
+				}()
+				h.fn()
+			}()
+			return 0
+		})
+	})
+	return hostCallback
+}
+
+// RegisterHostFunc returns the callback's user data for fn; a one-shot
+// function is forgotten once it has run.
+func (d *Device) RegisterHostFunc(fn func(), oneShot bool) uintptr {
+	id := hostFuncIDs.Add(1)
+	hostFuncs.Store(id, &hostFunc{fn, oneShot, d})
+	return id
+}
+
+// OnCaptureThread runs f on the device's capture thread. Stream capture on
+// the cuda backend is the driver's own: work anyone enqueues on the native
+// stream, gpugraph or another library, is captured. The driver ties global
+// and thread-local captures to the OS thread that began them, and
+// goroutines move between threads, so every capture begins and ends on one
+// OS thread per device, owned by a goroutine.
+func (d *Device) OnCaptureThread(f func() error) error {
+	d.capOnce.Do(func() {
+		d.capCalls = make(chan func(), 1)
+		go func() {
+			runtime.LockOSThread()
+			d.drv.SetCurrent(d.ctx)
+			for f := range d.capCalls {
+				f()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	d.capCalls <- func() { done <- f() }
+	return <-done
+}
+
+// Accessors for the graph layer that still lives in package gpugraph.
+
+// Driver is the device's driver binding.
+func (d *Device) Driver() *driver.Driver { return d.drv }
+
+// Context is the device's primary CUcontext.
+func (d *Device) Context() uintptr { return d.ctx }
+
+// Ordinal is the device's ordinal.
+func (d *Device) Ordinal() int { return d.ord }
+
+// CMem is the C memory arena for parameter structs; lock it around use.
+func (d *Device) CMem() *driver.CMem { return d.cm }

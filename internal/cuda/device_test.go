@@ -1,0 +1,47 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
+
+// TestContextErrorAllocs: ContextError runs after every launch, so its
+// success path must not allocate (the root's TestLaunchAllocs checks the
+// whole path on the GPU).
+func TestContextErrorAllocs(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = ContextError(nil) }); n != 0 {
+		t.Fatalf("ContextError(nil) allocates %.0f times", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Err(nil) }); n != 0 {
+		t.Fatalf("Err(nil) allocates %.0f times", n)
+	}
+}
+
+func TestErrPassesThrough(t *testing.T) {
+	be := backend.Errorf(backend.ErrInvalidValue, "x")
+	other := errors.New("not the driver's")
+	for _, c := range []struct {
+		in, want error
+	}{
+		{nil, nil},
+		{be, be},
+		{other, other},
+	} {
+		if got := Err(c.in); got != c.want {
+			t.Errorf("Err(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestOpenWithoutDriver(t *testing.T) {
+	d, _, err := Open(func(error) {})
+	if err == nil {
+		t.Skip("a CUDA driver is present: the GPU tests cover Open")
+		_ = d
+	}
+	if !errors.Is(err, backend.ErrNoDevice) {
+		t.Fatalf("Open without a driver: %v, want ErrNoDevice", err)
+	}
+}

@@ -1,0 +1,135 @@
+package cuda
+
+import (
+	"time"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
+
+// Stream is a native CUstream.
+type Stream struct {
+	d *Device
+	h uintptr
+}
+
+var (
+	_ backend.Stream = (*Stream)(nil)
+	_ backend.Native = (*Stream)(nil)
+	_ backend.Event  = (*Event)(nil)
+	_ backend.Native = (*Event)(nil)
+)
+
+// Native is the CUstream.
+func (s *Stream) Native() uintptr { return s.h }
+
+// Launch launches l into the stream. Stream-bound calls take their context
+// from the stream (measured: cuLaunchKernel and cuGraphLaunch succeed with
+// no current context), so the hot path makes no cuCtxSetCurrent call; only
+// if the driver objects, because another context is current on this
+// thread, is the call repeated with ours made current. The argument words
+// are copied into C memory under the arena's lock: a launch allocates
+// nothing.
+func (s *Stream) Launch(l backend.Launch) error {
+	d := s.d
+	f, err := d.Function(&l.Kernel)
+	if err != nil {
+		return err
+	}
+	d.cm.Lock()
+	defer d.cm.Unlock()
+	params := d.cm.Params(l.Args)
+	err = d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
+	if ContextError(err) {
+		err = d.do(func() error { return d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
+	}
+	return Err(err)
+}
+
+// HostFunc is cuLaunchHostFunc through the shared callback.
+func (s *Stream) HostFunc(fn func()) error {
+	id := s.d.RegisterHostFunc(fn, true)
+	return s.d.Do(func() error { return s.d.drv.LaunchHostFunc(s.h, HostCallback(), id) })
+}
+
+// Memcpy queues a copy (cuMemcpy*Async).
+func (s *Stream) Memcpy(p *backend.Memcpy) error {
+	call, err := s.d.copyCall(p)
+	if err != nil {
+		return err
+	}
+	return s.d.Do(func() error { return call(s.h) })
+}
+
+// Memset queues a fill (cuMemsetD2D*Async).
+func (s *Stream) Memset(p *backend.Memset) error {
+	call := s.d.memsetCall(p)
+	return s.d.Do(func() error { return call(s.h) })
+}
+
+// Record is cuEventRecord.
+func (s *Stream) Record(e backend.Event) error {
+	h := e.(*Event).h
+	return s.call(func() error { return s.d.drv.EventRecord(h, s.h) })
+}
+
+// Wait is cuStreamWaitEvent.
+func (s *Stream) Wait(e backend.Event) error {
+	h := e.(*Event).h
+	return s.call(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
+}
+
+// Synchronize is cuStreamSynchronize.
+func (s *Stream) Synchronize() error {
+	return s.call(func() error { return s.d.drv.StreamSynchronize(s.h) })
+}
+
+// Query is cuStreamQuery.
+func (s *Stream) Query() error { return s.call(func() error { return s.d.drv.StreamQuery(s.h) }) }
+
+// Destroy is cuStreamDestroy.
+func (s *Stream) Destroy() error { return s.d.Do(func() error { return s.d.drv.StreamDestroy(s.h) }) }
+
+// Call makes a stream-bound driver call without making the context current
+// (the driver takes it from the stream, as for launches), and again with
+// it only if the driver objects. (The graph layer still in package
+// gpugraph calls it too.)
+func (s *Stream) Call(f func() error) error { return s.call(f) }
+
+func (s *Stream) call(f func() error) error {
+	err := f()
+	if ContextError(err) {
+		err = s.d.do(f)
+	}
+	return Err(err)
+}
+
+// Event is a native CUevent.
+type Event struct {
+	d *Device
+	h uintptr
+}
+
+// Native is the CUevent.
+func (e *Event) Native() uintptr { return e.h }
+
+// Synchronize is cuEventSynchronize.
+func (e *Event) Synchronize() error {
+	return e.d.Do(func() error { return e.d.drv.EventSynchronize(e.h) })
+}
+
+// Query is cuEventQuery.
+func (e *Event) Query() error { return e.d.Do(func() error { return e.d.drv.EventQuery(e.h) }) }
+
+// Destroy is cuEventDestroy.
+func (e *Event) Destroy() error { return e.d.Do(func() error { return e.d.drv.EventDestroy(e.h) }) }
+
+// ElapsedTime is cuEventElapsedTime from start to e.
+func (e *Event) ElapsedTime(start backend.Event) (time.Duration, error) {
+	var ms float32
+	err := e.d.Do(func() error {
+		var err error
+		ms, err = e.d.drv.ElapsedTime(start.(*Event).h, e.h)
+		return err
+	})
+	return time.Duration(float64(ms) * float64(time.Millisecond)), err
+}
