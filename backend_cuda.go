@@ -352,60 +352,30 @@ func (d *Device) cudaFree(p DevicePtr) error {
 }
 
 func (s *Stream) cudaMallocAsync(opName string, n int, pool *MemPool) (DevicePtr, error) {
-	var p uint64
-	err := s.dev.cuCall(opName, func() error {
-		var err error
-		p, err = s.dev.cuda.drv.MemAllocFromPoolAsync(n, pool.cu, s.cu)
-		return err
-	})
-	if err != nil {
-		return 0, err
+	if pool.be == nil {
+		return 0, newErr(opName, ErrMemoryAllocation, "the device's default memory pool could not be had from the driver")
 	}
-	s.dev.cuda.track(DevicePtr(p), n)
+	p, err := s.dev.cuda.MallocAsync(s.be, n, pool.be)
+	if err != nil {
+		return 0, cudaErr(opName, err)
+	}
 	return DevicePtr(p), nil
 }
 
 func (s *Stream) cudaFreeAsync(opName string, p DevicePtr) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.MemFreeAsync(uint64(p), s.cu) })
+	return cudaErr(opName, s.dev.cuda.FreeAsync(s.be, uint64(p)))
 }
 
-// Graph memory attributes (CUgraphMem_attribute).
-const (
-	graphMemUsedCurrent = iota
-	graphMemUsedHigh
-	graphMemReservedCurrent
-	graphMemReservedHigh
-)
-
 func (d *Device) cudaGraphMemStats(opName string) (GraphMemStats, error) {
-	var v [4]uint64
-	err := d.cuCall(opName, func() error {
-		for i := range v {
-			var err error
-			if v[i], err = d.cuda.drv.DeviceGetGraphMemAttribute(d.cuda.ord, i); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return GraphMemStats{UsedCurrent: v[graphMemUsedCurrent], UsedHigh: v[graphMemUsedHigh],
-		ReservedCurrent: v[graphMemReservedCurrent], ReservedHigh: v[graphMemReservedHigh]}, err
+	st, err := d.cuda.GraphMemStats()
+	return GraphMemStats(st), cudaErr(opName, err)
 }
 
 func (d *Device) cudaResetGraphMemHigh(opName string) error {
-	return d.cuCall(opName, func() error {
-		for _, a := range []int{graphMemUsedHigh, graphMemReservedHigh} {
-			if err := d.cuda.drv.DeviceSetGraphMemAttribute(d.cuda.ord, a, 0); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return cudaErr(opName, d.cuda.ResetGraphMemHigh())
 }
 
-func (d *Device) cudaTrimGraphMem(opName string) error {
-	return d.cuCall(opName, func() error { return d.cuda.drv.DeviceGraphMemTrim(d.cuda.ord) })
-}
+func (d *Device) cudaTrimGraphMem(opName string) error { return cudaErr(opName, d.cuda.TrimGraphMem()) }
 
 func (d *Device) cudaMemcpySync(opName string, p *MemcpyParams) error {
 	bp, code, msg := d.cudaCopy(p)
@@ -859,60 +829,17 @@ func (d *Device) cudaDefaultPool() *MemPool {
 	c := d.cuda
 	c.poolOnce.Do(func() {
 		c.defPool = &MemPool{dev: d, isDefault: true}
-		d.cuCall("Device.DefaultMemPool", func() error {
-			var err error
-			c.defPool.cu, err = c.drv.DeviceGetDefaultMemPool(c.ord)
-			return err
-		})
+		if be, err := c.DefaultMemPool(); err == nil {
+			c.defPool.be, c.defPool.cu = be, be.(backend.Native).Native()
+		}
 	})
 	return c.defPool
 }
 
 func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, error) {
-	c := d.cuda
-	p := &MemPool{dev: d, props: props}
-	pp := driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(props.Location), MaxSize: props.MaxSize}
-	err := d.cuCall(opName, func() error {
-		c.cm.Lock()
-		defer c.cm.Unlock()
-		var err error
-		p.cu, err = c.drv.MemPoolCreate(c.cm, pp)
-		return err
-	})
+	be, err := d.cuda.NewMemPool(props.Location, props.MaxSize)
 	if err != nil {
-		return nil, err
+		return nil, cudaErr(opName, err)
 	}
-	return p, nil
-}
-
-func (p *MemPool) cudaDestroy(opName string) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolDestroy(p.cu) })
-}
-
-func (p *MemPool) cudaTrimTo(opName string, minBytesToKeep uint64) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolTrimTo(p.cu, minBytesToKeep) })
-}
-
-func (p *MemPool) cudaSetAttr(opName string, attr int, v uint64) error {
-	return p.dev.cuCall(opName, func() error { return p.dev.cuda.drv.MemPoolSetAttribute(p.cu, attr, v) })
-}
-
-func (p *MemPool) cudaAttr(attr int) uint64 {
-	var v uint64
-	p.dev.cuCall("MemPool.Stats", func() error {
-		var err error
-		v, err = p.dev.cuda.drv.MemPoolGetAttribute(p.cu, attr)
-		return err
-	})
-	return v
-}
-
-func (p *MemPool) cudaSetAccess(opName string, device int, flags AccessFlags) error {
-	c := p.dev.cuda
-	return p.dev.cuCall(opName, func() error {
-		c.cm.Lock()
-		defer c.cm.Unlock()
-		desc := driver.MemAccessDesc{LocationType: 1, LocationID: int32(device), Flags: int32(flags)}
-		return c.drv.MemPoolSetAccess(c.cm, p.cu, []driver.MemAccessDesc{desc})
-	})
+	return &MemPool{dev: d, props: props, be: be, cu: be.(backend.Native).Native()}, nil
 }

@@ -58,7 +58,8 @@ type MemPoolStats struct {
 // Stream-ordered allocation section of the package documentation. Methods
 // are safe for concurrent use.
 type MemPool struct {
-	cu        uintptr // the native CUmemoryPool on the cuda backend
+	be        backend.MemPool // the cuda backend's pool; nil on host
+	cu        uintptr         // its native CUmemoryPool
 	dev       *Device
 	props     MemPoolProps
 	isDefault bool
@@ -211,8 +212,8 @@ func (p *MemPool) Destroy() error {
 	if p.isDefault {
 		return newErr(opName, ErrInvalidValue, "the default memory pool cannot be destroyed")
 	}
-	if p.cu != 0 {
-		return p.cudaDestroy(opName)
+	if p.be != nil {
+		return cudaErr(opName, p.be.Destroy())
 	}
 	if p.h == nil {
 		return nil // it never had memory
@@ -232,8 +233,8 @@ func (p *MemPool) SetReleaseThreshold(bytes uint64) error {
 	if err := p.check(opName); err != nil {
 		return err
 	}
-	if p.cu != 0 {
-		return p.cudaSetAttr(opName, poolAttrReleaseThreshold, bytes)
+	if p.be != nil {
+		return cudaErr(opName, p.be.SetReleaseThreshold(bytes))
 	}
 	if p.h != nil && !p.h.SetThreshold(bytes) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
@@ -248,8 +249,9 @@ func (p *MemPool) ReleaseThreshold() uint64 {
 	if p == nil {
 		return 0
 	}
-	if p.cu != 0 {
-		return p.cudaAttr(poolAttrReleaseThreshold)
+	if p.be != nil {
+		v, _ := p.be.ReleaseThreshold()
+		return v
 	}
 	if p.h == nil {
 		return 0
@@ -265,8 +267,8 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 	if err := p.check(opName); err != nil {
 		return err
 	}
-	if p.cu != 0 {
-		return p.cudaTrimTo(opName, minBytesToKeep)
+	if p.be != nil {
+		return cudaErr(opName, p.be.TrimTo(minBytesToKeep))
 	}
 	if p.h != nil && !p.h.TrimTo(minBytesToKeep) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
@@ -279,9 +281,9 @@ func (p *MemPool) Stats() MemPoolStats {
 	if p == nil {
 		return MemPoolStats{}
 	}
-	if p.cu != 0 {
-		return MemPoolStats{ReservedCurrent: p.cudaAttr(poolAttrReservedCurrent), ReservedHigh: p.cudaAttr(poolAttrReservedHigh),
-			UsedCurrent: p.cudaAttr(poolAttrUsedCurrent), UsedHigh: p.cudaAttr(poolAttrUsedHigh)}
+	if p.be != nil {
+		st, _ := p.be.Stats()
+		return MemPoolStats(st)
 	}
 	if p.h == nil {
 		return MemPoolStats{}
@@ -295,9 +297,8 @@ func (p *MemPool) ResetHigh() {
 	if p == nil {
 		return
 	}
-	if p.cu != 0 {
-		p.cudaSetAttr("MemPool.ResetHigh", poolAttrReservedHigh, 0)
-		p.cudaSetAttr("MemPool.ResetHigh", poolAttrUsedHigh, 0)
+	if p.be != nil {
+		p.be.ResetHigh()
 		return
 	}
 	if p.h != nil {
@@ -320,8 +321,8 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	default:
 		return newErr(opName, ErrInvalidValue, "unknown access flags %d", int(flags))
 	}
-	if p.cu != 0 {
-		return p.cudaSetAccess(opName, device, flags)
+	if p.be != nil {
+		return cudaErr(opName, p.be.SetAccess(device, int(flags)))
 	}
 	if device != p.props.Location {
 		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)

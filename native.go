@@ -18,12 +18,3 @@ func (d *Device) NativeContext() uintptr {
 	}
 	return d.cuda.ctx
 }
-
-// CUmemPool_attribute values.
-const (
-	poolAttrReleaseThreshold = 4
-	poolAttrReservedCurrent  = 5
-	poolAttrReservedHigh     = 6
-	poolAttrUsedCurrent      = 7
-	poolAttrUsedHigh         = 8
-)

@@ -118,3 +118,53 @@ type Properties struct {
 	WarpSize             int
 	SharedMemPerBlock    int
 }
+
+// Pools is implemented by devices with stream-ordered allocation
+// (cudaMallocAsync and memory pools).
+type Pools interface {
+	// DefaultMemPool is the device's default pool.
+	DefaultMemPool() (MemPool, error)
+	// NewMemPool creates a pool resident on device location, of at most
+	// maxSize bytes (0: the backend's default).
+	NewMemPool(location int, maxSize uint64) (MemPool, error)
+	// MallocAsync allocates n > 0 bytes from p in s's order; FreeAsync
+	// frees in s's order.
+	MallocAsync(s Stream, n int, p MemPool) (uint64, error)
+	FreeAsync(s Stream, ptr uint64) error
+}
+
+// MemPool is a pool of device memory for stream-ordered allocation.
+type MemPool interface {
+	Destroy() error
+	TrimTo(minBytesToKeep uint64) error
+	SetReleaseThreshold(bytes uint64) error
+	ReleaseThreshold() (uint64, error)
+	Stats() (PoolStats, error)
+	ResetHigh() error
+	// SetAccess sets device's access to the pool's memory, flags as
+	// cudaMemAccessFlags (0 none, 1 read, 3 read-write).
+	SetAccess(device int, flags int) error
+}
+
+// PoolStats is a pool's footprint, as the driver's pool attributes count
+// it: reserved in the granules the pool holds, used in the bytes
+// allocations asked for.
+type PoolStats struct {
+	ReservedCurrent, ReservedHigh uint64
+	UsedCurrent, UsedHigh         uint64
+}
+
+// GraphMemory is implemented by devices that report and trim the memory
+// of graph allocations (cudaDeviceGetGraphMemAttribute,
+// cudaDeviceGraphMemTrim).
+type GraphMemory interface {
+	GraphMemStats() (GraphMemStats, error)
+	ResetGraphMemHigh() error
+	TrimGraphMem() error
+}
+
+// GraphMemStats report a device's graph memory.
+type GraphMemStats struct {
+	UsedCurrent, UsedHigh         uint64
+	ReservedCurrent, ReservedHigh uint64
+}

@@ -16,13 +16,6 @@ import (
 // apart.
 const PoolAlign = 512
 
-// PoolStats is a pool's footprint, as the driver's pool attributes count it:
-// reserved in 2 MiB granules, used in the bytes allocations asked for.
-type PoolStats struct {
-	ReservedCurrent, ReservedHigh uint64
-	UsedCurrent, UsedHigh         uint64
-}
-
 // Pool is the host backend's memory pool for stream-ordered allocation: a
 // range of address space of its own, handed out first fit (lowest address
 // first, as the driver does) in multiples of PoolAlign and committed in
@@ -43,7 +36,7 @@ type Pool struct {
 	idle      int               // granules with no reference: what a trim can release
 	size      uint64            // bytes the ranges tile
 	threshold uint64
-	stats     PoolStats
+	stats     backend.PoolStats
 	destroyed bool // Destroy was called; released once nothing is outstanding
 	released  bool // the reservation is gone
 }
@@ -278,7 +271,7 @@ func (p *Pool) Trim() {
 }
 
 // Stats returns the pool's footprint.
-func (p *Pool) Stats() PoolStats {
+func (p *Pool) Stats() backend.PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
