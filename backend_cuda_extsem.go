@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
@@ -11,33 +12,28 @@ import (
 // arguments of the cuda semaphore operations are checked by checkExtSems
 // before they run.
 func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleType, fd int) (*ExternalSemaphore, error) {
-	c := d.cuda
-	s := &ExternalSemaphore{dev: d, kind: kind}
-	err := d.cuCall(opName, func() error {
-		c.cm.Lock()
-		defer c.cm.Unlock()
-		var err error
-		s.cu, err = c.drv.ImportExternalSemaphore(c.cm, driver.ExtSemHandleDesc{Type: int32(kind), FD: int32(fd)})
-		return err
-	})
+	be, err := d.cuda.ImportExternalSemaphoreFD(int(kind), fd)
 	if err != nil {
-		return nil, err
+		return nil, cudaErr(opName, err)
 	}
-	return s, nil
+	return &ExternalSemaphore{dev: d, kind: kind, be: be, cu: be.(backend.Native).Native()}, nil
 }
 
-func (s *ExternalSemaphore) cudaDestroy(opName string) error {
-	return s.dev.cuCall(opName, func() error { return s.dev.cuda.drv.DestroyExternalSemaphore(s.cu) })
+func (s *ExternalSemaphore) cudaDestroy(opName string) error { return cudaErr(opName, s.be.Destroy()) }
+
+// backendSems is the backend's semaphores of sems.
+func backendSems(sems []*ExternalSemaphore) []backend.ExternalSemaphore {
+	bs := make([]backend.ExternalSemaphore, len(sems))
+	for i, s := range sems {
+		bs[i] = s.be
+	}
+	return bs
 }
 
 // cuExtSems is the driver's form of the semaphores and values of a signal
 // or wait.
 func cuExtSems(sems []*ExternalSemaphore, values []uint64) driver.ExtSems {
-	hs := make([]uintptr, len(sems))
-	for i, s := range sems {
-		hs[i] = s.cu
-	}
-	return driver.ExtSems{Sems: hs, Values: values}
+	return cuda.ExtSems(backendSems(sems), values)
 }
 
 // checkedExtSems checks the semaphores of a signal or wait node's
@@ -105,14 +101,8 @@ func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) err
 
 // cudaExtSems issues a signal or wait into the native stream.
 func (s *Stream) cudaExtSems(opName string, signal bool, sems []*ExternalSemaphore, values []uint64) error {
-	c := s.dev.cuda
-	es := cuExtSems(sems, values)
-	c.cm.Lock()
-	defer c.cm.Unlock()
-	return cudaErr(opName, s.be.(*cuda.Stream).Call(func() error {
-		if signal {
-			return c.drv.SignalExternalSemaphoresAsync(c.cm, es, s.cu)
-		}
-		return c.drv.WaitExternalSemaphoresAsync(c.cm, es, s.cu)
-	}))
+	if signal {
+		return cudaErr(opName, s.dev.cuda.SignalExternalSemaphores(s.be, backendSems(sems), values))
+	}
+	return cudaErr(opName, s.dev.cuda.WaitExternalSemaphores(s.be, backendSems(sems), values))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -30,7 +31,8 @@ const (
 type ExternalSemaphore struct {
 	dev  *Device
 	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a host semaphore
-	cu   uintptr                     // the CUexternalSemaphore on the cuda backend
+	be   backend.ExternalSemaphore   // the cuda backend's semaphore; nil on host
+	cu   uintptr                     // its native CUexternalSemaphore
 
 	h host.Semaphore // the value, its waiters and users; on cuda only its destroyed state
 }

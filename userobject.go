@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/osthread"
 )
 
@@ -67,8 +68,8 @@ const maxRefCount = math.MaxInt32
 type UserObject struct {
 	dev     *Device
 	destroy func()
-	cu      uintptr // the native CUuserObject on the cuda backend
-	id      uintptr // its key in the driver callback's table (cuda)
+	be      backend.UserObject // the cuda backend's object; nil on host
+	cu      uintptr            // its native CUuserObject
 
 	mu      sync.Mutex
 	refs    int64 // live references: the caller's, the graphs' and the live executable graphs'

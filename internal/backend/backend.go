@@ -168,3 +168,35 @@ type GraphMemStats struct {
 	UsedCurrent, UsedHigh         uint64
 	ReservedCurrent, ReservedHigh uint64
 }
+
+// ExternalSemaphores is implemented by devices that import semaphores
+// made by a graphics API (cuImportExternalSemaphore).
+type ExternalSemaphores interface {
+	// ImportExternalSemaphoreFD imports a semaphore of handle type kind
+	// (cudaExternalSemaphoreHandleType) from a file descriptor.
+	ImportExternalSemaphoreFD(kind, fd int) (ExternalSemaphore, error)
+	// SignalExternalSemaphores and WaitExternalSemaphores queue a signal
+	// of, or a wait for, sems[i] at values[i] in s.
+	SignalExternalSemaphores(s Stream, sems []ExternalSemaphore, values []uint64) error
+	WaitExternalSemaphores(s Stream, sems []ExternalSemaphore, values []uint64) error
+}
+
+// ExternalSemaphore is an imported semaphore.
+type ExternalSemaphore interface {
+	Destroy() error
+}
+
+// UserObjects is implemented by devices whose driver keeps user objects
+// (cuUserObjectCreate).
+type UserObjects interface {
+	// NewUserObject creates an object with refs references whose
+	// destructor the driver calls, on a thread of its own, once the last is
+	// released: destroy must only hand the destructor over, never run it.
+	NewUserObject(destroy func(), refs int, flags uint) (UserObject, error)
+}
+
+// UserObject is a reference-counted user object of the driver.
+type UserObject interface {
+	Retain(n int) error
+	Release(n int) error
+}
