@@ -2,12 +2,12 @@ package gpugraph
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
-	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // BackendCUDA names the cuda backend in Open.
@@ -19,10 +19,6 @@ const BackendCUDA = "cuda"
 // here, needs of it.
 type cudaDev struct {
 	*cuda.Device
-	drv *driver.Driver
-	ctx uintptr
-	ord int
-	cm  *driver.CMem // kernel parameter arrays, one call at a time
 
 	poolOnce sync.Once
 	defPool  *MemPool // the device's default CUmemoryPool
@@ -34,7 +30,7 @@ func openCUDA() (*Device, error) {
 	if err != nil {
 		return nil, fromBackend("Open", err)
 	}
-	d.cuda = &cudaDev{Device: cd, drv: cd.Driver(), ctx: cd.Context(), ord: cd.Ordinal(), cm: cd.CMem()}
+	d.cuda = &cudaDev{Device: cd}
 	d.props = Properties{
 		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
 		MemoryPoolsSupported: p.MemoryPoolsSupported,
@@ -48,9 +44,6 @@ func openCUDA() (*Device, error) {
 	}
 	return d, nil
 }
-
-// do runs f with the device's context current on a locked OS thread.
-func (c *cudaDev) do(f func() error) error { return c.Do(f) }
 
 // cudaErr reports err, a driver's or a backend's error or an *Error, as
 // the public operation opName's.
@@ -80,9 +73,6 @@ func (c *cudaDev) function(k *Kernel) (uintptr, error) {
 
 // checkRange reports whether [p, p+n) lies inside one live allocation.
 func (c *cudaDev) checkRange(p DevicePtr, n int) error { return c.CheckRange(uint64(p), n) }
-
-// track records an allocation for the range checks of copies and memsets.
-func (c *cudaDev) track(p DevicePtr, n int) { c.Track(uint64(p), n) }
 
 // cudaKernel checks a launch for the cuda backend and resolves its function.
 func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) {
@@ -130,157 +120,118 @@ func (d *Device) cudaAddNode(g *Graph, n *Node) error { return d.cudaNode(g, n, 
 // cudaSetParams sets the parameters of n's native node to p.
 func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(n.g, n, p, true, 0) }
 
+// cudaOp checks params and lowers them to the backend's Op, for the node
+// types whose parameters the driver sets.
+func (d *Device) cudaOp(params NodeParams) (backend.Op, *Code, string) {
+	switch p := params.(type) {
+	case KernelParams:
+		k, _, code, msg := d.cudaKernel(&p)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Type: backend.NodeKernel, Launch: backend.Launch{Kernel: lowerKernel(k.k),
+			Grid: dims(k.grid), Block: dims(k.block), Shared: uint32(k.shared), Args: k.args.w}}, nil, ""
+	case EmptyParams:
+		return backend.Op{Type: backend.NodeEmpty}, nil, ""
+	case EventRecordParams:
+		if err := p.Event.check("", d); err != nil {
+			return backend.Op{}, err.(*Error).Code, err.(*Error).Detail
+		}
+		return backend.Op{Type: backend.NodeEventRecord, Event: p.Event.be}, nil, ""
+	case EventWaitParams:
+		if err := p.Event.check("", d); err != nil {
+			return backend.Op{}, err.(*Error).Code, err.(*Error).Detail
+		}
+		return backend.Op{Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
+	case MemsetParams:
+		m, code, msg := d.cudaMemset(&p)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Type: backend.NodeMemset, Memset: m}, nil, ""
+	case MemcpyParams:
+		m, code, msg := d.cudaCopy(&p)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Type: backend.NodeMemcpy, Memcpy: m}, nil, ""
+	case HostParams:
+		if p.Fn == nil {
+			return backend.Op{}, ErrInvalidValue, "nil host function"
+		}
+		return backend.Op{Type: backend.NodeHost, Host: p.Fn}, nil, ""
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		sems, values, signal, _ := extSemArgs(p)
+		if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+			return backend.Op{}, code, msg
+		}
+		t := backend.NodeExtSemWait
+		if signal {
+			t = backend.NodeExtSemSignal
+		}
+		return backend.Op{Type: t, Sems: backendSems(sems), Values: values}, nil, ""
+	}
+	return backend.Op{}, ErrNotSupported, fmt.Sprintf("%v nodes are not supported on the cuda backend yet", params.NodeType())
+}
+
 // cudaNode makes n's native node from params, or with set, changes the
 // parameters of the existing one (cuGraph*NodeSetParams), or with set and
 // exec, those of n in the executable graph exec (cuGraphExec*NodeSetParams).
 func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec uintptr) error {
 	c := d.cuda
+	if set {
+		switch p := params.(type) {
+		case ChildGraphParams:
+			if exec != 0 {
+				_, err := c.SetChildGraph(exec, n.cu, p.Graph.cu)
+				return cudaErr("", err)
+			}
+			return cudaErr("", c.setChild(n, p.Graph))
+		case MemAllocParams, MemFreeParams:
+			return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
+		}
+		op, code, msg := d.cudaOp(params)
+		if code != nil {
+			return newErr("", code, "%s", msg)
+		}
+		return cudaErr("", c.SetNodeParams(exec, n.cu, &op))
+	}
 	deps := make([]uintptr, len(n.deps))
 	for i, x := range n.deps {
 		deps[i] = x.cu
 	}
-	h := n.cu // kept when only parameters are set
-	err := c.do(func() error {
-		if set {
-			switch p := params.(type) {
-			case ChildGraphParams:
-				if exec != 0 {
-					return c.drv.GraphExecChildGraphNodeSetParams(exec, n.cu, p.Graph.cu)
-				}
-				return c.setChild(n, p.Graph)
-			case MemAllocParams, MemFreeParams:
-				return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
-			}
+	var h uintptr
+	var err error
+	switch p := params.(type) {
+	case ChildGraphParams:
+		var emb uintptr
+		if h, emb, err = c.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
+			p.Graph.cu = emb
+			err = c.bindClone(p.Graph)
 		}
-		// Each node type gives its driver calls: add the node, and where
-		// the driver has them, set the parameters of a node of a graph
-		// (setParams) or of an executable graph (setExec).
-		var (
-			add                func() (uintptr, error)
-			setParams, setExec func() error
-		)
-		switch p := params.(type) {
-		case KernelParams:
-			k, f, code, msg := d.cudaKernel(&p)
-			if code != nil {
-				return newErr("", code, "%s", msg)
-			}
-			c.cm.Lock()
-			defer c.cm.Unlock()
-			kp := driver.KernelNodeParams{Func: f, GridX: uint32(k.grid.X), GridY: uint32(k.grid.Y), GridZ: uint32(k.grid.Z),
-				BlockX: uint32(k.block.X), BlockY: uint32(k.block.Y), BlockZ: uint32(k.block.Z),
-				SharedMemBytes: uint32(k.shared), KernelParams: c.cm.Params(k.args.w)}
-			add = func() (uintptr, error) { return c.drv.GraphAddKernelNode(c.cm, g.cu, deps, kp) }
-			setParams = func() error { return c.drv.GraphKernelNodeSetParams(c.cm, n.cu, kp) }
-			setExec = func() error { return c.drv.GraphExecKernelNodeSetParams(c.cm, exec, n.cu, kp) }
-		case EmptyParams:
-			add = func() (uintptr, error) { return c.drv.GraphAddEmptyNode(g.cu, deps) }
-			setParams = func() error { return nil }
-		case ChildGraphParams:
-			add = func() (uintptr, error) {
-				h, err := c.drv.GraphAddChildGraphNode(g.cu, deps, p.Graph.cu)
-				if err == nil {
-					var emb uintptr
-					if emb, err = c.drv.GraphChildGraphNodeGetGraph(h); err == nil {
-						p.Graph.cu = emb
-						err = c.bindClone(p.Graph)
-					}
-				}
-				return h, err
-			}
-		case EventRecordParams:
-			if err := p.Event.check("", d); err != nil {
-				return err
-			}
-			ev := p.Event.cu
-			add = func() (uintptr, error) { return c.drv.GraphAddEventRecordNode(g.cu, deps, ev) }
-			setParams = func() error { return c.drv.GraphEventRecordNodeSetEvent(n.cu, ev) }
-			setExec = func() error { return c.drv.GraphExecEventRecordNodeSetEvent(exec, n.cu, ev) }
-		case EventWaitParams:
-			if err := p.Event.check("", d); err != nil {
-				return err
-			}
-			ev := p.Event.cu
-			add = func() (uintptr, error) { return c.drv.GraphAddEventWaitNode(g.cu, deps, ev) }
-			setParams = func() error { return c.drv.GraphEventWaitNodeSetEvent(n.cu, ev) }
-			setExec = func() error { return c.drv.GraphExecEventWaitNodeSetEvent(exec, n.cu, ev) }
-		case MemsetParams:
-			o, code, msg := d.memsetShape(&p)
-			if code == nil {
-				_, code, msg = d.cudaMemset(&p)
-			}
-			if code != nil {
-				return newErr("", code, "%s", msg)
-			}
-			c.cm.Lock()
-			defer c.cm.Unlock()
-			mp := driver.MemsetNodeParams{Dst: uint64(p.Dst), Pitch: uint64(o.pitch), Value: p.Value,
-				ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
-			add = func() (uintptr, error) { return c.drv.GraphAddMemsetNode(c.cm, g.cu, deps, mp, c.ctx) }
-			setParams = func() error { return c.drv.GraphMemsetNodeSetParams(c.cm, n.cu, mp) }
-			setExec = func() error { return c.drv.GraphExecMemsetNodeSetParams(c.cm, exec, n.cu, mp, c.ctx) }
-		case MemcpyParams:
-			if _, code, msg := d.cudaCopy(&p); code != nil {
-				return newErr("", code, "%s", msg)
-			}
-			c.cm.Lock()
-			defer c.cm.Unlock()
-			mp := driver.Memcpy{SrcHost: p.SrcHost, SrcDevice: uint64(p.Src), DstHost: p.DstHost, DstDevice: uint64(p.Dst), Size: uint64(p.Size)}
-			add = func() (uintptr, error) { return c.drv.GraphAddMemcpyNode(c.cm, g.cu, deps, mp, c.ctx) }
-			setParams = func() error { return c.drv.GraphMemcpyNodeSetParams(c.cm, n.cu, mp) }
-			setExec = func() error { return c.drv.GraphExecMemcpyNodeSetParams(c.cm, exec, n.cu, mp, c.ctx) }
-		case HostParams:
-			if p.Fn == nil {
-				return newErr("", ErrInvalidValue, "nil host function")
-			}
-			c.cm.Lock()
-			defer c.cm.Unlock()
-			hp := driver.HostNodeParams{Fn: cuda.HostCallback(), UserData: c.RegisterHostFunc(p.Fn, false)}
-			add = func() (uintptr, error) { return c.drv.GraphAddHostNode(c.cm, g.cu, deps, hp) }
-			setParams = func() error { return c.drv.GraphHostNodeSetParams(c.cm, n.cu, hp) }
-			setExec = func() error { return c.drv.GraphExecHostNodeSetParams(c.cm, exec, n.cu, hp) }
-		case MemAllocParams:
-			c.cm.Lock()
-			defer c.cm.Unlock()
-			ap := driver.MemAllocNodeParams{PoolProps: driver.MemPoolProps{AllocType: 1, LocationType: 1, LocationID: int32(c.ord)}, Bytesize: uint64(p.Size)}
-			for _, a := range p.Access {
-				ap.Access = append(ap.Access, driver.MemAccessDesc{LocationType: 1, LocationID: int32(a.Device), Flags: 3})
-			}
-			add = func() (uintptr, error) {
-				h, ptr, err := c.drv.GraphAddMemAllocNode(c.cm, g.cu, deps, ap)
-				if err == nil {
-					p.Ptr = DevicePtr(ptr)
-					p.Access = append([]MemAccessDesc(nil), p.Access...)
-					n.params = p
-					c.track(p.Ptr, p.Size)
-				}
-				return h, err
-			}
-		case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
-			add = func() (uintptr, error) { return d.cudaAddExtSemNode(g.cu, deps, params) }
-			setParams = func() error { return d.cudaSetExtSemNode(n.cu, params) }
-		case MemFreeParams:
-			add = func() (uintptr, error) { return c.drv.GraphAddMemFreeNode(g.cu, deps, uint64(p.Ptr)) }
-		case ConditionalParams:
-			add = func() (uintptr, error) { return d.cudaCondNode(g, n, p, deps) }
-		default:
-			return newErr("", ErrNotSupported, "%v nodes are not supported on the cuda backend yet", n.typ)
+	case MemAllocParams:
+		access := make([]int, len(p.Access))
+		for i, a := range p.Access {
+			access[i] = a.Device
 		}
-		switch {
-		case set && exec != 0 && setExec != nil:
-			return setExec()
-		case set && setParams != nil:
-			return setParams()
+		var ptr uint64
+		if h, ptr, err = c.AddMemAllocNode(g.cu, deps, p.Size, access); err == nil {
+			p.Ptr = DevicePtr(ptr)
+			p.Access = append([]MemAccessDesc(nil), p.Access...)
+			n.params = p
 		}
-		var err error
-		h, err = add()
-		return err
-	})
+	case MemFreeParams:
+		h, err = c.AddMemFreeNode(g.cu, deps, uint64(p.Ptr))
+	case ConditionalParams:
+		h, err = d.cudaCondNode(g, n, p, deps)
+	default:
+		op, code, msg := d.cudaOp(params)
+		if code != nil {
+			return newErr("", code, "%s", msg)
+		}
+		h, err = c.AddNode(g.cu, deps, &op)
+	}
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return e
-		}
 		return cudaErr("", err)
 	}
 	n.cu = h
@@ -288,13 +239,9 @@ func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec u
 }
 
 // setChild replaces the graph embedded in child graph node n with a clone of
-// the native graph g.cu (cuGraphNodeSetParams, CU_GRAPH_NODE_TYPE_GRAPH),
-// then points g, the Go clone, at the driver's clone.
+// the native graph g.cu, then points g, the Go clone, at the driver's clone.
 func (c *cudaDev) setChild(n *Node, g *Graph) error {
-	if err := c.drv.GraphNodeSetChildGraph(n.cu, g.cu); err != nil {
-		return err
-	}
-	emb, err := c.drv.GraphChildGraphNodeGetGraph(n.cu)
+	emb, err := c.SetChildGraph(0, n.cu, g.cu)
 	if err != nil {
 		return err
 	}
@@ -315,7 +262,7 @@ func (c *cudaDev) bindClone(g *Graph) error {
 		if o == nil || o.cu == 0 {
 			continue
 		}
-		h, err := c.drv.GraphNodeFindInClone(o.cu, g.cu)
+		h, err := c.FindInClone(o.cu, g.cu)
 		if err != nil {
 			return err
 		}
@@ -327,14 +274,6 @@ func (c *cudaDev) bindClone(g *Graph) error {
 // Dispatch from the public API. Each runs after the API's own checks.
 
 func (d *Device) cudaSynchronize() error { return cudaErr("Device.Synchronize", d.cuda.Synchronize()) }
-
-// cuCall runs f in the device's context and maps its error.
-func (d *Device) cuCall(opName string, f func() error) error {
-	if err := d.cuda.do(f); err != nil {
-		return cudaErr(opName, err)
-	}
-	return nil
-}
 
 func (d *Device) cudaMalloc(n int) (DevicePtr, error) {
 	p, err := d.cuda.Malloc(n)
@@ -412,11 +351,9 @@ func (d *Device) cudaNewEvent(e *Event) error {
 }
 
 func (d *Device) cudaNewGraph(g *Graph) error {
-	return d.cuCall("Device.NewGraph", func() error {
-		var err error
-		g.cu, err = d.cuda.drv.GraphCreate()
-		return err
-	})
+	h, err := d.cuda.NewGraph()
+	g.cu = h
+	return cudaErr("Device.NewGraph", err)
 }
 
 func (d *Device) cudaEdges(opName string, g *Graph, edges []Edge, add bool) error {
@@ -424,21 +361,19 @@ func (d *Device) cudaEdges(opName string, g *Graph, edges []Edge, add bool) erro
 	for i, e := range edges {
 		from[i], to[i] = e.From.cu, e.To.cu
 	}
-	ed := cuEdgeData(edgesData(edges))
-	return d.cuCall(opName, func() error {
-		if add {
-			return d.cuda.drv.GraphAddDependencies(g.cu, from, to, ed)
-		}
-		return d.cuda.drv.GraphRemoveDependencies(g.cu, from, to, ed)
-	})
+	ed := backendEdgeData(edgesData(edges))
+	if add {
+		return cudaErr(opName, d.cuda.AddEdges(g.cu, from, to, ed))
+	}
+	return cudaErr(opName, d.cuda.RemoveEdges(g.cu, from, to, ed))
 }
 
 func (d *Device) cudaDestroyNode(opName string, n *Node) error {
-	return d.cuCall(opName, func() error { return d.cuda.drv.GraphDestroyNode(n.cu) })
+	return cudaErr(opName, d.cuda.DestroyNode(n.cu))
 }
 
 func (d *Device) cudaDestroyGraph(g *Graph) {
-	d.cuCall("Graph.Destroy", func() error { return d.cuda.drv.GraphDestroy(g.cu) })
+	d.cuda.DestroyGraph(g.cu)
 }
 
 func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
@@ -511,27 +446,15 @@ func cudaElapsed(opName string, start, end *Event) (time.Duration, error) {
 }
 
 func (e *Exec) cudaLaunch(opName string, s *Stream) error {
-	c := e.dev.cuda
-	err := c.drv.GraphLaunch(e.cu, s.cu) // context from the stream, as launch
-	if cuda.ContextError(err) {
-		err = c.do(func() error { return c.drv.GraphLaunch(e.cu, s.cu) })
-	}
-	if err != nil {
-		return cudaErr(opName, err)
-	}
-	return nil
+	return cudaErr(opName, e.dev.cuda.Launch(e.cu, s.be))
 }
 
 // cudaUpdate is cuGraphExecUpdate; the result's nodes are found in g.
 func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
-	var info driver.UpdateResultInfo
-	err := e.dev.cuCall(opName, func() error {
-		var err error
-		info, err = e.dev.cuda.drv.GraphExecUpdate(e.cu, g.cu)
-		return err
-	})
+	info, err := e.dev.cuda.Update(e.cu, g.cu)
+	err = cudaErr(opName, err)
 	g.mu.Lock()
-	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrorNode), ErrorFromNode: findNative(g, info.ErrorFromNode)}
+	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrNode), ErrorFromNode: findNative(g, info.ErrFrom)}
 	g.mu.Unlock()
 	if err != nil {
 		var ge *Error
@@ -576,40 +499,28 @@ func (e *Exec) cudaSetParams(opName string, n *Node, p NodeParams) error {
 }
 
 func (e *Exec) cudaSetEnabled(opName string, n *Node, on bool) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphNodeSetEnabled(e.cu, n.cu, on) })
+	return cudaErr(opName, e.dev.cuda.SetEnabled(e.cu, n.cu, on))
 }
 
 func (e *Exec) cudaEnabled(opName string, n *Node) (bool, error) {
-	var on bool
-	err := e.dev.cuCall(opName, func() error {
-		var err error
-		on, err = e.dev.cuda.drv.GraphNodeGetEnabled(e.cu, n.cu)
-		return err
-	})
-	return on, err
+	on, err := e.dev.cuda.Enabled(e.cu, n.cu)
+	return on, cudaErr(opName, err)
 }
 
 func (e *Exec) cudaUpload(opName string, s *Stream) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphUpload(e.cu, s.cu) })
+	return cudaErr(opName, e.dev.cuda.Upload(e.cu, s.be))
 }
 
 func (e *Exec) cudaDestroy(opName string) error {
-	return e.dev.cuCall(opName, func() error { return e.dev.cuda.drv.GraphExecDestroy(e.cu) })
+	return cudaErr(opName, e.dev.cuda.DestroyExec(e.cu))
 }
 
 func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
-	c := s.dev.cuda
-	err := c.OnCaptureThread(func() error { return c.drv.StreamBeginCapture(s.cu, int(mode)) })
-	if err != nil {
-		return cudaErr(opName, err)
-	}
-	return nil
+	return cudaErr(opName, s.be.(*cuda.Stream).BeginCapture(int(mode)))
 }
 
 func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
-	c := s.dev.cuda
-	var h uintptr
-	err := c.OnCaptureThread(func() error { var err error; h, err = c.drv.StreamEndCapture(s.cu); return err })
+	h, err := s.be.(*cuda.Stream).EndCapture()
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
@@ -622,7 +533,7 @@ func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 	}
-	if err := c.do(func() error { return c.mirror(g) }); err != nil {
+	if err := s.dev.cuda.mirror(g); err != nil {
 		return nil, cudaErr(opName, err)
 	}
 	return g, nil
@@ -633,7 +544,7 @@ func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 // appended in the driver's order with NativeNodeParams, and every node's
 // dependencies are read back. g must be locked or not yet shared.
 func (c *cudaDev) mirror(g *Graph) error {
-	handles, err := c.drv.GraphGetNodes(g.cu)
+	handles, err := c.GraphNodes(g.cu)
 	if err != nil {
 		return err
 	}
@@ -643,91 +554,67 @@ func (c *cudaDev) mirror(g *Graph) error {
 		byHandle[node.cu] = node
 		node.deps, node.outs = nil, nil
 	}
+	infos := map[uintptr]cuda.NodeInfo{}
 	for _, h := range handles {
-		if byHandle[h] != nil {
-			continue
-		}
-		t, err := c.drv.GraphNodeGetType(h)
+		known := byHandle[h] != nil
+		info, err := c.Node(h, !known)
 		if err != nil {
 			return err
 		}
-		node := &Node{g: g, id: g.nextID, typ: NodeType(t), params: c.nativeParams(NodeType(t), h), cu: h}
+		infos[h] = info
+		if known {
+			continue
+		}
+		t := NodeType(info.Type)
+		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, h, info), cu: h}
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
 	}
 	for _, node := range g.nodes {
-		deps, data, err := c.nodeDeps(node.cu)
-		if err != nil {
-			return err
+		info, ok := infos[node.cu]
+		if !ok { // a node the driver no longer lists
+			if info, err = c.Node(node.cu, false); err != nil {
+				return err
+			}
 		}
-		for i, d := range deps {
+		for i, d := range info.Deps {
 			if dn := byHandle[d]; dn != nil {
 				node.deps = append(node.deps, dn)
 				dn.outs = append(dn.outs, node)
-				g.setEdgeDataLocked(dn, node, data[i])
+				g.setEdgeDataLocked(dn, node, fromBackendEdgeData(info.Data[i]))
 			}
 		}
 	}
 	return nil
 }
 
-// nodeDeps returns a native node's dependencies and the data of their
-// edges (asking without the data fails with CUDA_ERROR_LOSSY_QUERY when
-// some is not default).
-// nativeParams reads back the parameters of a node the driver made where
-// gpugraph models them (memory nodes: their address and size, which graph
-// memory accounting and layouts need); others stay NativeNodeParams.
-func (c *cudaDev) nativeParams(t NodeType, h uintptr) NodeParams {
+// nativeParams are the parameters of a node the driver made where gpugraph
+// models them (memory nodes: their address and size, which graph memory
+// accounting and layouts need); others stay NativeNodeParams.
+func nativeParams(t NodeType, h uintptr, info cuda.NodeInfo) NodeParams {
 	switch t {
 	case NodeMemAlloc:
-		if p, err := c.drv.GraphMemAllocNodeGetParams(h); err == nil {
-			return MemAllocParams{Size: int(p.Bytesize), Location: int(p.PoolProps.LocationID), Ptr: DevicePtr(p.Dptr)}
+		if info.Ptr != 0 {
+			return MemAllocParams{Size: info.Size, Location: info.Location, Ptr: DevicePtr(info.Ptr)}
 		}
 	case NodeMemFree:
-		if ptr, err := c.drv.GraphMemFreeNodeGetParams(h); err == nil {
-			return MemFreeParams{Ptr: DevicePtr(ptr)}
+		if info.Ptr != 0 {
+			return MemFreeParams{Ptr: DevicePtr(info.Ptr)}
 		}
 	case NodeKernel:
-		return NativeNodeParams{Type: t, Node: h, Name: c.kernelName(h)}
+		return NativeNodeParams{Type: t, Node: h, Name: info.Name}
 	}
 	return NativeNodeParams{Type: t, Node: h}
 }
 
-// kernelName is the function name of kernel node h (cuFuncGetName, or
-// cuKernelGetName for library kernels), or "" if the driver does not say.
-func (c *cudaDev) kernelName(h uintptr) string {
-	p, err := c.drv.GraphKernelNodeGetParams(h)
-	if err != nil {
-		return ""
-	}
-	var name string
-	switch {
-	case p.Func != 0:
-		name, err = c.drv.FuncGetName(p.Func)
-	case p.Kern != 0:
-		name, err = c.drv.KernelGetName(p.Kern)
-	}
-	if err != nil {
-		return ""
-	}
-	return name
-}
-
-func (c *cudaDev) nodeDeps(h uintptr) ([]uintptr, []EdgeData, error) {
-	deps, ed, err := c.drv.GraphNodeGetDependencies(h)
-	return deps, fromCUEdgeData(ed), err
-}
-
 // cudaBeginCaptureToGraph captures into g after deps.
 func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
-	c := s.dev.cuda
 	hs := make([]uintptr, len(deps))
 	for i, n := range deps {
 		hs[i] = n.cu
 	}
-	ed := cuEdgeData(data)
-	err := c.OnCaptureThread(func() error { return c.drv.StreamBeginCaptureToGraph(s.cu, g.cu, hs, ed, int(mode)) })
+	err := s.be.(*cuda.Stream).BeginCaptureToGraph(g.cu, hs, backendEdgeData(data), int(mode))
 	if err != nil {
 		return cudaErr(opName, err)
 	}
@@ -741,10 +628,7 @@ func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, dat
 	for i, n := range nodes {
 		hs[i] = n.cu
 	}
-	ed := cuEdgeData(data)
-	return s.dev.cuCall(opName, func() error {
-		return s.dev.cuda.drv.StreamUpdateCaptureDependencies(s.cu, hs, ed, uint32(flags))
-	})
+	return cudaErr(opName, s.be.(*cuda.Stream).UpdateCaptureDependencies(hs, backendEdgeData(data), uint32(flags)))
 }
 
 // cudaClone clones g natively; the clone's nodes keep the originals'
@@ -752,20 +636,20 @@ func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, dat
 func (g *Graph) cudaClone(opName string) (*Graph, error) {
 	c := g.dev.cuda
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
-	err := c.do(func() error {
+	err := func() error {
 		var err error
-		if cl.cu, err = c.drv.GraphClone(g.cu); err != nil {
+		if cl.cu, err = c.CloneGraph(g.cu); err != nil {
 			return err
 		}
 		for _, n := range g.nodes {
-			h, err := c.drv.GraphNodeFindInClone(n.cu, cl.cu)
+			h, err := c.FindInClone(n.cu, cl.cu)
 			if err != nil {
 				return err
 			}
 			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h, sink: n.sink}
 			if n.child != nil {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
-				if m.child.cu, err = c.drv.GraphChildGraphNodeGetGraph(h); err != nil {
+				if m.child.cu, err = c.ChildGraph(h); err != nil {
 					return err
 				}
 				if err := c.mirror(m.child); err != nil {
@@ -777,7 +661,7 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 			cl.nodes = append(cl.nodes, m)
 		}
 		return c.mirror(cl) // dependencies
-	})
+	}()
 	if err != nil {
 		return nil, cudaErr(opName, err)
 	}
@@ -788,12 +672,7 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 // being built, made for this call; Dependencies are nodes of that view.
 func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 	c := s.dev.cuda
-	var ci driver.CaptureInfo
-	err := c.do(func() error {
-		var err error
-		ci, err = c.drv.StreamGetCaptureInfo(s.cu)
-		return err
-	})
+	ci, err := s.be.(*cuda.Stream).CaptureInfo()
 	if err != nil {
 		return CaptureInfo{}, cudaErr(opName, err)
 	}
@@ -802,12 +681,12 @@ func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 		return info, nil
 	}
 	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: ci.Graph}
-	if err := c.do(func() error { return c.mirror(g) }); err != nil {
+	if err := c.mirror(g); err != nil {
 		return CaptureInfo{}, cudaErr(opName, err)
 	}
 	info.Graph = g
 	if n := len(ci.Deps); n > 0 {
-		data := captureEdgeData(ci.Data, n)
+		data := fromBackendEdgeDataAll(ci.Data)
 		for i, h := range ci.Deps {
 			for _, node := range g.nodes {
 				if node.cu == h {

@@ -77,6 +77,9 @@ func TestCUDAStreamWork(t *testing.T) {
 	}
 	dt := must[time.Duration](t)(gg.ElapsedTime(start, end))
 	t.Logf("8 MiB in and out plus saxpy: %v", dt)
+	if dt <= 0 || dt > 10*time.Second {
+		t.Fatalf("ElapsedTime = %v for work that took milliseconds", dt)
+	}
 	ok(t, s.Query())
 	isCode(t, d.Free(x+4), gg.ErrInvalidValue)
 	isCode(t, s.Memcpy(gg.HtoD(x+4, make([]byte, 4*n))), gg.ErrInvalidValue)

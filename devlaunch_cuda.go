@@ -3,7 +3,7 @@ package gpugraph
 import (
 	"errors"
 
-	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // cudaInstantiateWithParams instantiates g natively with p's flags and
@@ -11,18 +11,16 @@ import (
 // the cuda backend instantiates through cuGraphInstantiateWithParams, which
 // uploads with InstantiateUpload.
 func (d *Device) cudaInstantiateWithParams(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
-	ip := driver.GraphInstantiateParams{Flags: uint64(p.Flags)}
+	var upload backend.Stream
 	if p.Flags&InstantiateUpload != 0 {
-		ip.UploadStream = p.UploadStream.cu
+		upload = p.UploadStream.be
 	}
-	err := d.cuCall(opName, func() error {
-		var err error
-		e.cu, err = d.cuda.drv.InstantiateWithParams(g.cu, &ip)
-		return err
-	})
-	p.Result = InstantiateResult(ip.Result)
-	if ip.ErrNode != 0 {
-		p.ErrNode = g.nodeOfHandle(ip.ErrNode)
+	exec, result, errNode, err := d.cuda.Instantiate(g.cu, uint64(p.Flags), upload)
+	e.cu = exec
+	err = cudaErr(opName, err)
+	p.Result = InstantiateResult(result)
+	if errNode != 0 {
+		p.ErrNode = g.nodeOfHandle(errNode)
 	}
 	if err != nil {
 		if p.Result == InstantiateSuccess {

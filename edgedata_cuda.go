@@ -1,43 +1,32 @@
 package gpugraph
 
-import (
-	"github.com/gpugraph/gpugraph/internal/cuda/driver"
-)
+import "github.com/gpugraph/gpugraph/internal/backend"
 
-// cuEdgeData returns the driver's form of data, nil when it is all default
-// (the driver takes NULL for that). Edge data on the cuda backend is the
-// driver's (CUgraphEdgeData): passed to cuGraphAddDependencies_v2,
-// cuGraphRemoveDependencies_v2, cuStreamBeginCaptureToGraph and
-// cuStreamUpdateCaptureDependencies_v2, read back with
-// cuGraphNodeGetDependencies_v2 and cuStreamGetCaptureInfo_v3. A
-// programmatic edge needs no launch attribute on the kernel node: in a
-// graph the edge is the mechanism.
-func cuEdgeData(data []EdgeData) []driver.GraphEdgeData {
-	if defaultData(data) {
-		return nil
-	}
-	ed := make([]driver.GraphEdgeData, len(data))
+// backendEdgeData is data as the backend takes it. Edge data on the cuda
+// backend is the driver's (CUgraphEdgeData): passed to
+// cuGraphAddDependencies_v2, cuGraphRemoveDependencies_v2,
+// cuStreamBeginCaptureToGraph and cuStreamUpdateCaptureDependencies_v2,
+// read back with cuGraphNodeGetDependencies_v2 and
+// cuStreamGetCaptureInfo_v3. A programmatic edge needs no launch attribute
+// on the kernel node: in a graph the edge is the mechanism.
+func backendEdgeData(data []EdgeData) []backend.EdgeData {
+	ed := make([]backend.EdgeData, len(data))
 	for i, d := range data {
-		ed[i] = driver.GraphEdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
+		ed[i] = backend.EdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: uint8(d.Type)}
 	}
 	return ed
 }
 
-func fromCUEdgeData(ed []driver.GraphEdgeData) []EdgeData {
-	data := make([]EdgeData, len(ed))
-	for i, d := range ed {
-		data[i] = EdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: DependencyType(d.Type)}
-	}
-	return data
+func fromBackendEdgeData(d backend.EdgeData) EdgeData {
+	return EdgeData{FromPort: d.FromPort, ToPort: d.ToPort, Type: DependencyType(d.Type)}
 }
 
-// captureEdgeData is the edge data of a capture's n dependencies, as the
-// driver reports it (nil: all default).
-func captureEdgeData(ed []driver.GraphEdgeData, n int) []EdgeData {
-	if ed == nil {
-		return make([]EdgeData, n)
+func fromBackendEdgeDataAll(ed []backend.EdgeData) []EdgeData {
+	data := make([]EdgeData, len(ed))
+	for i, d := range ed {
+		data[i] = fromBackendEdgeData(d)
 	}
-	return fromCUEdgeData(ed)
+	return data
 }
 
 func edgesData(edges []Edge) []EdgeData {
@@ -68,10 +57,8 @@ func (d *Device) cudaAddNodeEdges(g *Graph, n *Node, data []EdgeData) error {
 	for i, x := range deps {
 		from[i], to[i] = x.cu, n.cu
 	}
-	ed := cuEdgeData(data)
-	err = c.do(func() error { return c.drv.GraphAddDependencies(g.cu, from, to, ed) })
-	if err != nil {
-		c.do(func() error { return c.drv.GraphDestroyNode(n.cu) })
+	if err := c.AddEdges(g.cu, from, to, backendEdgeData(data)); err != nil {
+		c.DestroyNode(n.cu)
 		n.cu = 0
 		return cudaErr("", err)
 	}

@@ -225,8 +225,7 @@ func (e *Event) Destroy() error {
 func ElapsedTime(start, end *Event) (time.Duration, error) {
 	const opName = "ElapsedTime"
 	if start != nil && end != nil && start.cu != 0 && end.cu != 0 {
-		ms, err := cudaElapsed(opName, start, end)
-		return time.Duration(float64(ms) * float64(time.Millisecond)), err
+		return cudaElapsed(opName, start, end)
 	}
 	var at [2]time.Time
 	for i, e := range []*Event{start, end} {

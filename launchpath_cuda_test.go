@@ -33,7 +33,8 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 	}
 	one := Dim1(1)
 	api := func() error { return s.Launch(emptyKernel, one, one) }
-	raw := func() error { return c.drv.Launch(f, dims(one), dims(one), 0, s.cu, 0) }
+	drv := c.Driver()
+	raw := func() error { return drv.Launch(f, dims(one), dims(one), 0, s.cu, 0) }
 	type variant struct {
 		name    string
 		launch  func() error
@@ -60,7 +61,7 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 			if v.current {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				if err := c.drv.SetCurrent(c.ctx); err != nil {
+				if err := drv.SetCurrent(c.Context()); err != nil {
 					b.Fatal(err)
 				}
 			}

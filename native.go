@@ -16,5 +16,5 @@ func (d *Device) NativeContext() uintptr {
 	if d.cuda == nil {
 		return 0
 	}
-	return d.cuda.ctx
+	return d.cuda.Context()
 }

@@ -24,10 +24,10 @@ func (o *UserObject) cudaRelease(opName string, n int) error { return cudaErr(op
 
 // cudaRetainUserObject is cuGraphRetainUserObject.
 func (g *Graph) cudaRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
-	return g.dev.cuCall(opName, func() error { return g.dev.cuda.drv.GraphRetainUserObject(g.cu, o.cu, uint32(n), uint32(flags)) })
+	return cudaErr(opName, g.dev.cuda.RetainUserObject(g.cu, o.be, n, uint(flags)))
 }
 
 // cudaReleaseUserObject is cuGraphReleaseUserObject.
 func (g *Graph) cudaReleaseUserObject(opName string, o *UserObject, n int) error {
-	return g.dev.cuCall(opName, func() error { return g.dev.cuda.drv.GraphReleaseUserObject(g.cu, o.cu, uint32(n)) })
+	return cudaErr(opName, g.dev.cuda.ReleaseUserObject(g.cu, o.be, n))
 }

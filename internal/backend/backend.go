@@ -200,3 +200,44 @@ type UserObject interface {
 	Retain(n int) error
 	Release(n int) error
 }
+
+// NodeType is a graph node's type, with CUDA's values (CUgraphNodeType).
+type NodeType int
+
+// Node types.
+const (
+	NodeKernel       NodeType = 0
+	NodeMemcpy       NodeType = 1
+	NodeMemset       NodeType = 2
+	NodeHost         NodeType = 3
+	NodeChildGraph   NodeType = 4
+	NodeEmpty        NodeType = 5
+	NodeEventWait    NodeType = 6
+	NodeEventRecord  NodeType = 7
+	NodeExtSemSignal NodeType = 8
+	NodeExtSemWait   NodeType = 9
+	NodeMemAlloc     NodeType = 10
+	NodeMemFree      NodeType = 11
+	NodeConditional  NodeType = 13
+)
+
+// Op is the operation of a graph node whose parameters a backend can set
+// (kernel, copy, memset, host function, empty, event record and wait,
+// external semaphore signal and wait), lowered by the gpugraph package:
+// the field of Type is the one used.
+type Op struct {
+	Type   NodeType
+	Launch Launch
+	Memcpy Memcpy
+	Memset Memset
+	Host   func()
+	Event  Event
+	Sems   []ExternalSemaphore
+	Values []uint64
+}
+
+// EdgeData is a dependency's ports and type (CUgraphEdgeData).
+type EdgeData struct {
+	FromPort, ToPort uint8
+	Type             uint8
+}

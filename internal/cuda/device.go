@@ -4,10 +4,12 @@
 // cost what native launches cost and work enqueued on a stream's native
 // handle by other libraries is ordered (and captured) with gpugraph's.
 //
-// The split of docs/architecture.md is under way: Device, its streams and
-// events implement the internal/backend interfaces; the graph layer of the
-// cuda backend still lives in package gpugraph and reaches the device
-// through the accessors at the end of this file.
+// Device, its streams, events, pools, semaphores and user objects
+// implement the internal/backend interfaces. Graphs, nodes, executable
+// graphs and captures are named by their driver handles (graph.go): the
+// gpugraph package keeps its own view of each graph and calls these with
+// the handles it holds, until the backend.Graph interface that both
+// backends implement replaces them (docs/architecture.md).
 package cuda
 
 import (
@@ -142,8 +144,8 @@ var codes = map[int]*backend.Code{
 	500: backend.ErrInvalidDeviceFunction, 218: backend.ErrInvalidDeviceFunction, 209: backend.ErrInvalidDeviceFunction,
 }
 
-// ContextError reports a driver error that a current context would fix.
-func ContextError(err error) bool {
+// contextError reports a driver error that a current context would fix.
+func contextError(err error) bool {
 	if err == nil {
 		return false // before r: errors.As moves r to the heap, on every launch
 	}
@@ -219,10 +221,10 @@ func (d *Device) CheckRange(p uint64, n int) error {
 	return nil
 }
 
-// Track records an allocation for the range checks of copies and memsets:
+// track records an allocation for the range checks of copies and memsets:
 // cuMemAlloc, MallocAsync and graph allocations (whose addresses are fixed
 // for their node's life).
-func (d *Device) Track(p uint64, n int) {
+func (d *Device) track(p uint64, n int) {
 	d.mu.Lock()
 	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].p > p })
 	d.allocs = append(d.allocs, alloc{})
@@ -258,7 +260,7 @@ func (d *Device) Malloc(n int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	d.Track(p, n)
+	d.track(p, n)
 	return p, nil
 }
 
@@ -368,9 +370,9 @@ type hostFunc struct {
 	d       *Device
 }
 
-// HostCallback is the C callback of host functions and host nodes; its
-// user data is an id from RegisterHostFunc.
-func HostCallback() uintptr {
+// hostCallbackPtr is the C callback of host functions and host nodes; its
+// user data is an id from registerHostFunc.
+func hostCallbackPtr() uintptr {
 	hostCallbackOnce.Do(func() {
 		hostCallback = purego.NewCallback(func(id uintptr) uintptr {
 			v, ok := hostFuncs.Load(id)
@@ -395,21 +397,21 @@ func HostCallback() uintptr {
 	return hostCallback
 }
 
-// RegisterHostFunc returns the callback's user data for fn; a one-shot
+// registerHostFunc returns the callback's user data for fn; a one-shot
 // function is forgotten once it has run.
-func (d *Device) RegisterHostFunc(fn func(), oneShot bool) uintptr {
+func (d *Device) registerHostFunc(fn func(), oneShot bool) uintptr {
 	id := hostFuncIDs.Add(1)
 	hostFuncs.Store(id, &hostFunc{fn, oneShot, d})
 	return id
 }
 
-// OnCaptureThread runs f on the device's capture thread. Stream capture on
+// onCaptureThread runs f on the device's capture thread. Stream capture on
 // the cuda backend is the driver's own: work anyone enqueues on the native
 // stream, gpugraph or another library, is captured. The driver ties global
 // and thread-local captures to the OS thread that began them, and
 // goroutines move between threads, so every capture begins and ends on one
 // OS thread per device, owned by a goroutine.
-func (d *Device) OnCaptureThread(f func() error) error {
+func (d *Device) onCaptureThread(f func() error) error {
 	d.capOnce.Do(func() {
 		d.capCalls = make(chan func(), 1)
 		go func() {
@@ -425,16 +427,9 @@ func (d *Device) OnCaptureThread(f func() error) error {
 	return <-done
 }
 
-// Accessors for the graph layer that still lives in package gpugraph.
-
-// Driver is the device's driver binding.
+// Driver is the device's driver binding, for benchmarks that call it
+// directly.
 func (d *Device) Driver() *driver.Driver { return d.drv }
 
 // Context is the device's primary CUcontext.
 func (d *Device) Context() uintptr { return d.ctx }
-
-// Ordinal is the device's ordinal.
-func (d *Device) Ordinal() int { return d.ord }
-
-// CMem is the C memory arena for parameter structs; lock it around use.
-func (d *Device) CMem() *driver.CMem { return d.cm }

@@ -7,12 +7,12 @@ import (
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
-// TestContextErrorAllocs: ContextError runs after every launch, so its
+// TestContextErrorAllocs: contextError runs after every launch, so its
 // success path must not allocate (the root's TestLaunchAllocs checks the
 // whole path on the GPU).
 func TestContextErrorAllocs(t *testing.T) {
-	if n := testing.AllocsPerRun(100, func() { _ = ContextError(nil) }); n != 0 {
-		t.Fatalf("ContextError(nil) allocates %.0f times", n)
+	if n := testing.AllocsPerRun(100, func() { _ = contextError(nil) }); n != 0 {
+		t.Fatalf("contextError(nil) allocates %.0f times", n)
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = Err(nil) }); n != 0 {
 		t.Fatalf("Err(nil) allocates %.0f times", n)

@@ -58,7 +58,7 @@ func (s *ExternalSemaphore) Destroy() error {
 
 // ExtSems is the driver's form of the semaphores and values of a signal or
 // wait.
-func ExtSems(sems []backend.ExternalSemaphore, values []uint64) driver.ExtSems {
+func extSems(sems []backend.ExternalSemaphore, values []uint64) driver.ExtSems {
 	hs := make([]uintptr, len(sems))
 	for i, s := range sems {
 		hs[i] = s.(*ExternalSemaphore).h
@@ -68,12 +68,12 @@ func ExtSems(sems []backend.ExternalSemaphore, values []uint64) driver.ExtSems {
 
 // SignalExternalSemaphores is cuSignalExternalSemaphoresAsync.
 func (d *Device) SignalExternalSemaphores(s backend.Stream, sems []backend.ExternalSemaphore, values []uint64) error {
-	return d.extSems(s.(*Stream), true, ExtSems(sems, values))
+	return d.extSems(s.(*Stream), true, extSems(sems, values))
 }
 
 // WaitExternalSemaphores is cuWaitExternalSemaphoresAsync.
 func (d *Device) WaitExternalSemaphores(s backend.Stream, sems []backend.ExternalSemaphore, values []uint64) error {
-	return d.extSems(s.(*Stream), false, ExtSems(sems, values))
+	return d.extSems(s.(*Stream), false, extSems(sems, values))
 }
 
 func (d *Device) extSems(s *Stream, signal bool, es driver.ExtSems) error {

@@ -69,7 +69,7 @@ func (d *Device) MallocAsync(s backend.Stream, n int, p backend.MemPool) (uint64
 	if err != nil {
 		return 0, err
 	}
-	d.Track(ptr, n)
+	d.track(ptr, n)
 	return ptr, nil
 }
 

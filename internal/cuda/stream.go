@@ -39,7 +39,7 @@ func (s *Stream) Launch(l backend.Launch) error {
 	defer d.cm.Unlock()
 	params := d.cm.Params(l.Args)
 	err = d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
-	if ContextError(err) {
+	if contextError(err) {
 		err = d.do(func() error { return d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
 	}
 	return Err(err)
@@ -47,8 +47,8 @@ func (s *Stream) Launch(l backend.Launch) error {
 
 // HostFunc is cuLaunchHostFunc through the shared callback.
 func (s *Stream) HostFunc(fn func()) error {
-	id := s.d.RegisterHostFunc(fn, true)
-	return s.d.Do(func() error { return s.d.drv.LaunchHostFunc(s.h, HostCallback(), id) })
+	id := s.d.registerHostFunc(fn, true)
+	return s.d.Do(func() error { return s.d.drv.LaunchHostFunc(s.h, hostCallbackPtr(), id) })
 }
 
 // Memcpy queues a copy (cuMemcpy*Async).
@@ -97,7 +97,7 @@ func (s *Stream) Call(f func() error) error { return s.call(f) }
 
 func (s *Stream) call(f func() error) error {
 	err := f()
-	if ContextError(err) {
+	if contextError(err) {
 		err = s.d.do(f)
 	}
 	return Err(err)
