@@ -1,0 +1,26 @@
+#!/bin/bash
+# Runs on the GPU machine (device tool, carry [".gpu"]) what tools/gpu/build.sh built:
+# every cuda test, the demo and training, then the launch path against .gpu/base/ if present.
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
+export NCCL_NVLS_ENABLE=0
+cd "$(dirname "$0")/../.."
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; date -u; } | tee $OUT/gpu.txt
+echo "== driver"; .gpu/driver.test -test.v > $OUT/driver.txt 2>&1; grep -E "^(--- FAIL|ok|FAIL|PASS)" $OUT/driver.txt
+echo "== internal/cuda"; .gpu/cuda.test -test.v > $OUT/cuda.txt 2>&1; grep -E '^(--- |ok|FAIL|PASS)' $OUT/cuda.txt
+echo "== root"; .gpu/gpugraph.test -test.run "CUDA|Conformance|LaunchAllocs" -test.v > $OUT/conformance.txt 2>&1
+grep -E '^(--- FAIL|FAIL|ok|PASS)|    --- FAIL' $OUT/conformance.txt | head -20
+echo "cuda scenarios passed: $(grep -c -- '--- PASS: TestConformanceCUDA/' $OUT/conformance.txt)"
+grep -E 'allocations per launch' $OUT/conformance.txt
+echo "== cublas"; .gpu/cublas.test -test.v > $OUT/cublas.txt 2>&1; tail -1 $OUT/cublas.txt
+echo "== train"; .gpu/train.test -test.run CUDA -test.v > $OUT/train.txt 2>&1; tail -1 $OUT/train.txt
+echo "== demo, train"; .gpu/gpugraph demo --backend cuda > $OUT/demo.txt 2>&1; tail -1 $OUT/demo.txt
+.gpu/gpugraph train --backend cuda > $OUT/train-cmd.txt 2>&1; tail -3 $OUT/train-cmd.txt
+gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o /tmp/liblaunchloop.so tools/bench/launchloop.c -L/usr/local/cuda/lib64/stubs -lcuda || echo "no launchloop"
+[ -x .gpu/base/gpugraph.test ] || exit 0
+for i in 1 2 3; do
+  for v in base new; do
+    b=.gpu/gpugraph.test; [ $v = base ] && b=.gpu/base/gpugraph.test
+    GG_LAUNCH_LOOP=/tmp/liblaunchloop.so $b -test.run '^$' -test.bench 'CUDALaunchPath/(api|c-loop)$' -test.count 2 -test.benchtime 0.3s 2>&1 | grep ^Bench | sed "s/^/$v /" >> $OUT/launchpath.txt
+  done
+done
+awk '{print $1, $2, $6}' $OUT/launchpath.txt | sort | awk '{k=$1" "$2; v[k]=v[k]" "$3} END {for (k in v) print k, v[k]}' | sort
