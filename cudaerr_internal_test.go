@@ -44,3 +44,22 @@ func TestCudaErr(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTypesAgree: the backend's node types are the public ones, with
+// CUDA's values; lowering converts between them by value.
+func TestNodeTypesAgree(t *testing.T) {
+	for _, c := range []struct {
+		pub NodeType
+		be  backend.NodeType
+	}{
+		{NodeKernel, backend.NodeKernel}, {NodeMemcpy, backend.NodeMemcpy}, {NodeMemset, backend.NodeMemset},
+		{NodeHost, backend.NodeHost}, {NodeChildGraph, backend.NodeChildGraph}, {NodeEmpty, backend.NodeEmpty},
+		{NodeEventWait, backend.NodeEventWait}, {NodeEventRecord, backend.NodeEventRecord},
+		{NodeExtSemasSignal, backend.NodeExtSemSignal}, {NodeExtSemasWait, backend.NodeExtSemWait},
+		{NodeMemAlloc, backend.NodeMemAlloc}, {NodeMemFree, backend.NodeMemFree}, {NodeConditional, backend.NodeConditional},
+	} {
+		if int(c.pub) != int(c.be) {
+			t.Errorf("%v is %d here and %d in the backend", c.pub, int(c.pub), int(c.be))
+		}
+	}
+}
