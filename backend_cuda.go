@@ -13,10 +13,11 @@ import (
 // BackendCUDA names the cuda backend in Open.
 const BackendCUDA = "cuda"
 
-// cudaDev is the cuda backend's state of a device: the backend's device
-// (internal/cuda), whose layer of devices, streams and events this package
-// reaches through the backend interfaces, and what the graph layer, still
-// here, needs of it.
+// cudaDev is the cuda backend's device (internal/cuda): its devices,
+// streams, events, pools, semaphores and user objects are reached through
+// the backend interfaces, its graphs through methods named by driver
+// handles, and this package keeps its view of each graph (the files
+// backend_cuda*.go and *_cuda.go: lowering and that view's bookkeeping).
 type cudaDev struct {
 	*cuda.Device
 

@@ -89,12 +89,9 @@ func (s *Stream) Query() error { return s.call(func() error { return s.d.drv.Str
 // Destroy is cuStreamDestroy.
 func (s *Stream) Destroy() error { return s.d.Do(func() error { return s.d.drv.StreamDestroy(s.h) }) }
 
-// Call makes a stream-bound driver call without making the context current
+// call makes a stream-bound driver call without making the context current
 // (the driver takes it from the stream, as for launches), and again with
-// it only if the driver objects. (The graph layer still in package
-// gpugraph calls it too.)
-func (s *Stream) Call(f func() error) error { return s.call(f) }
-
+// it only if the driver objects.
 func (s *Stream) call(f func() error) error {
 	err := f()
 	if contextError(err) {
