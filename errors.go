@@ -8,7 +8,11 @@ import (
 )
 
 // Code is an error value named after a CUDA runtime error. Compare with
-// errors.Is: every error this package returns wraps exactly one Code.
+// errors.Is: every error this package returns wraps exactly one Code. Its
+// Num method returns CUDA's numeric value of the error (cudaError_t), Name
+// CUDA's name ("cudaErrorInvalidValue"), and Error the message with the
+// name. (Both backends report with these values, so the type lives below
+// them and this is its name here.)
 type Code = backend.Code
 
 // The errors, with CUDA's numbers and names. Both backends report with
