@@ -48,45 +48,15 @@ func openCUDA() (*Device, error) {
 
 // cudaErr reports err, a driver's or a backend's error or an *Error, as
 // the public operation opName's.
-func cudaErr(opName string, err error) error {
-	if err == nil {
-		return nil
-	}
-	err = cuda.Err(err)
-	var be *backend.Error
-	var e *Error
-	if !errors.As(err, &be) && !errors.As(err, &e) {
-		return newErr(opName, ErrLaunchFailure, "%v", err)
-	}
-	return fromBackend(opName, err)
-}
+func cudaErr(opName string, err error) error { return fromBackend(opName, cuda.Err(err)) }
 
 // lowerKernel is k as the cuda backend sees it.
 func lowerKernel(k *Kernel) backend.Kernel {
 	return backend.Kernel{Key: k, Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
 }
 
-// function returns k's CUDA function (compiled on first use).
-func (c *cudaDev) function(k *Kernel) (uintptr, error) {
-	bk := lowerKernel(k)
-	return c.Function(&bk)
-}
-
 // checkRange reports whether [p, p+n) lies inside one live allocation.
 func (c *cudaDev) checkRange(p DevicePtr, n int) error { return c.CheckRange(uint64(p), n) }
-
-// cudaKernel checks a launch for the cuda backend and resolves its function.
-func (d *Device) cudaKernel(p *KernelParams) (kernelOp, uintptr, *Code, string) {
-	k, code, msg := d.prepareKernel(p)
-	if code != nil {
-		return k, 0, code, msg
-	}
-	f, err := d.cuda.function(k.k)
-	if be := (*backend.Error)(nil); errors.As(err, &be) {
-		return k, 0, be.Code, be.Detail
-	}
-	return k, f, nil, ""
-}
 
 // cudaCopy checks a copy on the cuda backend (device sides inside live
 // allocations) and lowers it.
@@ -126,7 +96,8 @@ func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(
 func (d *Device) cudaOp(params NodeParams) (backend.Op, *Code, string) {
 	switch p := params.(type) {
 	case KernelParams:
-		k, _, code, msg := d.cudaKernel(&p)
+		// The backend resolves (compiles) the function, once per kernel.
+		k, code, msg := d.prepareKernel(&p)
 		if code != nil {
 			return backend.Op{}, code, msg
 		}
@@ -135,13 +106,13 @@ func (d *Device) cudaOp(params NodeParams) (backend.Op, *Code, string) {
 	case EmptyParams:
 		return backend.Op{Type: backend.NodeEmpty}, nil, ""
 	case EventRecordParams:
-		if err := p.Event.check("", d); err != nil {
-			return backend.Op{}, err.(*Error).Code, err.(*Error).Detail
+		if code, msg := codeOf(p.Event.check("", d)); code != nil {
+			return backend.Op{}, code, msg
 		}
 		return backend.Op{Type: backend.NodeEventRecord, Event: p.Event.be}, nil, ""
 	case EventWaitParams:
-		if err := p.Event.check("", d); err != nil {
-			return backend.Op{}, err.(*Error).Code, err.(*Error).Detail
+		if code, msg := codeOf(p.Event.check("", d)); code != nil {
+			return backend.Op{}, code, msg
 		}
 		return backend.Op{Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
 	case MemsetParams:
@@ -173,6 +144,15 @@ func (d *Device) cudaOp(params NodeParams) (backend.Op, *Code, string) {
 		return backend.Op{Type: t, Sems: backendSems(sems), Values: values}, nil, ""
 	}
 	return backend.Op{}, ErrNotSupported, fmt.Sprintf("%v nodes are not supported on the cuda backend yet", params.NodeType())
+}
+
+// codeOf is the code and detail of an *Error; nil for nil.
+func codeOf(err error) (*Code, string) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return nil, ""
+	}
+	return e.Code, e.Detail
 }
 
 // cudaNode makes n's native node from params, or with set, changes the

@@ -102,7 +102,7 @@ func (e *Error) at(opName string, n *Node) *Error {
 
 // fromBackend reports a backend's failure as the public operation opName's:
 // a *backend.Error becomes an *Error with its code and detail, an *Error
-// is relabelled, and nil stays nil.
+// is relabelled, any other error is a launch failure, and nil stays nil.
 func fromBackend(opName string, err error) error {
 	if err == nil {
 		return nil
@@ -111,5 +111,9 @@ func fromBackend(opName string, err error) error {
 	if errors.As(err, &be) {
 		return &Error{Op: opName, Code: be.Code, Detail: be.Detail}
 	}
-	return withOp(opName, err)
+	var e *Error
+	if errors.As(err, &e) {
+		return e.at(opName, e.Node)
+	}
+	return newErr(opName, ErrLaunchFailure, "%v", err)
 }

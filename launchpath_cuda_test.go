@@ -27,7 +27,8 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 	defer d.Close()
 	s, _ := d.NewStream()
 	c := d.cuda
-	f, err := c.function(emptyKernel)
+	bk := lowerKernel(emptyKernel)
+	f, err := c.Function(&bk)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func (p *MemPool) Destroy() error {
 	if p.h == nil {
 		return nil // it never had memory
 	}
-	if ok, _ := p.h.Destroy(); !ok {
+	if !p.h.Destroy() {
 		return newErr(opName, ErrInvalidValue, "memory pool already destroyed")
 	}
 	return nil

@@ -206,16 +206,15 @@ func (p *Pool) Bytes(ptr uint64, n int) ([]byte, error) {
 // Destroy marks the pool destroyed: nothing more can be allocated from it,
 // and its memory goes back to the system once the last allocation is freed
 // and the free has run. It reports false if the pool was destroyed before.
-// done reports whether the pool is released now.
-func (p *Pool) Destroy() (ok, done bool) {
+func (p *Pool) Destroy() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.destroyed {
-		return false, p.released
+		return false
 	}
 	p.destroyed = true
 	p.releaseIfDoneLocked()
-	return true, p.released
+	return true
 }
 
 // Destroyed reports whether Destroy was called.
@@ -223,13 +222,6 @@ func (p *Pool) Destroyed() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.destroyed
-}
-
-// Released reports whether the pool's memory has gone back to the system.
-func (p *Pool) Released() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.released
 }
 
 // SetThreshold sets the reserved bytes a synchronization keeps (Trim); it
