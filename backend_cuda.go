@@ -85,11 +85,81 @@ func (d *Device) cudaMemset(p *MemsetParams) (backend.Memset, *Code, string) {
 
 // Native graph nodes.
 
-// cudaAddNode adds n's native node to g's native graph.
-func (d *Device) cudaAddNode(g *Graph, n *Node) error { return d.cudaNode(g, n, n.params, false, 0) }
+// cudaAddNode adds n's native node to g's native graph, after n's
+// dependencies with data (nil: all default).
+func (d *Device) cudaAddNode(g *Graph, n *Node, data []EdgeData) error {
+	deps := make([]backend.Node, len(n.deps))
+	for i, x := range n.deps {
+		deps[i] = x.be
+	}
+	var ed []backend.EdgeData
+	if !defaultData(data) {
+		ed = backendEdgeData(data)
+	}
+	var h backend.Node
+	var err error
+	switch p := n.params.(type) {
+	case ChildGraphParams:
+		var emb backend.Graph
+		if h, emb, err = g.be.AddChildGraphNode(p.Graph.be, deps, ed, n); err == nil {
+			p.Graph.be = emb
+			err = bindClone(p.Graph)
+		}
+	case MemAllocParams:
+		access := make([]int, len(p.Access))
+		for i, a := range p.Access {
+			access[i] = a.Device
+		}
+		var ptr uint64
+		if h, ptr, err = g.be.AddMemAllocNode(p.Size, access, deps, ed, n); err == nil {
+			p.Ptr = DevicePtr(ptr)
+			p.Access = append([]MemAccessDesc(nil), p.Access...)
+			n.params = p
+		}
+	case MemFreeParams:
+		h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n)
+	case ConditionalParams:
+		var bodies []backend.Graph
+		if h, bodies, err = g.be.AddConditionalNode(backend.Cond{Handle: uint64(p.Handle), Type: int(p.Type), Bodies: p.Size}, deps, ed, n); err == nil {
+			gs := make([]*Graph, len(bodies))
+			for i, b := range bodies {
+				gs[i] = &Graph{dev: d, id: graphIDs.Add(1), parent: n, be: b}
+			}
+			n.conds = &condNode{bodies: gs}
+		}
+	default:
+		op, code, msg := d.cudaOp(n.params)
+		if code != nil {
+			return newErr("", code, "%s", msg)
+		}
+		h, err = g.be.AddNode(&op, deps, ed, n)
+	}
+	if err != nil {
+		return cudaErr("", err)
+	}
+	n.be = h
+	return nil
+}
 
 // cudaSetParams sets the parameters of n's native node to p.
-func (d *Device) cudaSetParams(n *Node, p NodeParams) error { return d.cudaNode(n.g, n, p, true, 0) }
+func (d *Device) cudaSetParams(n *Node, params NodeParams) error {
+	switch p := params.(type) {
+	case ChildGraphParams:
+		emb, err := n.g.be.SetChildGraph(n.be, p.Graph.be)
+		if err != nil {
+			return cudaErr("", err)
+		}
+		p.Graph.be = emb
+		return cudaErr("", bindClone(p.Graph))
+	case MemAllocParams, MemFreeParams:
+		return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
+	}
+	op, code, msg := d.cudaOp(params)
+	if code != nil {
+		return newErr("", code, "%s", msg)
+	}
+	return cudaErr("", n.g.be.SetParams(n.be, &op))
+}
 
 // cudaOp checks params and lowers them to the backend's Op, for the node
 // types whose parameters the driver sets.
@@ -155,99 +225,24 @@ func codeOf(err error) (*Code, string) {
 	return e.Code, e.Detail
 }
 
-// cudaNode makes n's native node from params, or with set, changes the
-// parameters of the existing one (cuGraph*NodeSetParams), or with set and
-// exec, those of n in the executable graph exec (cuGraphExec*NodeSetParams).
-func (d *Device) cudaNode(g *Graph, n *Node, params NodeParams, set bool, exec uintptr) error {
-	c := d.cuda
-	if set {
-		switch p := params.(type) {
-		case ChildGraphParams:
-			if exec != 0 {
-				_, err := c.SetChildGraph(exec, n.cu, p.Graph.cu)
-				return cudaErr("", err)
-			}
-			return cudaErr("", c.setChild(n, p.Graph))
-		case MemAllocParams, MemFreeParams:
-			return newErr("", ErrNotSupported, "changing %v nodes is not supported on the cuda backend yet", n.typ)
-		}
-		op, code, msg := d.cudaOp(params)
-		if code != nil {
-			return newErr("", code, "%s", msg)
-		}
-		return cudaErr("", c.SetNodeParams(exec, n.cu, &op))
-	}
-	deps := make([]uintptr, len(n.deps))
-	for i, x := range n.deps {
-		deps[i] = x.cu
-	}
-	var h uintptr
-	var err error
-	switch p := params.(type) {
-	case ChildGraphParams:
-		var emb uintptr
-		if h, emb, err = c.AddChildGraphNode(g.cu, deps, p.Graph.cu); err == nil {
-			p.Graph.cu = emb
-			err = c.bindClone(p.Graph)
-		}
-	case MemAllocParams:
-		access := make([]int, len(p.Access))
-		for i, a := range p.Access {
-			access[i] = a.Device
-		}
-		var ptr uint64
-		if h, ptr, err = c.AddMemAllocNode(g.cu, deps, p.Size, access); err == nil {
-			p.Ptr = DevicePtr(ptr)
-			p.Access = append([]MemAccessDesc(nil), p.Access...)
-			n.params = p
-		}
-	case MemFreeParams:
-		h, err = c.AddMemFreeNode(g.cu, deps, uint64(p.Ptr))
-	case ConditionalParams:
-		h, err = d.cudaCondNode(g, n, p, deps)
-	default:
-		op, code, msg := d.cudaOp(params)
-		if code != nil {
-			return newErr("", code, "%s", msg)
-		}
-		h, err = c.AddNode(g.cu, deps, &op)
-	}
-	if err != nil {
-		return cudaErr("", err)
-	}
-	n.cu = h
-	return nil
-}
-
-// setChild replaces the graph embedded in child graph node n with a clone of
-// the native graph g.cu, then points g, the Go clone, at the driver's clone.
-func (c *cudaDev) setChild(n *Node, g *Graph) error {
-	emb, err := c.SetChildGraph(0, n.cu, g.cu)
-	if err != nil {
-		return err
-	}
-	g.cu = emb
-	return c.bindClone(g)
-}
-
-// bindClone gives the nodes of a Go clone the handles of the driver's clone
-// of the same graph (g.cu), so the embedded graph of a child graph node can
-// be edited like any other. Graphs embedded deeper keep no handles.
-func (c *cudaDev) bindClone(g *Graph) error {
+// bindClone gives the nodes of a Go clone the nodes of the driver's clone
+// of the same graph (g.be), so the embedded graph of a child graph node can
+// be edited like any other. Graphs embedded deeper keep no backend nodes.
+func bindClone(g *Graph) error {
 	orig := make(map[*Node]*Node, len(g.clonedBy))
 	for o, m := range g.clonedBy {
 		orig[m] = o
 	}
 	for _, m := range g.nodes {
 		o := orig[m]
-		if o == nil || o.cu == 0 {
+		if o == nil || o.be == nil {
 			continue
 		}
-		h, err := c.FindInClone(o.cu, g.cu)
+		h, err := g.be.ClonedNode(o.be)
 		if err != nil {
 			return err
 		}
-		m.cu = h
+		m.be = h
 	}
 	return nil
 }
@@ -318,7 +313,7 @@ func (d *Device) cudaNewStream(s *Stream) error {
 	if err != nil {
 		return cudaErr("Device.NewStream", err)
 	}
-	s.be, s.cu = be, be.(backend.Native).Native()
+	s.be = be
 	return nil
 }
 
@@ -327,34 +322,34 @@ func (d *Device) cudaNewEvent(e *Event) error {
 	if err != nil {
 		return cudaErr("Device.NewEvent", err)
 	}
-	e.be, e.cu = be, be.(backend.Native).Native()
+	e.be = be
 	return nil
 }
 
 func (d *Device) cudaNewGraph(g *Graph) error {
-	h, err := d.cuda.NewGraph()
-	g.cu = h
+	be, err := d.cuda.NewGraph()
+	g.be = be
 	return cudaErr("Device.NewGraph", err)
 }
 
 func (d *Device) cudaEdges(opName string, g *Graph, edges []Edge, add bool) error {
-	from, to := make([]uintptr, len(edges)), make([]uintptr, len(edges))
+	from, to := make([]backend.Node, len(edges)), make([]backend.Node, len(edges))
 	for i, e := range edges {
-		from[i], to[i] = e.From.cu, e.To.cu
+		from[i], to[i] = e.From.be, e.To.be
 	}
 	ed := backendEdgeData(edgesData(edges))
 	if add {
-		return cudaErr(opName, d.cuda.AddEdges(g.cu, from, to, ed))
+		return cudaErr(opName, g.be.AddEdges(from, to, ed))
 	}
-	return cudaErr(opName, d.cuda.RemoveEdges(g.cu, from, to, ed))
+	return cudaErr(opName, g.be.RemoveEdges(from, to, ed))
 }
 
 func (d *Device) cudaDestroyNode(opName string, n *Node) error {
-	return cudaErr(opName, d.cuda.DestroyNode(n.cu))
+	return cudaErr(opName, n.g.be.DestroyNode(n.be))
 }
 
 func (d *Device) cudaDestroyGraph(g *Graph) {
-	d.cuda.DestroyGraph(g.cu)
+	g.be.Destroy()
 }
 
 func (d *Device) cudaInstantiate(opName string, e *Exec, g *Graph, p *InstantiateParams) error {
@@ -427,15 +422,15 @@ func cudaElapsed(opName string, start, end *Event) (time.Duration, error) {
 }
 
 func (e *Exec) cudaLaunch(opName string, s *Stream) error {
-	return cudaErr(opName, e.dev.cuda.Launch(e.cu, s.be))
+	return cudaErr(opName, e.be.Launch(s.be))
 }
 
 // cudaUpdate is cuGraphExecUpdate; the result's nodes are found in g.
 func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
-	info, err := e.dev.cuda.Update(e.cu, g.cu)
+	info, err := e.be.Update(g.be)
 	err = cudaErr(opName, err)
 	g.mu.Lock()
-	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrNode), ErrorFromNode: findNative(g, info.ErrFrom)}
+	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrorNode), ErrorFromNode: findNative(g, info.ErrFrom)}
 	g.mu.Unlock()
 	if err != nil {
 		var ge *Error
@@ -448,14 +443,14 @@ func (e *Exec) cudaUpdate(opName string, g *Graph) (UpdateResultInfo, error) {
 	return res, err
 }
 
-// findNative finds the node of g (or of a graph embedded in it) with native
-// handle h. g must be locked.
-func findNative(g *Graph, h uintptr) *Node {
-	if h == 0 {
+// findNative finds the node of g (or of a graph embedded in it) whose
+// backend node is h. g must be locked.
+func findNative(g *Graph, h backend.Node) *Node {
+	if h == nil {
 		return nil
 	}
 	for _, n := range g.nodes {
-		if n.cu == h {
+		if n.be == h {
 			return n
 		}
 		if n.child != nil {
@@ -469,39 +464,46 @@ func findNative(g *Graph, h uintptr) *Node {
 
 // cudaSetParams changes n's parameters in e (cuGraphExec*NodeSetParams).
 func (e *Exec) cudaSetParams(opName string, n *Node, p NodeParams) error {
-	if err := e.dev.cudaNode(n.g, n, p, true, e.cu); err != nil {
-		var ge *Error
-		if errors.As(err, &ge) {
-			return ge.at(opName, n)
+	var err error
+	if cp, ok := p.(ChildGraphParams); ok {
+		err = cudaErr("", e.be.SetChildGraph(n.be, cp.Graph.be))
+	} else {
+		op, code, msg := e.dev.cudaOp(p)
+		if code != nil {
+			return nodeErr(opName, n, code, "%s", msg)
 		}
-		return err
+		err = cudaErr("", e.be.SetParams(n.be, &op))
 	}
-	return nil
+	var ge *Error
+	if errors.As(err, &ge) {
+		return ge.at(opName, n)
+	}
+	return err
 }
 
 func (e *Exec) cudaSetEnabled(opName string, n *Node, on bool) error {
-	return cudaErr(opName, e.dev.cuda.SetEnabled(e.cu, n.cu, on))
+	return cudaErr(opName, e.be.SetEnabled(n.be, on))
 }
 
 func (e *Exec) cudaEnabled(opName string, n *Node) (bool, error) {
-	on, err := e.dev.cuda.Enabled(e.cu, n.cu)
+	on, err := e.be.Enabled(n.be)
 	return on, cudaErr(opName, err)
 }
 
 func (e *Exec) cudaUpload(opName string, s *Stream) error {
-	return cudaErr(opName, e.dev.cuda.Upload(e.cu, s.be))
+	return cudaErr(opName, e.be.Upload(s.be))
 }
 
 func (e *Exec) cudaDestroy(opName string) error {
-	return cudaErr(opName, e.dev.cuda.DestroyExec(e.cu))
+	return cudaErr(opName, e.be.Destroy())
 }
 
 func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
-	return cudaErr(opName, s.be.(*cuda.Stream).BeginCapture(int(mode)))
+	return cudaErr(opName, s.be.(backend.Capturer).BeginCapture(int(mode)))
 }
 
 func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
-	h, err := s.be.(*cuda.Stream).EndCapture()
+	h, err := s.be.(backend.Capturer).EndCapture()
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
@@ -509,12 +511,12 @@ func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 	}
 	g := into
 	if g == nil {
-		g = &Graph{dev: s.dev, id: graphIDs.Add(1), cu: h}
+		g = &Graph{dev: s.dev, id: graphIDs.Add(1), be: h}
 	} else {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 	}
-	if err := s.dev.cuda.mirror(g); err != nil {
+	if err := mirror(g); err != nil {
 		return nil, cudaErr(opName, err)
 	}
 	return g, nil
@@ -524,21 +526,22 @@ func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
 // side knows keep their identity, nodes the driver added (by capture) are
 // appended in the driver's order with NativeNodeParams, and every node's
 // dependencies are read back. g must be locked or not yet shared.
-func (c *cudaDev) mirror(g *Graph) error {
-	handles, err := c.GraphNodes(g.cu)
+func mirror(g *Graph) error {
+	in := g.be.(backend.Inspector)
+	handles, err := in.Nodes()
 	if err != nil {
 		return err
 	}
-	byHandle := map[uintptr]*Node{}
+	byHandle := map[backend.Node]*Node{}
 	g.edata = nil
 	for _, node := range g.nodes {
-		byHandle[node.cu] = node
+		byHandle[node.be] = node
 		node.deps, node.outs = nil, nil
 	}
-	infos := map[uintptr]cuda.NodeInfo{}
+	infos := map[backend.Node]backend.NodeInfo{}
 	for _, h := range handles {
 		known := byHandle[h] != nil
-		info, err := c.Node(h, !known)
+		info, err := in.Node(h, !known)
 		if err != nil {
 			return err
 		}
@@ -547,15 +550,15 @@ func (c *cudaDev) mirror(g *Graph) error {
 			continue
 		}
 		t := NodeType(info.Type)
-		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, h, info), cu: h}
+		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h}
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
 	}
 	for _, node := range g.nodes {
-		info, ok := infos[node.cu]
+		info, ok := infos[node.be]
 		if !ok { // a node the driver no longer lists
-			if info, err = c.Node(node.cu, false); err != nil {
+			if info, err = in.Node(node.be, false); err != nil {
 				return err
 			}
 		}
@@ -573,7 +576,7 @@ func (c *cudaDev) mirror(g *Graph) error {
 // nativeParams are the parameters of a node the driver made where gpugraph
 // models them (memory nodes: their address and size, which graph memory
 // accounting and layouts need); others stay NativeNodeParams.
-func nativeParams(t NodeType, h uintptr, info cuda.NodeInfo) NodeParams {
+func nativeParams(t NodeType, info backend.NodeInfo) NodeParams {
 	switch t {
 	case NodeMemAlloc:
 		if info.Ptr != 0 {
@@ -584,18 +587,18 @@ func nativeParams(t NodeType, h uintptr, info cuda.NodeInfo) NodeParams {
 			return MemFreeParams{Ptr: DevicePtr(info.Ptr)}
 		}
 	case NodeKernel:
-		return NativeNodeParams{Type: t, Node: h, Name: info.Name}
+		return NativeNodeParams{Type: t, Node: info.Handle, Name: info.Name}
 	}
-	return NativeNodeParams{Type: t, Node: h}
+	return NativeNodeParams{Type: t, Node: info.Handle}
 }
 
 // cudaBeginCaptureToGraph captures into g after deps.
 func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
-	hs := make([]uintptr, len(deps))
+	hs := make([]backend.Node, len(deps))
 	for i, n := range deps {
-		hs[i] = n.cu
+		hs[i] = n.be
 	}
-	err := s.be.(*cuda.Stream).BeginCaptureToGraph(g.cu, hs, backendEdgeData(data), int(mode))
+	err := s.be.(backend.Capturer).BeginCaptureToGraph(g.be, hs, backendEdgeData(data), int(mode))
 	if err != nil {
 		return cudaErr(opName, err)
 	}
@@ -605,35 +608,34 @@ func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, 
 
 // cudaUpdateCaptureDependencies sets or adds to the capture's dependencies.
 func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
-	hs := make([]uintptr, len(nodes))
+	hs := make([]backend.Node, len(nodes))
 	for i, n := range nodes {
-		hs[i] = n.cu
+		hs[i] = n.be
 	}
-	return cudaErr(opName, s.be.(*cuda.Stream).UpdateCaptureDependencies(hs, backendEdgeData(data), uint32(flags)))
+	return cudaErr(opName, s.be.(backend.Capturer).UpdateCaptureDependencies(hs, backendEdgeData(data), uint32(flags)))
 }
 
 // cudaClone clones g natively; the clone's nodes keep the originals'
 // parameters and ids, found with cuGraphNodeFindInClone.
 func (g *Graph) cudaClone(opName string) (*Graph, error) {
-	c := g.dev.cuda
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := func() error {
 		var err error
-		if cl.cu, err = c.CloneGraph(g.cu); err != nil {
+		if cl.be, err = g.be.Clone(); err != nil {
 			return err
 		}
 		for _, n := range g.nodes {
-			h, err := c.FindInClone(n.cu, cl.cu)
+			h, err := cl.be.ClonedNode(n.be)
 			if err != nil {
 				return err
 			}
-			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), cu: h, sink: n.sink}
+			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), be: h, sink: n.sink}
 			if n.child != nil {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
-				if m.child.cu, err = c.ChildGraph(h); err != nil {
+				if m.child.be, err = cl.be.(backend.Inspector).ChildGraph(h); err != nil {
 					return err
 				}
-				if err := c.mirror(m.child); err != nil {
+				if err := mirror(m.child); err != nil {
 					return err
 				}
 				m.params = ChildGraphParams{m.child}
@@ -641,7 +643,7 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 			cl.clonedBy[n] = m
 			cl.nodes = append(cl.nodes, m)
 		}
-		return c.mirror(cl) // dependencies
+		return mirror(cl) // dependencies
 	}()
 	if err != nil {
 		return nil, cudaErr(opName, err)
@@ -652,17 +654,16 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 // cudaCaptureInfo reports a native capture. Graph is a Go view of the graph
 // being built, made for this call; Dependencies are nodes of that view.
 func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
-	c := s.dev.cuda
-	ci, err := s.be.(*cuda.Stream).CaptureInfo()
+	ci, err := s.be.(backend.Capturer).CaptureInfo()
 	if err != nil {
 		return CaptureInfo{}, cudaErr(opName, err)
 	}
 	info := CaptureInfo{Status: CaptureStatus(ci.Status), ID: ci.ID}
-	if ci.Status != int(CaptureStatusActive) || ci.Graph == 0 {
+	if ci.Status != int(CaptureStatusActive) || ci.Graph == nil {
 		return info, nil
 	}
-	g := &Graph{dev: s.dev, id: graphIDs.Add(1), cu: ci.Graph}
-	if err := c.mirror(g); err != nil {
+	g := &Graph{dev: s.dev, id: graphIDs.Add(1), be: ci.Graph}
+	if err := mirror(g); err != nil {
 		return CaptureInfo{}, cudaErr(opName, err)
 	}
 	info.Graph = g
@@ -670,7 +671,7 @@ func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 		data := fromBackendEdgeDataAll(ci.Data)
 		for i, h := range ci.Deps {
 			for _, node := range g.nodes {
-				if node.cu == h {
+				if node.be == h {
 					info.Dependencies = append(info.Dependencies, node)
 					info.DependencyData = append(info.DependencyData, data[i])
 				}
@@ -690,7 +691,7 @@ func (d *Device) cudaDefaultPool() *MemPool {
 	c.poolOnce.Do(func() {
 		c.defPool = &MemPool{dev: d, isDefault: true}
 		if be, err := c.DefaultMemPool(); err == nil {
-			c.defPool.be, c.defPool.cu = be, be.(backend.Native).Native()
+			c.defPool.be = be
 		}
 	})
 	return c.defPool
@@ -701,5 +702,5 @@ func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, er
 	if err != nil {
 		return nil, cudaErr(opName, err)
 	}
-	return &MemPool{dev: d, props: props, be: be, cu: be.(backend.Native).Native()}, nil
+	return &MemPool{dev: d, props: props, be: be}, nil
 }

@@ -12,7 +12,7 @@ func (d *Device) cudaImportExtSem(opName string, kind ExternalSemaphoreHandleTyp
 	if err != nil {
 		return nil, cudaErr(opName, err)
 	}
-	return &ExternalSemaphore{dev: d, kind: kind, be: be, cu: be.(backend.Native).Native()}, nil
+	return &ExternalSemaphore{dev: d, kind: kind, be: be}, nil
 }
 
 func (s *ExternalSemaphore) cudaDestroy(opName string) error { return cudaErr(opName, s.be.Destroy()) }
@@ -34,7 +34,7 @@ func (e *Exec) cudaSetExtSemExecParams(opName string, n *Node, p NodeParams) err
 	if code != nil {
 		return nodeErr(opName, n, code, "%s", msg)
 	}
-	return cudaErr(opName, e.dev.cuda.SetNodeParams(e.cu, n.cu, &op))
+	return cudaErr(opName, e.be.SetParams(n.be, &op))
 }
 
 // cudaExtSems issues a signal or wait into the native stream.

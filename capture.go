@@ -141,7 +141,7 @@ func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*No
 	if err := checkHalfEdges(opName, deps, data); err != nil {
 		return err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		if g != nil {
 			return s.cudaBeginCaptureToGraph(opName, g, deps, data, mode)
 		}
@@ -219,7 +219,7 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	if err := s.check(opName); err != nil {
 		return nil, err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaEndCapture(opName)
 	}
 	cs := &s.dev.cap
@@ -287,7 +287,7 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 	if err := s.check(opName); err != nil {
 		return CaptureInfo{}, err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaCaptureInfo(opName)
 	}
 	cs := &s.dev.cap
@@ -326,7 +326,7 @@ func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []
 	if err := checkHalfEdges(opName, nodes, data); err != nil {
 		return err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaUpdateCaptureDependencies(opName, nodes, data, flags)
 	}
 	cs := &s.dev.cap

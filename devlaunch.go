@@ -496,8 +496,8 @@ func (e *Exec) DeviceHandle() (uint64, error) {
 	if err := e.check("Exec.DeviceHandle"); err != nil {
 		return 0, err
 	}
-	if e.cu != 0 {
-		return uint64(e.cu), nil
+	if e.be != nil {
+		return e.be.DeviceHandle(), nil
 	}
 	return e.deviceHandle(), nil
 }

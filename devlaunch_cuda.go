@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda"
 )
 
 // cudaInstantiateWithParams instantiates g natively with p's flags and
@@ -15,39 +16,35 @@ func (d *Device) cudaInstantiateWithParams(opName string, e *Exec, g *Graph, p *
 	if p.Flags&InstantiateUpload != 0 {
 		upload = p.UploadStream.be
 	}
-	exec, result, errNode, err := d.cuda.Instantiate(g.cu, uint64(p.Flags), upload)
-	e.cu = exec
-	err = cudaErr(opName, err)
-	p.Result = InstantiateResult(result)
-	if errNode != 0 {
-		p.ErrNode = g.nodeOfHandle(errNode)
+	be, err := g.be.Instantiate(uint(p.Flags), upload, e)
+	if err == nil {
+		e.be = be
+		p.Result = InstantiateSuccess
+		return nil
 	}
-	if err != nil {
+	p.Result = InstantiateError
+	var ie *cuda.InstantiateError
+	if errors.As(err, &ie) {
+		p.Result = InstantiateResult(ie.Result)
+		if ie.Node != 0 {
+			p.ErrNode = g.nodeOfHandle(ie.Node)
+		}
 		if p.Result == InstantiateSuccess {
 			p.Result = InstantiateError
 		}
-		var e *Error
-		if errors.As(err, &e) && p.ErrNode != nil {
-			e.Node = p.ErrNode
-		}
+	}
+	err = cudaErr(opName, err)
+	var ge *Error
+	if errors.As(err, &ge) && p.ErrNode != nil {
+		ge.Node = p.ErrNode
 	}
 	return err
 }
 
 // nodeOfHandle finds the node of g, or of a graph embedded in it, whose
-// native node is h.
-func (g *Graph) nodeOfHandle(h uintptr) *Node {
+// backend node is h.
+func (g *Graph) nodeOfHandle(h backend.Node) *Node {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, n := range g.nodes {
-		if n.cu == h {
-			return n
-		}
-		if n.child != nil {
-			if m := n.child.nodeOfHandle(h); m != nil {
-				return m
-			}
-		}
-	}
-	return nil
+	return findNative(g, h)
 }

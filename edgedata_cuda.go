@@ -37,30 +37,3 @@ func edgesData(edges []Edge) []EdgeData {
 	return data
 }
 
-// cudaAddNodeEdges adds n's native node. With non-default edge data it adds
-// the node without dependencies, then its edges with their data in one
-// cuGraphAddDependencies_v2 call, destroying the node if the driver refuses
-// them, so that nothing is half done.
-func (d *Device) cudaAddNodeEdges(g *Graph, n *Node, data []EdgeData) error {
-	if defaultData(data) {
-		return d.cudaAddNode(g, n)
-	}
-	deps := n.deps
-	n.deps = nil
-	err := d.cudaAddNode(g, n)
-	n.deps = deps
-	if err != nil {
-		return err
-	}
-	c := d.cuda
-	from, to := make([]uintptr, len(deps)), make([]uintptr, len(deps))
-	for i, x := range deps {
-		from[i], to[i] = x.cu, n.cu
-	}
-	if err := c.AddEdges(g.cu, from, to, backendEdgeData(data)); err != nil {
-		c.DestroyNode(n.cu)
-		n.cu = 0
-		return cudaErr("", err)
-	}
-	return nil
-}

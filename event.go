@@ -27,7 +27,6 @@ type Event struct {
 	destroyed atomic.Bool
 
 	be backend.Event // the cuda backend's event; nil on host
-	cu uintptr       // its native CUevent
 
 	inCapture atomic.Bool        // capSeq != nil
 	captured  atomic.Bool        // the last record was captured, not run
@@ -113,7 +112,7 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 		}
 	}
 	e.captured.Store(false)
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaRecord(opName, e)
 	}
 	return s.enqueue(opName, op{kind: opRecord, ev: e}, func() (uint64, error) { return e.issue(), nil })
@@ -152,7 +151,7 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaWait(opName, e)
 	}
 	t := e.target()
@@ -173,7 +172,7 @@ func (e *Event) Synchronize() error {
 			return err
 		}
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaSynchronize(opName)
 	}
 	e.wait(e.target())
@@ -196,7 +195,7 @@ func (e *Event) Query() error {
 			return err
 		}
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaQuery(opName)
 	}
 	if _, done, _ := e.h.Latest(); !done {
@@ -212,7 +211,7 @@ func (e *Event) Destroy() error {
 		return err
 	}
 	e.destroyed.Store(true)
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaDestroy(opName)
 	}
 	return nil
@@ -224,7 +223,7 @@ func (e *Event) Destroy() error {
 // (ErrInvalidResourceHandle otherwise).
 func ElapsedTime(start, end *Event) (time.Duration, error) {
 	const opName = "ElapsedTime"
-	if start != nil && end != nil && start.cu != 0 && end.cu != 0 {
+	if start != nil && end != nil && start.be != nil && end.be != nil {
 		return cudaElapsed(opName, start, end)
 	}
 	var at [2]time.Time

@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,7 @@ type Exec struct {
 	frees    []foreignFree // free nodes of other graphs' allocations
 	va       *graphVA      // the graph's address space, referenced while e lives
 	bind     binding
-	cu       uintptr // the native CUgraphExec on the cuda backend
+	be       backend.Exec // the backend's executable graph (cuda); nil on host
 
 	// Update: the instantiated topology, each node's op, and whether a
 	// launch holds the current ops table (see ownOpsLocked).
@@ -268,7 +269,7 @@ func (e *Exec) Launch(s *Stream) error {
 			return err
 		}
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaLaunch(opName, s)
 	}
 	l := &launch{e: e, stream: s}
@@ -368,7 +369,7 @@ func (e *Exec) Destroy() error {
 	e.mu.Unlock()
 	e.destroyUserRefs() // deferred past the launches queued (by the driver on cuda)
 	e.dropDeviceHandle()
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaDestroy(opName)
 	}
 	e.condRelease()
@@ -397,7 +398,7 @@ func (e *Exec) Upload(s *Stream) error {
 			return err
 		}
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaUpload(opName, s)
 	}
 	l := &launch{e: e, stream: s, upload: true}

@@ -32,7 +32,6 @@ type ExternalSemaphore struct {
 	dev  *Device
 	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a host semaphore
 	be   backend.ExternalSemaphore   // the cuda backend's semaphore; nil on host
-	cu   uintptr                     // its native CUexternalSemaphore
 
 	h host.Semaphore // the value, its waiters and users; on cuda only its destroyed state
 }
@@ -97,7 +96,7 @@ func (s *ExternalSemaphore) goSide(opName string) error {
 	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
 		return err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return newErr(opName, ErrNotSupported, "an imported semaphore is signalled, waited on and read through the API it came from, not from Go")
 	}
 	return nil
@@ -177,7 +176,7 @@ func (s *ExternalSemaphore) Destroy() error {
 	case users > 0:
 		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", users)
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaDestroy(opName)
 	}
 	return nil
@@ -376,7 +375,7 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaExtSems(opName, signal, sems, values)
 	}
 	kind := opExtSemWait

@@ -38,7 +38,7 @@ func TestExtSemImportedIsNotGoSide(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	s := &ExternalSemaphore{dev: d, kind: ExternalSemaphoreHandleTimelineSemaphoreFD, cu: 1}
+	s := &ExternalSemaphore{dev: d, kind: ExternalSemaphoreHandleTimelineSemaphoreFD, be: fakeSem{}}
 	_, verr := s.Value()
 	for name, err := range map[string]error{
 		"Signal": s.Signal(1),
@@ -50,3 +50,8 @@ func TestExtSemImportedIsNotGoSide(t *testing.T) {
 		}
 	}
 }
+
+// fakeSem stands for a semaphore a driver imported.
+type fakeSem struct{}
+
+func (fakeSem) Destroy() error { return nil }

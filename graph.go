@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"errors"
 	"fmt"
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"sync"
 	"sync/atomic"
 )
@@ -24,7 +25,7 @@ type Graph struct {
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
 	execs     int             // live executable graphs instantiated from it
 	va        *graphVA        // address space of its allocations
-	cu        uintptr         // the native CUgraph on the cuda backend
+	be        backend.Graph   // the backend's graph (cuda); nil on host
 	sinkSeq   uint64          // stamps Node.sink
 
 	uobjs map[*UserObject]int64 // user object references the graph owns
@@ -39,13 +40,13 @@ type Node struct {
 	id     int
 	typ    NodeType
 	params NodeParams
-	child  *Graph      // embedded graph of a child graph node
-	alloc  *graphAlloc // the allocation an alloc node makes or a free node frees
-	cu     uintptr     // the native CUgraphNode on the cuda backend
-	conds  *condNode   // handle and bodies of a conditional node
-	deps   []*Node     // dependencies, in the order they were added
-	outs   []*Node     // dependents, in the order they were added
-	sink   uint64      // when n last became a sink: orders sinks for update pairing
+	child  *Graph       // embedded graph of a child graph node
+	alloc  *graphAlloc  // the allocation an alloc node makes or a free node frees
+	be     backend.Node // the backend's node (cuda); nil on host
+	conds  *condNode    // handle and bodies of a conditional node
+	deps   []*Node      // dependencies, in the order they were added
+	outs   []*Node      // dependents, in the order they were added
+	sink   uint64       // when n last became a sink: orders sinks for update pairing
 	dead   bool
 }
 
@@ -218,7 +219,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		}
 		// On cuda the driver clones the native graph; cudaAddNode then
 		// points the Go clone at the embedded native graph.
-		c.cu = p.Graph.cu
+		c.be = p.Graph.be
 		child = c
 		defer releaseIfOrphan(c) // the clone took copies of the child's user object references
 	case MemAllocParams, MemFreeParams:
@@ -272,7 +273,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		child.parent = n
 	}
 	if g.dev.cuda != nil {
-		if err := g.dev.cudaAddNodeEdges(g, n, data); err != nil {
+		if err := g.dev.cudaAddNode(g, n, data); err != nil {
 			return nil, withOp(opName, err)
 		}
 	}
@@ -391,7 +392,7 @@ func (n *Node) SetParams(p NodeParams) error {
 		if child != nil {
 			// The driver clones the new graph into the node; the Go clone
 			// is bound to the driver's (cudaSetChild).
-			child.cu = p.(ChildGraphParams).Graph.cu
+			child.be = p.(ChildGraphParams).Graph.be
 		}
 		if err := n.g.dev.cudaSetParams(n, childOr(p, child)); err != nil {
 			var e *Error

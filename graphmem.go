@@ -803,7 +803,7 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if p == 0 {
 		return nil // cudaFreeAsync(NULL) succeeds
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaFreeAsync(opName, p)
 	}
 	if s.capturing.Load() {

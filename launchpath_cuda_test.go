@@ -35,7 +35,7 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 	one := Dim1(1)
 	api := func() error { return s.Launch(emptyKernel, one, one) }
 	drv := c.Driver()
-	raw := func() error { return drv.Launch(f, dims(one), dims(one), 0, s.cu, 0) }
+	raw := func() error { return drv.Launch(f, dims(one), dims(one), 0, s.NativeStream(), 0) }
 	type variant struct {
 		name    string
 		launch  func() error
@@ -51,7 +51,7 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 		var loop func(f, stream uintptr, n int32) int32
 		purego.RegisterLibFunc(&loop, h, "gg_launch_loop")
 		vs = append(vs, variant{"c-loop", nil, false, func() error {
-			if r := loop(f, s.cu, 1000); r != 0 {
+			if r := loop(f, s.NativeStream(), 1000); r != 0 {
 				return newErr("gg_launch_loop", ErrLaunchFailure, "CUresult %d", r)
 			}
 			return nil

@@ -37,7 +37,7 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 		return MemLayout{}, err
 	}
 	l := MemLayout{ChunkBytes: vmem.Granularity}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaMemLayout(opName, l)
 	}
 	step := make([]int, len(e.ops)) // op -> index in l.Nodes

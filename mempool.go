@@ -59,7 +59,6 @@ type MemPoolStats struct {
 // are safe for concurrent use.
 type MemPool struct {
 	be        backend.MemPool // the cuda backend's pool; nil on host
-	cu        uintptr         // its native CUmemoryPool
 	dev       *Device
 	props     MemPoolProps
 	isDefault bool
@@ -377,7 +376,7 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 // pending in another stream, s then waiting for that free (awaitFree): the
 // order of reuse measured on the driver.
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
-	if s.cu != 0 {
+	if s.be != nil {
 		switch {
 		case p == nil || p.dev != s.dev:
 			return 0, newErr(opName, ErrInvalidValue, "nil memory pool, or a pool of another device")

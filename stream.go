@@ -29,7 +29,6 @@ type Stream struct {
 	destroyed atomic.Bool
 
 	be      backend.Stream // the cuda backend's stream; nil on host
-	cu      uintptr        // its native CUstream
 	capInto *Graph         // the graph a native BeginCaptureToGraph captures into
 	argMu   sync.Mutex     // guards args
 	args    []uint64       // a cuda stream launch's argument words
@@ -209,7 +208,7 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaSynchronize(opName)
 	}
 	s.wait()
@@ -233,7 +232,7 @@ func (s *Stream) Query() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaQuery(opName)
 	}
 	s.mu.Lock()
@@ -256,7 +255,7 @@ func (s *Stream) Destroy() error {
 	s.destroyed.Store(true)
 	s.mu.Unlock()
 	s.shutdown()
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaDestroy(opName)
 	}
 	return nil
@@ -280,7 +279,7 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaLaunch(opName, p)
 	}
 	if err := checkStreamLaunch(opName, p); err != nil { // the driver's own check on cuda
@@ -309,7 +308,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaHostFunc(opName, fn)
 	}
 	return s.enqueue(opName, op{kind: opHost, host: fn}, nil)
@@ -327,7 +326,7 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaMemcpy(opName, &p)
 	}
 	o, code, msg := s.dev.prepareMemcpy(&p)
@@ -348,7 +347,7 @@ func (s *Stream) Memset(p MemsetParams) error {
 			return err
 		}
 	}
-	if s.cu != 0 {
+	if s.be != nil {
 		return s.cudaMemset(opName, &p)
 	}
 	o, code, msg := s.dev.prepareMemset(&p)

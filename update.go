@@ -257,7 +257,7 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	if g.dev != e.dev {
 		return fail, newErr(opName, ErrInvalidValue, "graph belongs to another device")
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		info, err := e.cudaUpdate(opName, g)
 		if err == nil {
 			e.replaceUserRefs(g, nil)
@@ -436,7 +436,7 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	case NodeMemAlloc, NodeMemFree, NodeEmpty, NodeConditional:
 		return nodeErr(opName, n, ErrInvalidValue, "the parameters of %v nodes cannot be updated", n.typ)
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		switch p.(type) {
 		case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
 			return e.cudaSetExtSemExecParams(opName, n, p)
@@ -521,7 +521,7 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	if err != nil {
 		return err
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaSetEnabled(opName, n, enabled)
 	}
 	e.umu.Lock()
@@ -543,7 +543,7 @@ func (e *Exec) Enabled(n *Node) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return e.cudaEnabled(opName, n)
 	}
 	e.mu.Lock()
@@ -563,7 +563,7 @@ func (e *Exec) enableable(opName string, n *Node) (int32, error) {
 	default:
 		return 0, nodeErr(opName, n, ErrInvalidValue, "only kernel, memcpy and memset nodes can be enabled or disabled, not %v nodes", n.typ)
 	}
-	if e.cu != 0 {
+	if e.be != nil {
 		return 0, nil
 	}
 	x, ok := e.opOf[n]

@@ -69,7 +69,6 @@ type UserObject struct {
 	dev     *Device
 	destroy func()
 	be      backend.UserObject // the cuda backend's object; nil on host
-	cu      uintptr            // its native CUuserObject
 
 	mu      sync.Mutex
 	refs    int64 // live references: the caller's, the graphs' and the live executable graphs'
@@ -212,7 +211,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 		return newErr(op, ErrInvalidValue, "moving %d references; the caller owns %d", n, own)
 	}
 	if g.dev.cuda != nil {
-		if g.cu == 0 {
+		if g.be == nil {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
 		if err := g.cudaRetainUserObject(op, o, n, flags); err != nil {
@@ -248,7 +247,7 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if g.dev.cuda != nil {
-		if g.cu == 0 {
+		if g.be == nil {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
 		if err := g.cudaReleaseUserObject(op, o, n); err != nil {
@@ -551,7 +550,7 @@ func (u *execUserRefs) retireLocked(e *Exec, groups map[*Node]*refGroup) {
 				refs[o] += n
 			}
 		}
-		if e.cu != 0 {
+		if e.be != nil {
 			releaseRefs(refs)
 		} else {
 			for o, n := range refs {

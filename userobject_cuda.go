@@ -12,7 +12,7 @@ func (d *Device) cudaNewUserObject(opName string, o *UserObject, refs int, flags
 	if err != nil {
 		return cudaErr(opName, err)
 	}
-	o.be, o.cu = be, be.(backend.Native).Native()
+	o.be = be
 	return nil
 }
 
@@ -24,10 +24,17 @@ func (o *UserObject) cudaRelease(opName string, n int) error { return cudaErr(op
 
 // cudaRetainUserObject is cuGraphRetainUserObject.
 func (g *Graph) cudaRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
-	return cudaErr(opName, g.dev.cuda.RetainUserObject(g.cu, o.be, n, uint(flags)))
+	return cudaErr(opName, g.be.(graphUserObjects).RetainUserObject(o.be, n, uint(flags)))
 }
 
 // cudaReleaseUserObject is cuGraphReleaseUserObject.
 func (g *Graph) cudaReleaseUserObject(opName string, o *UserObject, n int) error {
-	return cudaErr(opName, g.dev.cuda.ReleaseUserObject(g.cu, o.be, n))
+	return cudaErr(opName, g.be.(graphUserObjects).ReleaseUserObject(o.be, n))
+}
+
+// graphUserObjects is implemented by graphs whose driver keeps user object
+// references (cuGraphRetainUserObject).
+type graphUserObjects interface {
+	RetainUserObject(o backend.UserObject, n int, flags uint) error
+	ReleaseUserObject(o backend.UserObject, n int) error
 }

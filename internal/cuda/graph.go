@@ -11,8 +11,8 @@ import (
 // handles it holds; each makes the context current where the driver needs
 // it and maps the driver's errors (Err).
 
-// NewGraph is cuGraphCreate.
-func (d *Device) NewGraph() (uintptr, error) {
+// newGraph is cuGraphCreate.
+func (d *Device) newGraph() (uintptr, error) {
 	var g uintptr
 	err := d.Do(func() error { var err error; g, err = d.drv.GraphCreate(); return err })
 	return g, err
@@ -437,38 +437,42 @@ func (s *Stream) BeginCapture(mode int) error {
 
 // BeginCaptureToGraph is cuStreamBeginCaptureToGraph: capture into g after
 // deps.
-func (s *Stream) BeginCaptureToGraph(g uintptr, deps []uintptr, data []backend.EdgeData, mode int) error {
-	ed := edgeData(data)
-	return Err(s.d.onCaptureThread(func() error { return s.d.drv.StreamBeginCaptureToGraph(s.h, g, deps, ed, mode) }))
+func (s *Stream) BeginCaptureToGraph(g backend.Graph, deps []backend.Node, data []backend.EdgeData, mode int) error {
+	ed, hs, gh := edgeData(data), handles(deps), g.(*Graph).h
+	return Err(s.d.onCaptureThread(func() error { return s.d.drv.StreamBeginCaptureToGraph(s.h, gh, hs, ed, mode) }))
 }
 
 // EndCapture is cuStreamEndCapture; it returns the captured graph.
-func (s *Stream) EndCapture() (uintptr, error) {
+func (s *Stream) EndCapture() (backend.Graph, error) {
 	var g uintptr
 	err := s.d.onCaptureThread(func() error { var err error; g, err = s.d.drv.StreamEndCapture(s.h); return err })
-	return g, Err(err)
-}
-
-// CaptureInfo is cuStreamGetCaptureInfo's report.
-type CaptureInfo struct {
-	Status int
-	ID     uint64
-	Graph  uintptr
-	Deps   []uintptr
-	Data   []backend.EdgeData // parallel to Deps
+	if err != nil {
+		return nil, Err(err)
+	}
+	return s.d.graphOf(g), nil
 }
 
 // CaptureInfo is cuStreamGetCaptureInfo.
-func (s *Stream) CaptureInfo() (CaptureInfo, error) {
+func (s *Stream) CaptureInfo() (backend.CaptureInfo, error) {
 	var ci driver.CaptureInfo
 	err := s.d.Do(func() error { var err error; ci, err = s.d.drv.StreamGetCaptureInfo(s.h); return err })
-	return CaptureInfo{Status: ci.Status, ID: ci.ID, Graph: ci.Graph, Deps: ci.Deps, Data: fromEdgeData(ci.Data, len(ci.Deps))}, err
+	if err != nil {
+		return backend.CaptureInfo{}, err
+	}
+	info := backend.CaptureInfo{Status: ci.Status, ID: ci.ID, Data: fromEdgeData(ci.Data, len(ci.Deps))}
+	if ci.Graph != 0 {
+		info.Graph = s.d.graphOf(ci.Graph)
+	}
+	for _, h := range ci.Deps {
+		info.Deps = append(info.Deps, Node(h))
+	}
+	return info, nil
 }
 
 // UpdateCaptureDependencies is cuStreamUpdateCaptureDependencies.
-func (s *Stream) UpdateCaptureDependencies(deps []uintptr, data []backend.EdgeData, flags uint32) error {
-	ed := edgeData(data)
-	return s.d.Do(func() error { return s.d.drv.StreamUpdateCaptureDependencies(s.h, deps, ed, flags) })
+func (s *Stream) UpdateCaptureDependencies(deps []backend.Node, data []backend.EdgeData, flags uint32) error {
+	ed, hs := edgeData(data), handles(deps)
+	return s.d.Do(func() error { return s.d.drv.StreamUpdateCaptureDependencies(s.h, hs, ed, flags) })
 }
 
 // edgeData is the driver's form of data, nil when it is all default (the
