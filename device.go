@@ -53,7 +53,7 @@ type Device struct {
 
 	memCheck bool       // graph allocations are inaccessible outside their lifetime
 	gmMu     sync.Mutex // guards gm's creation
-	gm       *graphMem  // graph memory, created with the first alloc node
+	gm       *host.GraphMem // graph memory, created with the first alloc node
 
 	uobj userObjectState // user object destructors
 }
@@ -185,7 +185,7 @@ func (d *Device) Close() error {
 	if d.cuda != nil {
 		return d.cudaSynchronize()
 	}
-	d.gmIfAny().close()
+	d.gmIfAny().Close()
 	d.closePools()
 	return d.mem.Release()
 }

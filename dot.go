@@ -90,8 +90,8 @@ func dotLabel(n *Node) string {
 	case MemAllocParams:
 		lines = append(lines, fmt.Sprintf("%d bytes", p.Size))
 	case MemFreeParams:
-		if n.alloc != nil && n.alloc.node != nil {
-			lines = append(lines, fmt.Sprintf("frees node %d of graph %d", n.alloc.node.id, n.alloc.node.g.id))
+		if a, ok := n.alloc.Node.(*Node); n.alloc != nil && ok {
+			lines = append(lines, fmt.Sprintf("frees node %d of graph %d", a.id, a.g.id))
 		}
 	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
 		lines = append(lines, extSemLabel(p)...)

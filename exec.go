@@ -2,6 +2,7 @@ package gpugraph
 
 import (
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/host"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,14 +55,14 @@ type Exec struct {
 	failed atomic.Pointer[Error]
 
 	// Graph memory, for graphs with memory nodes.
-	graph    *Graph        // the graph instantiated, while it has memory nodes
-	mem      bool          // the graph has alloc or free nodes
-	autoFree bool          // InstantiateAutoFreeOnLaunch
-	persist  []*graphAlloc // allocations the graph does not free
-	frees    []foreignFree // free nodes of other graphs' allocations
-	va       *graphVA      // the graph's address space, referenced while e lives
-	bind     binding
-	be       backend.Exec // the backend's executable graph (cuda); nil on host
+	graph     *Graph        // the graph instantiated, while it has memory nodes
+	mem       bool          // the graph has alloc or free nodes
+	autoFree  bool          // InstantiateAutoFreeOnLaunch
+	persist   []*graphAlloc // allocations the graph does not free
+	frees     []*graphAlloc // allocations of other graphs that free nodes free
+	freeNodes []any         // those free nodes (*Node), parallel to frees
+	bind      *host.Binding // what e maps of its graph's address space
+	be        backend.Exec  // the backend's executable graph (cuda); nil on host
 
 	// Update: the instantiated topology, each node's op, and whether a
 	// launch holds the current ops table (see ownOpsLocked).
@@ -80,12 +81,6 @@ type Exec struct {
 	conds       *condExec    // condition values and bodies, for graphs with conditional nodes
 	pdl         *pdlPlan     // early (programmatic) edges, if any (pdl.go)
 	dl          devState     // device graph launch
-}
-
-// foreignFree is a free node of an allocation made by another graph.
-type foreignFree struct {
-	node *Node
-	a    *graphAlloc
 }
 
 // launch is one Launch of an Exec, queued in a stream.
@@ -219,11 +214,12 @@ func (e *Exec) flatten(opName string, g *Graph, entry []int32, preds *[][]int32)
 			o := op{kind: opAlloc, galloc: n.alloc}
 			if n.typ == NodeMemFree {
 				o.kind = opFree
-				if n.alloc.va != g.va {
+				if n.alloc.VA() != g.va {
 					o.seq = seqForeignFree
-					e.frees = append(e.frees, foreignFree{n, n.alloc})
+					e.frees = append(e.frees, n.alloc)
+					e.freeNodes = append(e.freeNodes, n)
 				}
-			} else if n.alloc.freedBy == nil {
+			} else if n.alloc.FreedBy == nil {
 				e.persist = append(e.persist, n.alloc)
 			}
 			exit[n] = add(o, n, ps)
@@ -317,7 +313,7 @@ func (l *launch) issue(opName string) error {
 		return err
 	}
 	if l.e.mem {
-		if err := l.e.dev.gm.issueLaunch(opName, l.e); err != nil {
+		if err := issueLaunch(l.e.dev.gm, opName, l.e); err != nil {
 			l.releaseExtSems()
 			return err
 		}
@@ -429,16 +425,16 @@ func (l *launch) begin() *Error {
 	if e.conds != nil {
 		e.conds.begin()
 	}
-	if !e.mem || len(e.bind.chunks) == 0 && !e.autoFree {
+	if !e.mem || e.bind.Empty() && !e.autoFree {
 		return nil
 	}
 	gm := e.dev.gm
 	if e.autoFree && !l.upload {
 		for _, a := range e.persist {
-			gm.freed(a, false)
+			gm.Freed(a, false)
 		}
 	}
-	if err := gm.bind(e, l.stream); err != nil {
+	if err := gm.Bind(e.bind, l.stream); err != nil {
 		return newErr("Exec.Launch", ErrMemoryAllocation, "mapping graph memory: %v", err)
 	}
 	return nil
@@ -473,7 +469,7 @@ func (l *launch) run() *Error {
 		l.e.run.Run()
 		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
 		if l.e.mem && l.e.failed.Load() == nil {
-			l.e.dev.gm.pinLive(l.e)
+			l.e.dev.gm.PinLive(l.e.bind)
 		}
 	}
 	err := l.e.failed.Load()
@@ -514,32 +510,14 @@ func (e *Exec) instantiateMem(opName string, g *Graph) error {
 	}
 	g.execs++
 	e.graph, e.mem = g, true
-	if g.va != nil {
-		gm := g.dev.gm
-		gm.mu.Lock()
-		e.va = g.va
-		g.va.refs++
-		e.bind.chunks = chunksOf(g.va.allocs)
-		gm.mu.Unlock()
-		e.bind.phys = make([]int, len(e.bind.chunks))
-		for i := range e.bind.phys {
-			e.bind.phys[i] = -1
-		}
-	}
+	e.bind = g.dev.gm.NewBinding(g.va, e.persist, func() bool { return e.issued.Load() == e.finished.Load() })
 	return nil
 }
 
 // releaseMem unmaps a destroyed executable graph's memory once its launches
 // are done, and drops its reference on the graph's address space.
 func (e *Exec) releaseMem() {
-	gm := e.dev.gm
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	gm.unbindLocked(e)
-	if e.va != nil {
-		gm.releaseVALocked(e.va)
-		e.va = nil
-	}
+	e.dev.gm.Release(e.bind)
 }
 
 // execNode runs flattened node i of the current launch. After a node fails,

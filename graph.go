@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/host"
 	"sync"
 	"sync/atomic"
 )
@@ -24,7 +25,7 @@ type Graph struct {
 	clonedBy  map[*Node]*Node // original node -> its clone, for graphs made by Clone
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
 	execs     int             // live executable graphs instantiated from it
-	va        *graphVA        // address space of its allocations
+	va        *host.GraphVA   // address space of its allocations
 	be        backend.Graph   // the backend's graph (cuda); nil on host
 	sinkSeq   uint64          // stamps Node.sink
 
@@ -206,7 +207,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
 	var child *Graph
-	var gm *graphMem
+	var gm *host.GraphMem
 	memNode := false
 	switch p := p.(type) {
 	case ChildGraphParams:
@@ -283,7 +284,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		}
 	}
 	if gm != nil {
-		if err := gm.addMemNode(opName, g, n); err != nil {
+		if err := addMemNode(gm, opName, g, n); err != nil {
 			return nil, err
 		}
 	}
@@ -677,10 +678,7 @@ func (g *Graph) Destroy() error {
 	}
 	if g.va != nil {
 		// Live allocations stay: destroying a graph frees nothing.
-		gm := g.dev.gmIfAny()
-		gm.mu.Lock()
-		gm.releaseVALocked(g.va)
-		gm.mu.Unlock()
+		g.dev.gmIfAny().ReleaseVA(g.va)
 	}
 	return nil
 }

@@ -2,12 +2,8 @@ package gpugraph
 
 import (
 	"fmt"
-	"sort"
-	"sync"
-	"unsafe"
 
-	"github.com/gpugraph/gpugraph/internal/alloc"
-	"github.com/gpugraph/gpugraph/internal/vmem"
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // MemAllocParams describe an allocation node (cudaMemAllocNodeParams).
@@ -40,177 +36,36 @@ type GraphMemStats struct {
 	ReservedCurrent, ReservedHigh uint64
 }
 
-const (
-	graphVASize     = 1 << 40 // address space for graph allocations, per device
-	graphRegionSize = 1 << 30 // a graph's address space grows in regions of this size
-	graphAllocAlign = 512     // what the driver spaces graph allocations by
-	checkAllocAlign = 4096    // in checking mode each allocation has pages of its own
-)
-
-// graphMem is a device's graph memory on the host backend.
-//
-// Addresses: each graph with alloc nodes owns regions (graphVA) of a
-// device-wide graph address range, va; place gives each alloc node its
-// range.
-//
-// Physical memory: an executable graph maps the 2 MiB chunks its
-// allocations span onto physical chunks when a launch starts, or at Upload
-// (bind). Chunks belong to the arena of the stream the graph is bound to;
-// every graph bound to one stream maps its i-th chunk onto the arena's i-th
-// physical chunk, so graphs launched into one stream share memory and the
-// stream needs as much as its largest graph. A graph launched into another
-// stream is bound (remapped) to that stream's arena, in execution order
-// after its previous launch. An allocation still live when its graph's
-// launch ends keeps its physical chunks (pinLive): they leave the arena,
-// which gets fresh ones, until the allocation is freed.
-type graphMem struct {
-	d     *Device
-	check bool
-
-	mu      sync.Mutex
-	va      *vmem.Reservation
-	regions *alloc.Allocator // regions of graphs, in va offsets
-	phys    *vmem.Phys
-	holes   []int // chunk indexes released to the system, reusable
-	spare   []int // backed chunks nobody uses (reserved, not used)
-	nchunks int
-	arenas  map[*Stream]*arena
-	pins    map[int]int   // chunk -> live allocations holding it
-	allocs  []*graphAlloc // by address
-	used    int           // chunks in arenas or pinned
-	stats   GraphMemStats
-}
-
-// arena is the physical memory that the graphs bound to one stream share
-// (see graphMem).
-type arena struct {
-	chunks []int  // physical chunk per slot; -1 where a live allocation took it
-	gen    uint64 // bumped when a chunk is replaced
-	execs  map[*Exec]struct{}
-}
-
-// graphVA is the address space of one graph: regions, alloc nodes, and a
-// reference count (the graph, its executable graphs, outstanding
-// allocations) that releases the regions.
-type graphVA struct {
-	regions []region
-	allocs  []*graphAlloc // in creation order
-	refs    int
-}
-
-type region struct{ off, size uintptr }
-
-// graphAlloc is one alloc node's allocation. Its lifetime is tracked twice:
-// outstanding at API level, from the Launch that allocates it until the
-// call that frees it, which is what refuses a relaunch and a double free at
-// call time; live at execution level, from its alloc node to its free,
-// which decides pinning and, in checking mode, access.
-type graphAlloc struct {
-	node        *Node
-	va          *graphVA
-	off, span   uintptr // in gm.va; span is the size rounded to the alignment
-	size        int
-	freedBy     *Node // the free node in the owning graph, if any
-	outstanding bool  // API level: allocated by a Launch, no free issued yet
-	live        bool  // execution level
-	pinned      []int // physical chunks held while live after its graph's launch
-}
-
-func (a *graphAlloc) ptr(gm *graphMem) DevicePtr { return DevicePtr(gm.va.Addr() + a.off) }
+// graphAlloc is one alloc node's allocation: its address range and
+// lifetimes, kept by the host backend's graph memory (host.GraphMem).
+type graphAlloc = host.GraphAlloc
 
 // graphMemory returns the device's graph memory, creating it on first use.
-func (d *Device) graphMemory() (*graphMem, error) {
+func (d *Device) graphMemory() (*host.GraphMem, error) {
 	d.gmMu.Lock()
 	defer d.gmMu.Unlock()
 	if d.gm != nil {
 		return d.gm, nil
 	}
-	va, err := vmem.Reserve(graphVASize, 16<<30)
+	gm, err := host.NewGraphMem(d.memCheck)
 	if err != nil {
 		return nil, err
 	}
-	phys, err := vmem.NewPhys("gpugraph-graph-memory")
-	if err != nil {
-		va.Release()
-		return nil, err
-	}
-	d.gm = &graphMem{d: d, check: d.memCheck, va: va, phys: phys,
-		regions: alloc.New(uint64(va.Size()), vmem.Granularity),
-		arenas:  map[*Stream]*arena{}, pins: map[int]int{}}
-	return d.gm, nil
+	d.gm = gm
+	return gm, nil
 }
 
-// close releases the device's graph memory.
-func (gm *graphMem) close() {
-	if gm == nil {
-		return
-	}
-	gm.va.Release()
-	gm.phys.Close()
-}
-
-func (gm *graphMem) align() uintptr {
-	if gm.check {
-		return checkAllocAlign
-	}
-	return graphAllocAlign
-}
-
-// place assigns the address range of a new alloc node n of g (g is locked):
-// the lowest-waste gap, in g's regions, that overlaps no allocation still
-// possibly live when n runs, that is, no allocation of g other than those
-// whose free node is an ancestor of n (DESIGN.md §3). A new region is taken
-// when no gap fits.
-func (gm *graphMem) place(g *Graph, n *Node, size int) (*graphAlloc, error) {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	if g.va == nil {
-		g.va = &graphVA{refs: 1}
-	}
-	v := g.va
-	span := (uintptr(size) + gm.align() - 1) &^ (gm.align() - 1)
+// place assigns the address range of a new alloc node n of g (g is
+// locked). The rule is DESIGN.md §3's: the range may overlap no allocation
+// of g still possibly live when n runs, that is, none but those whose free
+// node is an ancestor of n.
+func place(gm *host.GraphMem, g *Graph, n *Node, size int) (*graphAlloc, error) {
 	anc := ancestors(n)
-	type iv struct{ lo, hi uintptr }
-	var blocked []iv
-	for _, x := range v.allocs {
-		if x.freedBy == nil || !anc[x.freedBy] {
-			blocked = append(blocked, iv{x.off, x.off + x.span})
-		}
+	reusable := func(a *graphAlloc) bool {
+		f, _ := a.FreedBy.(*Node)
+		return f != nil && anc[f]
 	}
-	sort.Slice(blocked, func(i, j int) bool { return blocked[i].lo < blocked[j].lo })
-	best, bestGap := uintptr(0), ^uintptr(0)
-	for _, r := range v.regions {
-		at := r.off
-		consider := func(lo, hi uintptr) {
-			if hi > lo && hi-lo >= span && hi-lo < bestGap {
-				best, bestGap = lo, hi-lo
-			}
-		}
-		for _, b := range blocked {
-			if b.hi <= r.off || b.lo >= r.off+r.size {
-				continue
-			}
-			consider(at, b.lo)
-			at = max(at, b.hi)
-		}
-		consider(at, r.off+r.size)
-	}
-	if bestGap == ^uintptr(0) {
-		rsize := max(graphRegionSize, (span+vmem.Granularity-1)&^(vmem.Granularity-1))
-		off, err := gm.regions.Alloc(uint64(rsize))
-		if err != nil {
-			return nil, err
-		}
-		v.regions = append(v.regions, region{uintptr(off), rsize})
-		best = uintptr(off)
-	}
-	a := &graphAlloc{node: n, va: v, off: best, span: span, size: size}
-	v.allocs = append(v.allocs, a)
-	i := sort.Search(len(gm.allocs), func(i int) bool { return gm.allocs[i].off >= a.off })
-	gm.allocs = append(gm.allocs, nil)
-	copy(gm.allocs[i+1:], gm.allocs[i:])
-	gm.allocs[i] = a
-	return a, nil
+	return gm.Place(&g.va, size, reusable, n, fmt.Sprintf("%v of graph %d", n, g.id))
 }
 
 // ancestors returns the set of nodes n transitively depends on.
@@ -229,385 +84,6 @@ func ancestors(n *Node) map[*Node]bool {
 	return seen
 }
 
-// lookup returns the allocation whose range holds the address at offset off
-// of gm.va, live or not. The most recently placed one wins where ranges of
-// allocations with disjoint lifetimes overlap.
-func (gm *graphMem) lookupLocked(off uintptr) *graphAlloc {
-	var found *graphAlloc
-	for _, a := range gm.allocs {
-		if a.off > off {
-			break
-		}
-		if off < a.off+a.span {
-			found = a
-		}
-	}
-	return found
-}
-
-// allocAtLocked returns the allocation starting at p: of those (in-graph
-// reuse gives several one address), one for which want is true, else any.
-func (gm *graphMem) allocAtLocked(p DevicePtr, want func(*graphAlloc) bool) *graphAlloc {
-	if !gm.va.Contains(uintptr(p), 1) {
-		return nil
-	}
-	off := uintptr(p) - gm.va.Addr()
-	i := sort.Search(len(gm.allocs), func(i int) bool { return gm.allocs[i].off >= off })
-	var found *graphAlloc
-	for ; i < len(gm.allocs) && gm.allocs[i].off == off; i++ {
-		if found == nil || want(gm.allocs[i]) {
-			found = gm.allocs[i]
-		}
-	}
-	return found
-}
-
-func isOutstanding(a *graphAlloc) bool { return a.outstanding }
-func isUnfreed(a *graphAlloc) bool     { return a.freedBy == nil }
-
-// chunksOf returns the chunk offsets (in gm.va) the allocations span,
-// sorted and without duplicates.
-func chunksOf(as []*graphAlloc) []uintptr {
-	set := map[uintptr]bool{}
-	for _, a := range as {
-		for c := a.off &^ (vmem.Granularity - 1); c < a.off+a.span; c += vmem.Granularity {
-			set[c] = true
-		}
-	}
-	cs := make([]uintptr, 0, len(set))
-	for c := range set {
-		cs = append(cs, c)
-	}
-	sort.Slice(cs, func(i, j int) bool { return cs[i] < cs[j] })
-	return cs
-}
-
-// newChunkLocked returns a physical chunk for an arena: a spare one, or a
-// new one (which raises reserved memory).
-func (gm *graphMem) newChunkLocked() (int, error) {
-	if k := len(gm.spare); k > 0 {
-		c := gm.spare[k-1]
-		gm.spare = gm.spare[:k-1]
-		return c, nil
-	}
-	var c int
-	if k := len(gm.holes); k > 0 {
-		c = gm.holes[k-1]
-		gm.holes = gm.holes[:k-1]
-	} else {
-		if err := gm.phys.Grow(gm.nchunks + 1); err != nil {
-			return 0, err
-		}
-		c = gm.nchunks
-		gm.nchunks++
-	}
-	gm.stats.ReservedCurrent += vmem.Granularity
-	gm.stats.ReservedHigh = max(gm.stats.ReservedHigh, gm.stats.ReservedCurrent)
-	return c, nil
-}
-
-func (gm *graphMem) addUsedLocked(chunks int) {
-	gm.used += chunks
-	gm.stats.UsedCurrent = uint64(gm.used) * vmem.Granularity
-	gm.stats.UsedHigh = max(gm.stats.UsedHigh, gm.stats.UsedCurrent)
-}
-
-// stealLocked takes a chunk from the arena of another stream whose graphs are
-// all idle (every launch issued has finished), as the driver reuses memory
-// across streams once earlier executions are done. The graphs bound there
-// see their arena change and remap at their next launch. A stream whose
-// graphs run or are queued keeps its memory, so concurrent launches never
-// share it.
-func (gm *graphMem) stealLocked(to *arena) (int, bool) {
-	for _, ar := range gm.arenas {
-		if ar == to || !ar.idle() {
-			continue
-		}
-		for j := len(ar.chunks) - 1; j >= 0; j-- {
-			if c := ar.chunks[j]; c >= 0 {
-				ar.chunks = ar.chunks[:j] // slots after j were empty
-				ar.gen++
-				return c, true
-			}
-		}
-		ar.chunks = nil
-	}
-	return 0, false
-}
-
-// idle reports whether no graph bound to the arena is running or queued.
-func (ar *arena) idle() bool {
-	for e := range ar.execs {
-		if e.issued.Load() != e.finished.Load() {
-			return false
-		}
-	}
-	return true
-}
-
-// binding is what an executable graph has mapped.
-type binding struct {
-	chunks []uintptr // chunk offsets the graph's allocations span
-	stream *Stream   // arena bound to, nil if none
-	gen    uint64
-	phys   []int // physical chunk mapped at each of chunks, -1 if none
-}
-
-// bind maps e's chunks onto the arena of s, remapping only chunks whose
-// physical memory changed. It runs in execution order, after e's previous
-// launch has finished.
-func (gm *graphMem) bind(e *Exec, s *Stream) error {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	b := &e.bind
-	ar := gm.arenas[s]
-	if b.stream == s && ar != nil && b.gen == ar.gen {
-		return nil
-	}
-	if b.stream != nil && b.stream != s {
-		if old := gm.arenas[b.stream]; old != nil {
-			delete(old.execs, e)
-		}
-	}
-	if ar == nil {
-		ar = &arena{execs: map[*Exec]struct{}{}}
-		gm.arenas[s] = ar
-	}
-	for len(ar.chunks) < len(b.chunks) {
-		ar.chunks = append(ar.chunks, -1)
-	}
-	for i := range b.chunks {
-		if ar.chunks[i] >= 0 {
-			continue
-		}
-		if c, ok := gm.stealLocked(ar); ok {
-			ar.chunks[i] = c // stays used, in another arena
-			continue
-		}
-		c, err := gm.newChunkLocked()
-		if err != nil {
-			return err
-		}
-		ar.chunks[i] = c
-		gm.addUsedLocked(1)
-	}
-	// Chunks holding this graph's own live allocations (kept across an
-	// Upload) stay mapped. Other graphs' pinned chunks are remapped away.
-	var own map[int]bool
-	for _, a := range e.persist {
-		for _, c := range a.pinned {
-			if own == nil {
-				own = map[int]bool{}
-			}
-			own[c] = true
-		}
-	}
-	complete := true
-	for i, off := range b.chunks {
-		if b.phys[i] == ar.chunks[i] {
-			continue
-		}
-		if own[b.phys[i]] {
-			// A live allocation of this graph (kept across an Upload) is
-			// there: leave it mapped, and remap at the next bind.
-			complete = false
-			continue
-		}
-		if err := gm.va.MapChunk(off, gm.phys, ar.chunks[i], !gm.check); err != nil {
-			return err
-		}
-		b.phys[i] = ar.chunks[i]
-	}
-	if gm.check {
-		// Mappings are inaccessible until alloc nodes run; make sure the
-		// ones kept from an earlier bind are too.
-		for i, off := range b.chunks {
-			if b.phys[i] == ar.chunks[i] {
-				gm.va.Protect(off, vmem.Granularity, false)
-			}
-		}
-	}
-	b.stream, b.gen = s, ar.gen
-	if !complete {
-		b.gen = ^uint64(0)
-	}
-	ar.execs[e] = struct{}{}
-	return nil
-}
-
-// unbindLocked unmaps e's chunks, except those holding live allocations.
-func (gm *graphMem) unbindLocked(e *Exec) {
-	b := &e.bind
-	if b.stream != nil {
-		if ar := gm.arenas[b.stream]; ar != nil {
-			delete(ar.execs, e)
-		}
-	}
-	for i, off := range b.chunks {
-		if b.phys[i] >= 0 && gm.pins[b.phys[i]] == 0 {
-			gm.va.UnmapChunk(off)
-			b.phys[i] = -1
-		}
-	}
-	b.stream = nil
-}
-
-// allocated marks a's allocation live: its alloc node has run.
-func (gm *graphMem) allocated(a *graphAlloc) {
-	gm.mu.Lock()
-	a.live = true
-	if gm.check {
-		gm.va.Protect(a.off, a.span, true)
-	}
-	gm.mu.Unlock()
-}
-
-// freed ends a's lifetime (a free node, FreeAsync or Free has run) and
-// releases chunks it pinned. A free issued outside the allocating graph also
-// drops the reference the outstanding allocation held on the graph's
-// address space: only now is nothing queued before the free left to use it.
-func (gm *graphMem) freed(a *graphAlloc, dropRef bool) {
-	gm.mu.Lock()
-	gm.freedLocked(a)
-	if dropRef {
-		gm.releaseVALocked(a.va)
-	}
-	gm.mu.Unlock()
-}
-
-func (gm *graphMem) freedLocked(a *graphAlloc) {
-	if !a.live {
-		return
-	}
-	a.live = false
-	if gm.check {
-		gm.va.Protect(a.off, a.span, false)
-	}
-	for _, c := range a.pinned {
-		if gm.pins[c]--; gm.pins[c] == 0 {
-			delete(gm.pins, c)
-			gm.spare = append(gm.spare, c)
-			gm.addUsedLocked(-1)
-		}
-	}
-	a.pinned = nil
-}
-
-// pinLive runs when a launch of e ends: allocations of e that are still live
-// take their physical chunks out of the arena, which gets fresh ones, so
-// that no other graph bound to the stream maps over live data.
-func (gm *graphMem) pinLive(e *Exec) {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	b := &e.bind
-	ar := gm.arenas[b.stream]
-	for _, a := range e.persist {
-		if !a.live {
-			continue
-		}
-		for i, off := range b.chunks {
-			if off+vmem.Granularity <= a.off&^(vmem.Granularity-1) || off >= a.off+a.span {
-				continue
-			}
-			c := b.phys[i]
-			a.pinned = append(a.pinned, c)
-			if gm.pins[c]++; gm.pins[c] > 1 {
-				continue // already out of the arena
-			}
-			// The chunk stays used, by the allocation, and leaves the arena
-			// (bind ran at the start of this launch, so the slot still
-			// holds c); the next bind to the stream fills the slot.
-			ar.chunks[i] = -1
-			ar.gen++
-		}
-	}
-}
-
-// trim releases physical memory not in use: spare chunks, and the arenas of
-// streams whose graphs are all idle (their graphs are unmapped and will be
-// mapped again at their next launch). Live allocations keep their memory.
-func (gm *graphMem) trim() {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	release := func(c int) {
-		gm.phys.Release(c)
-		gm.holes = append(gm.holes, c)
-		gm.stats.ReservedCurrent -= vmem.Granularity
-	}
-	for s, ar := range gm.arenas {
-		if !ar.idle() {
-			continue
-		}
-		for e := range ar.execs {
-			gm.unbindLocked(e)
-		}
-		for _, c := range ar.chunks {
-			if c >= 0 {
-				release(c)
-				gm.addUsedLocked(-1)
-			}
-		}
-		delete(gm.arenas, s)
-	}
-	for _, c := range gm.spare {
-		release(c)
-	}
-	gm.spare = nil
-}
-
-// releaseVA drops one reference on a graph's address space and returns its
-// regions when none is left.
-func (gm *graphMem) releaseVALocked(v *graphVA) {
-	if v.refs--; v.refs > 0 {
-		return
-	}
-	for _, r := range v.regions {
-		for off := r.off; off < r.off+r.size; off += vmem.Granularity {
-			// Only chunks that were mapped need restoring, but unmapping a
-			// reservation is cheap compared with tracking them.
-			if gm.anyMappedLocked(off) {
-				gm.va.UnmapChunk(off)
-			}
-		}
-		gm.regions.Free(uint64(r.off))
-	}
-	keep := gm.allocs[:0]
-	for _, a := range gm.allocs {
-		if a.va != v {
-			keep = append(keep, a)
-		}
-	}
-	gm.allocs = keep
-}
-
-func (gm *graphMem) anyMappedLocked(off uintptr) bool {
-	for _, a := range gm.allocs {
-		if a.off < off+vmem.Granularity && off < a.off+a.span {
-			return true
-		}
-	}
-	return false
-}
-
-// describe names the graph allocation holding address p, for fault reports.
-func (gm *graphMem) describe(p uintptr) string {
-	if gm == nil || !gm.va.Contains(p, 1) {
-		return ""
-	}
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	a := gm.lookupLocked(p - gm.va.Addr())
-	if a == nil {
-		return fmt.Sprintf("%#x is graph memory that no allocation covers", p)
-	}
-	state := "not live (not yet allocated, or already freed)"
-	if a.live {
-		state = "live"
-	}
-	return fmt.Sprintf("%#x is in the %d-byte graph allocation at %#x made by %v of graph %d, which is %s",
-		p, a.size, uint64(a.ptr(gm)), a.node, a.node.g.id, state)
-}
-
 // GraphMemStats reports the device's graph memory footprint.
 func (d *Device) GraphMemStats() (GraphMemStats, error) {
 	if err := d.check("Device.GraphMemStats"); err != nil {
@@ -616,13 +92,7 @@ func (d *Device) GraphMemStats() (GraphMemStats, error) {
 	if d.cuda != nil {
 		return d.cudaGraphMemStats("Device.GraphMemStats")
 	}
-	gm := d.gmIfAny()
-	if gm == nil {
-		return GraphMemStats{}, nil
-	}
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	return gm.stats, nil
+	return GraphMemStats(d.gmIfAny().Stats()), nil
 }
 
 // ResetGraphMemHigh sets the high-water marks to the current values
@@ -634,11 +104,7 @@ func (d *Device) ResetGraphMemHigh() error {
 	if d.cuda != nil {
 		return d.cudaResetGraphMemHigh("Device.ResetGraphMemHigh")
 	}
-	if gm := d.gmIfAny(); gm != nil {
-		gm.mu.Lock()
-		gm.stats.UsedHigh, gm.stats.ReservedHigh = gm.stats.UsedCurrent, gm.stats.ReservedCurrent
-		gm.mu.Unlock()
-	}
+	d.gmIfAny().ResetHigh()
 	return nil
 }
 
@@ -653,9 +119,7 @@ func (d *Device) TrimGraphMem() error {
 	if d.cuda != nil {
 		return d.cudaTrimGraphMem("Device.TrimGraphMem")
 	}
-	if gm := d.gmIfAny(); gm != nil {
-		gm.trim()
-	}
+	d.gmIfAny().Trim()
 	return nil
 }
 
@@ -667,35 +131,16 @@ func (d *Device) GraphMemNodesSupported() bool {
 	return p.DriverVersion >= 11040 && p.MemoryPoolsSupported
 }
 
-func (d *Device) gmIfAny() *graphMem {
+func (d *Device) gmIfAny() *host.GraphMem {
 	d.gmMu.Lock()
 	defer d.gmMu.Unlock()
 	return d.gm
 }
 
 // graphBytes returns [p, p+n) as bytes if it lies inside one graph
-// allocation (live or not: liveness is a matter of execution order, which
-// node parameters cannot know), or handled=false if p is not graph memory.
+// allocation, or handled=false if p is not graph memory.
 func (d *Device) graphBytes(p DevicePtr, n int) ([]byte, bool, error) {
-	gm := d.gmIfAny()
-	if gm == nil || !gm.va.Contains(uintptr(p), 1) {
-		return nil, false, nil
-	}
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	off := uintptr(p) - gm.va.Addr()
-	a := gm.lookupLocked(off)
-	if a == nil {
-		return nil, true, fmt.Errorf("%#x is graph memory that no allocation covers", uint64(p))
-	}
-	if off+uintptr(n) > a.off+uintptr(a.size) {
-		return nil, true, fmt.Errorf("[%#x, +%d) runs past the end of the %d-byte graph allocation at %#x",
-			uint64(p), n, a.size, uint64(a.ptr(gm)))
-	}
-	if n == 0 {
-		return nil, true, nil
-	}
-	return unsafe.Slice((*byte)(gm.va.Pointer(off)), n), true, nil
+	return d.gmIfAny().Bytes(uint64(p), n)
 }
 
 // checkMemParams validates the parameters of a memory node that need no
@@ -714,7 +159,7 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 				return newErr(opName, ErrInvalidDevice, "access for device %d, which does not exist", a.Device)
 			}
 		}
-		if uint64(p.Size) > graphVASize/2 {
+		if uint64(p.Size) > host.GraphVASize/2 {
 			return newErr(opName, ErrMemoryAllocation, "allocation of %d bytes", p.Size)
 		}
 	case MemFreeParams:
@@ -727,31 +172,24 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 
 // addMemNode gives a new alloc node its address, or checks what a new free
 // node frees. g is locked; n is not yet in the graph.
-func (gm *graphMem) addMemNode(opName string, g *Graph, n *Node) error {
+func addMemNode(gm *host.GraphMem, opName string, g *Graph, n *Node) error {
 	switch p := n.params.(type) {
 	case MemAllocParams:
-		a, err := gm.place(g, n, p.Size)
+		a, err := place(gm, g, n, p.Size)
 		if err != nil {
 			return newErr(opName, ErrMemoryAllocation, "no address space for %d bytes: %v", p.Size, err)
 		}
 		n.alloc = a
-		p.Ptr = a.ptr(gm)
+		p.Ptr = DevicePtr(gm.Ptr(a))
 		p.Access = append([]MemAccessDesc(nil), p.Access...)
 		n.params = p
 	case MemFreeParams:
-		gm.mu.Lock()
-		defer gm.mu.Unlock()
-		a := gm.allocAtLocked(p.Ptr, isUnfreed)
-		switch {
-		case a == nil:
-			return newErr(opName, ErrInvalidValue, "%#x is not the address of a graph allocation", uint64(p.Ptr))
-		case a.freedBy != nil && a.va == g.va:
-			return newErr(opName, ErrInvalidValue, "the allocation at %#x is already freed by %v", uint64(p.Ptr), a.freedBy)
-		case a.freedBy != nil:
-			return newErr(opName, ErrInvalidValue, "the allocation at %#x is freed in its own graph, by %v", uint64(p.Ptr), a.freedBy)
+		a, why := gm.FreeTarget(g.va, uint64(p.Ptr))
+		if a == nil {
+			return newErr(opName, ErrInvalidValue, "%s", why)
 		}
-		if a.va == g.va {
-			a.freedBy = n
+		if a.VA() == g.va {
+			a.FreedBy = n
 		}
 		n.alloc = a
 	}
@@ -762,31 +200,9 @@ func (gm *graphMem) addMemNode(opName string, g *Graph, n *Node) error {
 // the launching stream's lock: it refuses a relaunch while an allocation of
 // the previous launch is outstanding (unless e frees them on launch), and a
 // free node for an allocation that is not outstanding.
-func (gm *graphMem) issueLaunch(opName string, e *Exec) error {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	if !e.autoFree {
-		for _, a := range e.persist {
-			if a.outstanding {
-				return nodeErr(opName, a.node, ErrInvalidValue,
-					"the allocation of the previous launch is still live: free it first, or instantiate with InstantiateAutoFreeOnLaunch")
-			}
-		}
-	}
-	for _, x := range e.frees {
-		if !x.a.outstanding {
-			return nodeErr(opName, x.node, ErrInvalidValue,
-				"frees the allocation at %#x, which is not allocated (its graph was not launched, or it was freed)", uint64(x.a.ptr(gm)))
-		}
-	}
-	for _, a := range e.persist {
-		if !a.outstanding {
-			a.outstanding = true
-			a.va.refs++
-		}
-	}
-	for _, x := range e.frees {
-		x.a.outstanding = false // its reference goes when the free node runs
+func issueLaunch(gm *host.GraphMem, opName string, e *Exec) error {
+	if n, why := gm.IssueLaunch(e.bind.Persist(), e.frees, e.freeNodes, e.autoFree); n != nil {
+		return nodeErr(opName, n.(*Node), ErrInvalidValue, "%s", why)
 	}
 	return nil
 }
@@ -811,15 +227,13 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 			return err
 		}
 	}
-	if gm := s.dev.gmIfAny(); gm != nil && gm.va.Contains(uintptr(p), 1) {
+	if gm := s.dev.gmIfAny(); gm.Contains(uint64(p)) {
 		var a *graphAlloc
-		return s.enqueue(opName, op{kind: opCall, host: func() { gm.freed(a, true) }}, func() (uint64, error) {
-			gm.mu.Lock()
-			defer gm.mu.Unlock()
-			if a = gm.allocAtLocked(p, isOutstanding); a == nil || !a.outstanding {
-				return 0, newErr(opName, ErrInvalidValue, "%#x is not a live graph allocation", uint64(p))
+		return s.enqueue(opName, op{kind: opCall, host: func() { gm.Freed(a, true) }}, func() (uint64, error) {
+			var err error
+			if a, _, err = gm.TakeOutstanding(uint64(p)); err != nil {
+				return 0, newErr(opName, ErrInvalidValue, "%v", err)
 			}
-			a.outstanding = false
 			return 0, nil
 		})
 	}
@@ -829,21 +243,12 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	return newErr(opName, ErrInvalidValue, "%#x was not allocated by MallocAsync or by a graph", uint64(p))
 }
 
-// freeGraphAlloc frees a graph allocation synchronously (the caller has
-// synchronized the device), reporting handled=false if p is not graph memory.
+// freeGraphAlloc frees a graph allocation synchronously (the caller has synchronized
+// the device), reporting handled=false if p is not graph memory.
 func (d *Device) freeGraphAlloc(opName string, p DevicePtr) (bool, error) {
-	gm := d.gmIfAny()
-	if gm == nil || !gm.va.Contains(uintptr(p), 1) {
-		return false, nil
+	handled, err := d.gmIfAny().Free(uint64(p))
+	if err != nil {
+		return true, newErr(opName, ErrInvalidValue, "%v", err)
 	}
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	a := gm.allocAtLocked(p, isOutstanding)
-	if a == nil || !a.outstanding {
-		return true, newErr(opName, ErrInvalidValue, "%#x is not a live graph allocation", uint64(p))
-	}
-	a.outstanding = false
-	gm.freedLocked(a)
-	gm.releaseVALocked(a.va)
-	return true, nil
+	return handled, nil
 }

@@ -337,7 +337,7 @@ func (d *Device) panicError(what string, p any) *Error {
 	case runtime.Error:
 		if a, ok := e.(interface{ Addr() uintptr }); ok {
 			// Go words every fault as a nil dereference; say what it was.
-			if report := d.gmIfAny().describe(a.Addr()); report != "" {
+			if report := d.gmIfAny().Describe(a.Addr()); report != "" {
 				return newErr(what, ErrIllegalAddress, "fault at %#x: %s", a.Addr(), report)
 			}
 			return newErr(what, ErrIllegalAddress, "fault at %#x, which is not accessible device memory", a.Addr())

@@ -1,10 +1,6 @@
 package gpugraph
 
-import (
-	"sort"
-
-	"github.com/gpugraph/gpugraph/internal/vmem"
-)
+import "github.com/gpugraph/gpugraph/internal/vmem"
 
 // MemLayout is where the allocations of an executable graph live, in the
 // order the graph runs: which virtual range each allocation holds, from
@@ -51,13 +47,15 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 		step[i] = len(l.Nodes)
 		l.Nodes = append(l.Nodes, n)
 	}
+	var as []*graphAlloc
 	byAlloc := map[*graphAlloc]int{}
 	for i := range e.ops {
 		o := &e.ops[i]
 		switch o.kind {
 		case opAlloc:
 			byAlloc[o.galloc] = len(l.Allocs)
-			l.Allocs = append(l.Allocs, MemLayoutAlloc{Alloc: e.nodes[i], Size: uint64(o.galloc.size), Start: step[i], End: len(l.Nodes)})
+			as = append(as, o.galloc)
+			l.Allocs = append(l.Allocs, MemLayoutAlloc{Alloc: e.nodes[i], Size: uint64(o.galloc.Size), Start: step[i], End: len(l.Nodes)})
 		case opFree:
 			if k, ok := byAlloc[o.galloc]; ok {
 				l.Allocs[k].Free, l.Allocs[k].End = e.nodes[i], step[i]
@@ -67,27 +65,10 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 	if len(l.Allocs) == 0 {
 		return l, nil
 	}
-	gm := e.dev.gm
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	base := ^uintptr(0)
-	for a := range byAlloc {
-		base = min(base, a.off)
-	}
-	base &^= vmem.Granularity - 1 // Offset/ChunkBytes then counts whole chunks
-	for a, k := range byAlloc {
+	ptrs, offs, phys := e.dev.gm.Layout(e.bind, as)
+	for k := range as {
 		m := &l.Allocs[k]
-		m.Ptr, m.Offset = a.ptr(gm), uint64(a.off-base)
-		if len(e.bind.chunks) == 0 || e.bind.stream == nil {
-			continue
-		}
-		for c := a.off &^ (vmem.Granularity - 1); c < a.off+a.span; c += vmem.Granularity {
-			p := -1
-			if j := sort.Search(len(e.bind.chunks), func(j int) bool { return e.bind.chunks[j] >= c }); j < len(e.bind.chunks) && e.bind.chunks[j] == c {
-				p = e.bind.phys[j]
-			}
-			m.Phys = append(m.Phys, p)
-		}
+		m.Ptr, m.Offset, m.Phys = DevicePtr(ptrs[k]), offs[k], phys[k]
 	}
 	return l, nil
 }
