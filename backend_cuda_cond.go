@@ -12,4 +12,3 @@ func (d *Device) cudaCondHandle(opName string, g *Graph, def uint32, flags Condi
 	}
 	return ConditionalHandle(h), nil
 }
-

@@ -115,7 +115,7 @@ func (e *Exec) compileBody(opName string, body *Graph) (*Exec, error) {
 		sub.pdl = nil
 	}
 	sub.dag = *sched.NewDAG(preds)
-	sub.run = sched.NewRunner(&sub.dag, e.dev.pool, sub.execNode)
+	sub.run = sched.NewRunner(&sub.dag, e.dev.host.Pool, sub.execNode)
 	sub.runOps = sub.ops // what execNode runs; each launch of the root sets it again
 	sub.topo.index(sub)  // for whole-graph updates of the body's nodes
 	e.conds.subs = append(e.conds.subs, sub)

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/host"
-	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
 // Backend names accepted by Open.
@@ -33,8 +32,7 @@ type Properties struct {
 // Its methods are safe for concurrent use.
 type Device struct {
 	props Properties
-	mem   *host.Memory // Malloc's memory on the host backend
-	pool  *sched.Pool
+	host  *host.Device // the host backend's memory and workers; nil on cuda
 
 	mu      sync.Mutex // guards the fields below
 	streams map[*Stream]struct{}
@@ -51,9 +49,8 @@ type Device struct {
 
 	cuda *cudaDev // the cuda backend's state; nil on host
 
-	memCheck bool       // graph allocations are inaccessible outside their lifetime
-	gmMu     sync.Mutex // guards gm's creation
-	gm       *host.GraphMem // graph memory, created with the first alloc node
+	memCheck bool     // graph allocations are inaccessible outside their lifetime
+	defPool  *MemPool // the host backend's default memory pool, once asked for (under mu)
 
 	uobj userObjectState // user object destructors
 }
@@ -93,17 +90,13 @@ func Open(backend string, opts ...Option) (*Device, error) {
 	default:
 		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
 	}
-	mem, err := host.NewMemory(hostMemSize, 1<<30)
-	if err != nil {
-		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
-	}
 	d := &Device{
 		props: Properties{
 			Name:                 "gpugraph host (" + runtime.GOOS + "/" + runtime.GOARCH + ")",
 			Backend:              BackendHost,
 			DriverVersion:        13000,
 			MemoryPoolsSupported: true,
-			TotalMem:             mem.Size(),
+			TotalMem:             0, // set below
 			MultiProcessorCount:  runtime.GOMAXPROCS(0),
 			MaxThreadsPerBlock:   1024,
 			MaxBlockDim:          Dim3{1024, 1024, 64},
@@ -111,13 +104,16 @@ func Open(backend string, opts ...Option) (*Device, error) {
 			WarpSize:             32,
 			SharedMemPerBlock:    48 << 10,
 		},
-		mem:     mem,
-		pool:    sched.Default(),
 		streams: map[*Stream]struct{}{},
 	}
 	for _, o := range opts {
 		o(d)
 	}
+	h, err := host.NewDevice(hostMemSize, 1<<30, d.memCheck)
+	if err != nil {
+		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
+	}
+	d.host, d.props.TotalMem = h, h.Mem.Size()
 	return d, nil
 }
 
@@ -185,9 +181,7 @@ func (d *Device) Close() error {
 	if d.cuda != nil {
 		return d.cudaSynchronize()
 	}
-	d.gmIfAny().Close()
-	d.closePools()
-	return d.mem.Release()
+	return d.host.Close()
 }
 
 // forget drops a stream whose worker has exited.

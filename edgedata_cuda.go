@@ -36,4 +36,3 @@ func edgesData(edges []Edge) []EdgeData {
 	}
 	return data
 }
-

@@ -158,7 +158,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 			e.waits = append(e.waits, int32(i))
 		}
 	}
-	e.run = sched.NewRunner(d, g.dev.pool, e.execFunc())
+	e.run = sched.NewRunner(d, g.dev.host.Pool, e.execFunc())
 	e.takeUserRefs(g)
 	e.instantiateExtSems()
 	if err := e.instantiateUpload(opName, p); err != nil {
@@ -313,7 +313,7 @@ func (l *launch) issue(opName string) error {
 		return err
 	}
 	if l.e.mem {
-		if err := issueLaunch(l.e.dev.gm, opName, l.e); err != nil {
+		if err := issueLaunch(l.e.dev.host.GraphMemIfAny(), opName, l.e); err != nil {
 			l.releaseExtSems()
 			return err
 		}
@@ -428,7 +428,7 @@ func (l *launch) begin() *Error {
 	if !e.mem || e.bind.Empty() && !e.autoFree {
 		return nil
 	}
-	gm := e.dev.gm
+	gm := e.dev.host.GraphMemIfAny()
 	if e.autoFree && !l.upload {
 		for _, a := range e.persist {
 			gm.Freed(a, false)
@@ -469,7 +469,7 @@ func (l *launch) run() *Error {
 		l.e.run.Run()
 		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
 		if l.e.mem && l.e.failed.Load() == nil {
-			l.e.dev.gm.PinLive(l.e.bind)
+			l.e.dev.host.GraphMemIfAny().PinLive(l.e.bind)
 		}
 	}
 	err := l.e.failed.Load()
@@ -510,14 +510,14 @@ func (e *Exec) instantiateMem(opName string, g *Graph) error {
 	}
 	g.execs++
 	e.graph, e.mem = g, true
-	e.bind = g.dev.gm.NewBinding(g.va, e.persist, func() bool { return e.issued.Load() == e.finished.Load() })
+	e.bind = g.dev.host.GraphMemIfAny().NewBinding(g.va, e.persist, func() bool { return e.issued.Load() == e.finished.Load() })
 	return nil
 }
 
 // releaseMem unmaps a destroyed executable graph's memory once its launches
 // are done, and drops its reference on the graph's address space.
 func (e *Exec) releaseMem() {
-	e.dev.gm.Release(e.bind)
+	e.dev.host.GraphMemIfAny().Release(e.bind)
 }
 
 // execNode runs flattened node i of the current launch. After a node fails,

@@ -42,17 +42,7 @@ type graphAlloc = host.GraphAlloc
 
 // graphMemory returns the device's graph memory, creating it on first use.
 func (d *Device) graphMemory() (*host.GraphMem, error) {
-	d.gmMu.Lock()
-	defer d.gmMu.Unlock()
-	if d.gm != nil {
-		return d.gm, nil
-	}
-	gm, err := host.NewGraphMem(d.memCheck)
-	if err != nil {
-		return nil, err
-	}
-	d.gm = gm
-	return gm, nil
+	return d.host.GraphMem()
 }
 
 // place assigns the address range of a new alloc node n of g (g is
@@ -132,9 +122,7 @@ func (d *Device) GraphMemNodesSupported() bool {
 }
 
 func (d *Device) gmIfAny() *host.GraphMem {
-	d.gmMu.Lock()
-	defer d.gmMu.Unlock()
-	return d.gm
+	return d.host.GraphMemIfAny()
 }
 
 // graphBytes returns [p, p+n) as bytes if it lies inside one graph

@@ -287,7 +287,7 @@ func (o *kernelOp) run(d *Device) *Error {
 		return o.runOne(d)
 	}
 	k := *o // the method value escapes to the pool; keep o itself on the stack
-	if perr := d.pool.For(n, k.blocks); perr != nil {
+	if perr := d.host.Pool.For(n, k.blocks); perr != nil {
 		return d.panicError("kernel "+o.k.Name, perr)
 	}
 	return nil

@@ -65,7 +65,7 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 	if len(l.Allocs) == 0 {
 		return l, nil
 	}
-	ptrs, offs, phys := e.dev.gm.Layout(e.bind, as)
+	ptrs, offs, phys := e.dev.host.GraphMemIfAny().Layout(e.bind, as)
 	for k := range as {
 		m := &l.Allocs[k]
 		m.Ptr, m.Offset, m.Phys = DevicePtr(ptrs[k]), offs[k], phys[k]

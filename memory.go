@@ -39,7 +39,7 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 		}
 		return p, err
 	}
-	p, err := d.mem.Malloc(n)
+	p, err := d.host.Mem.Malloc(n)
 	if err != nil {
 		return 0, newErr(op, ErrMemoryAllocation, "%v", err)
 	}
@@ -104,7 +104,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 		}
 		return err
 	}
-	if !d.mem.Contains(uint64(p), 1) {
+	if !d.host.Mem.Contains(uint64(p), 1) {
 		d.syncAll()
 		if handled, err := d.freeGraphAlloc(op, p); handled {
 			return err
@@ -115,7 +115,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 		return newErr(op, ErrInvalidValue, "%#x is not device memory of this device", uint64(p))
 	}
 	d.syncAll()
-	if !d.mem.Free(uint64(p)) {
+	if !d.host.Mem.Free(uint64(p)) {
 		return newErr(op, ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
 	}
 	d.mallocs.remove(p)
@@ -125,19 +125,7 @@ func (sc *Scope) Free(p DevicePtr) error {
 // deviceBytes returns the device range [p, p+n) as a byte slice after
 // checking that it lies inside one live allocation.
 func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("negative size %d", n)
-	}
-	if !d.mem.Contains(uint64(p), n) {
-		if b, handled, err := d.graphBytes(p, n); handled {
-			return b, err
-		}
-		if b, handled, err := d.poolBytes(p, n); handled {
-			return b, err
-		}
-		return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", uint64(p), n)
-	}
-	return d.mem.Bytes(uint64(p), n)
+	return d.host.Bytes(uint64(p), n)
 }
 
 // IllegalAddressError is what Slice panics with when given memory that is not

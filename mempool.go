@@ -1,9 +1,7 @@
 package gpugraph
 
 import (
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
@@ -66,41 +64,6 @@ type MemPool struct {
 	closed    bool       // the default pool of a closed device: it has no memory
 }
 
-// devicePools lists the pools of each open device: lookups by address need
-// every pool of a device.
-var devicePools struct {
-	sync.Mutex
-	m map[*Device]*poolSet
-}
-
-type poolSet struct {
-	def *MemPool
-	all []*MemPool // pools still holding their reservation
-}
-
-// poolSetLocked returns d's pool set, creating it.
-func poolSetLocked(d *Device) *poolSet {
-	ps := devicePools.m[d]
-	if ps == nil {
-		if devicePools.m == nil {
-			devicePools.m = map[*Device]*poolSet{}
-		}
-		ps = &poolSet{}
-		devicePools.m[d] = ps
-	}
-	return ps
-}
-
-// poolsOf returns a snapshot of d's pools.
-func poolsOf(d *Device) []*MemPool {
-	devicePools.Lock()
-	defer devicePools.Unlock()
-	if ps := devicePools.m[d]; ps != nil {
-		return append([]*MemPool(nil), ps.all...)
-	}
-	return nil
-}
-
 // DefaultMemPool returns the device's default pool
 // (cudaDeviceGetDefaultMemPool), creating it on first use. It cannot be
 // destroyed.
@@ -111,25 +74,22 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d.cuda != nil {
 		return d.cudaDefaultPool()
 	}
-	devicePools.Lock()
-	defer devicePools.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.closed.Load() {
 		// Close has released the pools, or is about to: this one has no
 		// memory, and every use fails on the closed device.
 		return &MemPool{dev: d, isDefault: true, closed: true}
 	}
-	ps := poolSetLocked(d)
-	if ps.def == nil {
+	if d.defPool == nil {
 		p, err := newPool(d, MemPoolProps{})
 		if err != nil {
 			p = &MemPool{dev: d} // no address space: allocations fail with ErrMemoryAllocation
-		} else {
-			ps.all = append(ps.all, p)
 		}
 		p.isDefault = true
-		ps.def = p
+		d.defPool = p
 	}
-	return ps.def
+	return d.defPool
 }
 
 // NewMemPool creates a memory pool (cudaMemPoolCreate). Location must be 0,
@@ -150,45 +110,26 @@ func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	if err != nil {
 		return nil, newErr(opName, ErrMemoryAllocation, "%v", err)
 	}
-	devicePools.Lock()
-	defer devicePools.Unlock()
 	if d.closed.Load() {
 		p.h.Release()
 		return nil, newErr(opName, ErrContextIsDestroyed, "device is closed")
 	}
-	ps := poolSetLocked(d)
-	ps.all = append(ps.all, p)
 	return p, nil
 }
 
-// newPool makes a host-backend pool; the caller lists it. Its memory is
-// address space of its own, 64 GiB unless props caps it, committed on use.
+// newPool makes a host-backend pool, listed by the host device for
+// address lookups. Its memory is address space of its own, 64 GiB unless
+// props caps it, committed on use.
 func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
 	size := props.MaxSize
 	if size == 0 {
 		size = defaultPoolSize
 	}
-	p := &MemPool{dev: d, props: props}
-	h, err := host.NewPool(size, func() { p.unlist() })
+	h, err := d.host.NewPool(size)
 	if err != nil {
 		return nil, err
 	}
-	p.h = h
-	return p, nil
-}
-
-// unlist drops a destroyed pool, released, from its device's list.
-func (p *MemPool) unlist() {
-	devicePools.Lock()
-	defer devicePools.Unlock()
-	if ps := devicePools.m[p.dev]; ps != nil {
-		for i, x := range ps.all {
-			if x == p {
-				ps.all = append(ps.all[:i], ps.all[i+1:]...)
-				break
-			}
-		}
-	}
+	return &MemPool{dev: d, props: props, h: h}, nil
 }
 
 // check validates the pool handle and its device for op.
@@ -430,28 +371,13 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	return DevicePtr(ptr), nil
 }
 
-// poolAt returns the pool of d whose address range holds ptr, or nil. The
-// caller locks the pool and checks that it has not been released since.
-func (d *Device) poolAt(ptr DevicePtr) *MemPool {
-	devicePools.Lock()
-	defer devicePools.Unlock()
-	if ps := devicePools.m[d]; ps != nil {
-		for _, p := range ps.all {
-			if p.h.Contains(uint64(ptr)) {
-				return p
-			}
-		}
-	}
-	return nil
-}
-
 // poolFreeAsync is the pool side of Stream.FreeAsync. handled is false, and
 // nothing happens, if ptr is in none of d's pools. Otherwise the allocation
 // that starts at ptr ends at API level now (ErrInvalidValue if there is
 // none: an interior pointer, or a second free) and its memory goes back to
 // the pool when s reaches the free.
 func (d *Device) poolFreeAsync(opName string, ptr DevicePtr, s *Stream) (handled bool, err error) {
-	p := d.poolAt(ptr)
+	p := d.host.PoolAt(uint64(ptr))
 	if p == nil {
 		return false, nil
 	}
@@ -461,7 +387,7 @@ func (d *Device) poolFreeAsync(opName string, ptr DevicePtr, s *Stream) (handled
 	// Queued under the pool's lock, so that no allocation in s takes the
 	// range before the free is in s's queue. Stream workers run ops without
 	// their stream's lock, so the free cannot deadlock with this.
-	err = p.h.FreeAsync(uint64(ptr), s, func(run func()) error {
+	err = p.FreeAsync(uint64(ptr), s, func(run func()) error {
 		return s.enqueue(opName, op{kind: opCall, host: run}, nil)
 	})
 	return true, fromBackend(opName, err)
@@ -471,33 +397,11 @@ func (d *Device) poolFreeAsync(opName string, ptr DevicePtr, s *Stream) (handled
 // memory goes back to the pool at once. The caller has synchronized the
 // device.
 func (d *Device) poolFree(opName string, ptr DevicePtr) (handled bool, err error) {
-	p := d.poolAt(ptr)
+	p := d.host.PoolAt(uint64(ptr))
 	if p == nil {
 		return false, nil
 	}
-	return true, fromBackend(opName, p.h.Free(uint64(ptr)))
-}
-
-// poolBytes resolves [ptr, ptr+n) for memcpy and memset. handled is false if
-// ptr is in none of d's pools; otherwise the range must lie inside the bytes
-// asked for by one live allocation.
-func (d *Device) poolBytes(ptr DevicePtr, n int) (b []byte, handled bool, err error) {
-	p := d.poolAt(ptr)
-	if p == nil {
-		return nil, false, nil
-	}
-	if n < 0 {
-		return nil, true, fmt.Errorf("negative size %d", n)
-	}
-	b, err = p.h.Bytes(uint64(ptr), n)
-	if err != nil {
-		var be *backend.Error
-		if errors.As(err, &be) {
-			return nil, true, errors.New(be.Detail)
-		}
-		return nil, true, err
-	}
-	return b, true, nil
+	return true, fromBackend(opName, p.Free(uint64(ptr)))
 }
 
 // poolsAfterSync applies every pool's release threshold. The caller runs it
@@ -506,22 +410,7 @@ func (d *Device) poolBytes(ptr DevicePtr, n int) (b []byte, handled bool, err er
 // have run by then have returned their ranges, so the granules they leave
 // idle can go.
 func (d *Device) poolsAfterSync() {
-	for _, p := range poolsOf(d) {
-		p.h.Trim()
-	}
-}
-
-// closePools releases the memory of all of d's pools. The caller runs it
-// from Device.Close, once the device is marked closed and its work is done.
-func (d *Device) closePools() {
-	devicePools.Lock()
-	ps := devicePools.m[d]
-	delete(devicePools.m, d)
-	devicePools.Unlock()
-	if ps == nil {
-		return
-	}
-	for _, p := range ps.all {
-		p.h.Release()
+	for _, p := range d.host.Pools() {
+		p.Trim()
 	}
 }

@@ -27,7 +27,6 @@ func poolDevice(t *testing.T) *Device {
 	}
 	t.Cleanup(func() {
 		d.Close()
-		d.closePools()
 	})
 	return d
 }
@@ -112,8 +111,8 @@ func poolProblem(p *MemPool) string {
 }
 
 func poolListed(d *Device, p *MemPool) bool {
-	for _, q := range poolsOf(d) {
-		if q == p {
+	for _, q := range d.host.Pools() {
+		if q == p.h {
 			return true
 		}
 	}
@@ -584,7 +583,7 @@ func TestPoolDestroy(t *testing.T) {
 	if err := s.Launch(poolFill, Dim1(1), Dim1(250), a, uint32(3), 250); err != nil {
 		t.Fatal(err)
 	}
-	if b, handled, err := d.poolBytes(a, 1000); !handled || err != nil || b[999] != 0 {
+	if b, handled, err := poolBytes(d, a, 1000); !handled || err != nil || b[999] != 0 {
 		t.Fatalf("poolBytes of a live allocation of a destroyed pool: %v %v", handled, err)
 	}
 	release := block(t, s)
@@ -774,7 +773,7 @@ func TestPoolBytes(t *testing.T) {
 		{"not device memory", 0x1000, 8, false, false},
 	}
 	for _, c := range cases {
-		b, handled, err := d.poolBytes(c.ptr, c.n)
+		b, handled, err := poolBytes(d, c.ptr, c.n)
 		if handled != c.wantHandled || (err != nil) != c.wantErr {
 			t.Errorf("%s: handled %v, error %v", c.name, handled, err)
 			continue
@@ -783,13 +782,13 @@ func TestPoolBytes(t *testing.T) {
 			t.Errorf("%s: %d bytes, want %d", c.name, len(b), c.n)
 		}
 	}
-	b, _, _ := d.poolBytes(a, 1000)
+	b, _, _ := poolBytes(d, a, 1000)
 	b[0], b[999] = 1, 2
 	if v := Slice[byte](a, 1000); v[0] != 1 || v[999] != 2 {
 		t.Fatal("poolBytes is not the allocation's memory")
 	}
 	freeAsync(t, s, a)
-	if _, handled, err := d.poolBytes(a, 8); !handled || err == nil {
+	if _, handled, err := poolBytes(d, a, 8); !handled || err == nil {
 		t.Fatalf("poolBytes of freed memory: handled %v, error %v", handled, err)
 	}
 }
@@ -808,7 +807,6 @@ func TestPoolClosedDevice(t *testing.T) {
 	def := d.DefaultMemPool()
 	pAddr, defAddr := p.h.Addr(), def.h.Addr()
 	d.Close()
-	d.closePools()
 	for _, a := range []uintptr{pAddr, defAddr} {
 		if vmem.Find(a, 1) != nil {
 			t.Fatal("a pool's reservation is still registered after Close")
@@ -825,5 +823,22 @@ func TestPoolClosedDevice(t *testing.T) {
 	if handled, _ := d.poolFreeAsync("Stream.FreeAsync", a, s); handled {
 		t.Fatal("a closed device's pool still answers for its memory")
 	}
-	d.closePools() // twice is harmless
+	d.host.Close() // twice is harmless
+	if len(d.host.Pools()) != 0 {
+		t.Fatal("pools listed after the host device closed")
+	}
+}
+
+// poolBytes resolves [ptr, ptr+n) in d's pools: handled is false if ptr is
+// in none of them.
+func poolBytes(d *Device, ptr DevicePtr, n int) (b []byte, handled bool, err error) {
+	p := d.host.PoolAt(uint64(ptr))
+	if p == nil {
+		return nil, false, nil
+	}
+	if n < 0 {
+		return nil, true, fmt.Errorf("negative size %d", n)
+	}
+	b, err = p.Bytes(uint64(ptr), n)
+	return b, true, err
 }

@@ -157,9 +157,9 @@ func (o *op) run(d *Device) (err *Error) {
 	case opCall:
 		o.host()
 	case opAlloc:
-		d.gm.Allocated(o.galloc)
+		d.host.GraphMemIfAny().Allocated(o.galloc)
 	case opFree:
-		d.gm.Freed(o.galloc, o.seq == seqForeignFree)
+		d.host.GraphMemIfAny().Freed(o.galloc, o.seq == seqForeignFree)
 	case opCond:
 		return o.cond.run()
 	case opExtSemSignal, opExtSemWait:

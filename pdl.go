@@ -164,7 +164,7 @@ func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *Error {
 	pk.started.Store(0)
 	pk.arrived.Store(0)
 	k := *o
-	if perr := d.pool.For(n, func(lo, hi int) { k.blocksEarly(pk, lo, hi) }); perr != nil {
+	if perr := d.host.Pool.For(n, func(lo, hi int) { k.blocksEarly(pk, lo, hi) }); perr != nil {
 		return d.panicError("kernel "+o.k.Name, perr)
 	}
 	return nil

@@ -89,7 +89,7 @@ type Exec interface {
 // UpdateInfo is cudaGraphExecUpdateResultInfo with the tags of the nodes
 // at fault.
 type UpdateInfo struct {
-	Result            int
+	Result             int
 	ErrorNode, ErrFrom any
 }
 
