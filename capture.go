@@ -3,6 +3,8 @@ package gpugraph
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // CaptureMode is a stream capture mode (cudaStreamCaptureMode).
@@ -141,7 +143,7 @@ func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*No
 	if err := checkHalfEdges(opName, deps, data); err != nil {
 		return err
 	}
-	if s.be != nil {
+	if s.nativeCapture() {
 		if g != nil {
 			return s.cudaBeginCaptureToGraph(opName, g, deps, data, mode)
 		}
@@ -219,7 +221,7 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	if err := s.check(opName); err != nil {
 		return nil, err
 	}
-	if s.be != nil {
+	if s.nativeCapture() {
 		return s.cudaEndCapture(opName)
 	}
 	cs := &s.dev.cap
@@ -287,7 +289,7 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 	if err := s.check(opName); err != nil {
 		return CaptureInfo{}, err
 	}
-	if s.be != nil {
+	if s.nativeCapture() {
 		return s.cudaCaptureInfo(opName)
 	}
 	cs := &s.dev.cap
@@ -326,7 +328,7 @@ func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []
 	if err := checkHalfEdges(opName, nodes, data); err != nil {
 		return err
 	}
-	if s.be != nil {
+	if s.nativeCapture() {
 		return s.cudaUpdateCaptureDependencies(opName, nodes, data, flags)
 	}
 	cs := &s.dev.cap
@@ -533,7 +535,7 @@ func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, erro
 		err := newErr(opName, ErrStreamCaptureMerge, "the event was recorded in another capture")
 		eseq.invalidateLocked(err)
 		return true, prohibit([]*captureSeq{seq}, err)
-	case e.target() == 0:
+	case !e.recorded.Load():
 		return true, nil // never recorded: nothing to wait for
 	}
 	return true, prohibit([]*captureSeq{seq}, newErr(opName, ErrStreamCaptureIsolation,
@@ -558,4 +560,12 @@ func (e *Event) eventProhibited(opName string, invalidate bool) error {
 		return newErr(opName, ErrInvalidValue, "the event's last record was captured into a graph, not run")
 	}
 	return nil
+}
+
+// nativeCapture reports whether the stream's driver captures its work
+// itself (backend.Capturer, the cuda backend); on other backends this
+// package captures.
+func (s *Stream) nativeCapture() bool {
+	_, ok := s.be.(backend.Capturer)
+	return ok
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 )
 
 // ConditionalHandle names the condition value of one conditional node
@@ -72,12 +71,6 @@ extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(cudaGraphC
 // with any graph locked.
 var condMu sync.Mutex
 
-// condIDs numbers the host backend's handles; condTag marks them, so a
-// stray integer is not taken for a handle.
-var condIDs atomic.Uint64
-
-const condTag = 0xC0D1 << 48
-
 // condHandle is one handle: where it was created, its default, and the
 // conditional node it serves.
 type condHandle struct {
@@ -114,15 +107,11 @@ func (g *Graph) ConditionalHandleCreate(defaultValue uint32, flags ConditionalFl
 		return 0, err
 	}
 	defer g.mu.Unlock()
-	var h ConditionalHandle
-	if g.dev.cuda != nil {
-		var err error
-		if h, err = g.dev.cudaCondHandle(op, g, defaultValue, flags); err != nil {
-			return 0, err
-		}
-	} else {
-		h = ConditionalHandle(condTag | condIDs.Add(1))
+	bh, err := g.be.CondHandleCreate(defaultValue, uint32(flags))
+	if err != nil {
+		return 0, backendErr(op, err)
 	}
+	h := ConditionalHandle(bh)
 	condMu.Lock()
 	defer condMu.Unlock()
 	if g.conds == nil {
@@ -197,38 +186,20 @@ func (g *Graph) findHandle(h ConditionalHandle) *condHandle {
 	return nil
 }
 
-// condAddLocked completes the conditional node n about to be added to g
-// (locked): on host it checks the handle and creates the bodies; on cuda the
-// driver has done both (cudaAddNode), and only the handle is recorded.
+// condAddLocked records the handle of the conditional node n just added to
+// g (locked). The backend has checked the handle and created the bodies
+// (addBackendNode), as the driver does.
 func (g *Graph) condAddLocked(opName string, n *Node) error {
 	p := n.params.(ConditionalParams)
 	condMu.Lock()
 	defer condMu.Unlock()
 	r := g.findHandle(p.Handle)
-	if g.dev.cuda != nil {
-		if n.conds != nil {
-			n.conds.handle = r
-		}
-		if r != nil && r.node == nil {
-			r.node = n
-		}
-		return nil
+	if n.conds != nil {
+		n.conds.handle = r
 	}
-	if g.parent != nil && g.parent.typ == NodeChildGraph {
-		return newErr(opName, ErrNotSupported, "a graph embedded in %v cannot contain conditional nodes", g.parent)
+	if r != nil && r.node == nil {
+		r.node = n
 	}
-	if r == nil {
-		return newErr(opName, ErrInvalidValue, "conditional handle %#x was not created in this graph or a graph it is a body of", uint64(p.Handle))
-	}
-	if r.node != nil {
-		return newErr(opName, ErrInvalidValue, "conditional handle %#x already serves %v", uint64(p.Handle), r.node)
-	}
-	bodies := make([]*Graph, p.Size)
-	for i := range bodies {
-		bodies[i] = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: n}
-	}
-	n.conds = &condNode{handle: r, bodies: bodies}
-	r.node = n
 	return nil
 }
 

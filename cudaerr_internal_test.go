@@ -24,10 +24,10 @@ func TestCudaErr(t *testing.T) {
 		{"an *Error", newErr("inner", ErrInvalidValue, "bad"), ErrInvalidValue, "bad"},
 		{"anything else", errors.New("boom"), ErrLaunchFailure, "boom"},
 	} {
-		err := cudaErr("Op", c.in)
+		err := backendErr("Op", c.in)
 		if c.in == nil {
 			if err != nil {
-				t.Errorf("%s: cudaErr(nil) = %v", c.name, err)
+				t.Errorf("%s: backendErr(nil) = %v", c.name, err)
 			}
 			continue
 		}

@@ -2,6 +2,8 @@ package gpugraph
 
 import (
 	"runtime"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"sync"
 	"sync/atomic"
 
@@ -32,11 +34,12 @@ type Properties struct {
 // Its methods are safe for concurrent use.
 type Device struct {
 	props Properties
-	host  *host.Device // the host backend's memory and workers; nil on cuda
+	be    backend.Device // the backend's device
+	host  *host.Device   // the host backend's device, for its memory pools; nil on cuda
+	goRun bool           // the backend runs kernels' Go bodies (Kernel.Go), not their CUDA
 
-	mu      sync.Mutex // guards the fields below
-	streams map[*Stream]struct{}
-	closed  atomic.Bool
+	mu     sync.Mutex // guards defPool
+	closed atomic.Bool
 
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
 	once   atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
@@ -104,16 +107,16 @@ func Open(backend string, opts ...Option) (*Device, error) {
 			WarpSize:             32,
 			SharedMemPerBlock:    48 << 10,
 		},
-		streams: map[*Stream]struct{}{},
 	}
 	for _, o := range opts {
 		o(d)
 	}
-	h, err := host.NewDevice(hostMemSize, 1<<30, d.memCheck)
+	h, err := host.NewDevice(host.Config{MemSize: hostMemSize, MinMemSize: 1 << 30, Check: d.memCheck,
+		Fail: d.failAsync, Failed: func() bool { return d.sticky.Load() != nil }, RunBlock: runBlock})
 	if err != nil {
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
-	d.host, d.props.TotalMem = h, h.Mem.Size()
+	d.be, d.host, d.goRun, d.props.TotalMem = h, h, true, h.Mem.Size()
 	return d, nil
 }
 
@@ -129,11 +132,9 @@ func (d *Device) Synchronize() error {
 	if err := d.unsafeCall("Device.Synchronize", d.mainScope(), nil); err != nil {
 		return err
 	}
-	if d.cuda != nil {
-		return d.cudaSynchronize()
+	if err := d.be.Synchronize(); err != nil {
+		return backendErr("Device.Synchronize", err)
 	}
-	d.syncAll()
-	d.poolsAfterSync()
 	if e := d.sticky.Load(); e != nil {
 		return e
 	}
@@ -141,18 +142,6 @@ func (d *Device) Synchronize() error {
 		return withOp("Device.Synchronize", e)
 	}
 	return nil
-}
-
-func (d *Device) syncAll() {
-	d.mu.Lock()
-	ss := make([]*Stream, 0, len(d.streams))
-	for s := range d.streams {
-		ss = append(ss, s)
-	}
-	d.mu.Unlock()
-	for _, s := range ss {
-		s.wait()
-	}
 }
 
 // Close waits for outstanding work, then releases the device's memory. Every
@@ -165,30 +154,11 @@ func (d *Device) Close() error {
 	if d.closed.Load() {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
-	d.syncAll()
+	d.be.Synchronize()
 	if !d.closed.CompareAndSwap(false, true) {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
-	d.mu.Lock()
-	ss := make([]*Stream, 0, len(d.streams))
-	for s := range d.streams {
-		ss = append(ss, s)
-	}
-	d.mu.Unlock()
-	for _, s := range ss {
-		s.shutdown()
-	}
-	if d.cuda != nil {
-		return d.cudaSynchronize()
-	}
-	return d.host.Close()
-}
-
-// forget drops a stream whose worker has exited.
-func (d *Device) forget(s *Stream) {
-	d.mu.Lock()
-	delete(d.streams, s)
-	d.mu.Unlock()
+	return backendErr("Device.Close", d.be.Close())
 }
 
 // check returns the error every call on a closed or failed device gets.
@@ -206,6 +176,13 @@ func (d *Device) check(opName string) error {
 		return withOp(opName, e)
 	}
 	return nil
+}
+
+// failAsync records a backend's asynchronous failure (fail).
+func (d *Device) failAsync(be *backend.Error) {
+	e := &Error{Op: be.Op, Code: be.Code, Detail: be.Detail, transient: be.Transient}
+	e.Node, _ = be.Node.(*Node)
+	d.fail(e)
 }
 
 // fail records the first asynchronous failure. Like CUDA's sticky errors, it

@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"bufio"
 	"fmt"
+	"github.com/gpugraph/gpugraph/internal/host"
 	"io"
 	"strings"
 )
@@ -90,7 +91,7 @@ func dotLabel(n *Node) string {
 	case MemAllocParams:
 		lines = append(lines, fmt.Sprintf("%d bytes", p.Size))
 	case MemFreeParams:
-		if a, ok := n.alloc.Node.(*Node); n.alloc != nil && ok {
+		if a, ok := host.AllocOf(n.be).(*Node); ok {
 			lines = append(lines, fmt.Sprintf("frees node %d of graph %d", a.id, a.g.id))
 		}
 	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:

@@ -109,7 +109,9 @@ func fromBackend(opName string, err error) error {
 	}
 	var be *backend.Error
 	if errors.As(err, &be) {
-		return &Error{Op: opName, Code: be.Code, Detail: be.Detail}
+		e := &Error{Op: opName, Code: be.Code, Detail: be.Detail}
+		e.Node, _ = be.Node.(*Node)
+		return e
 	}
 	var e *Error
 	if errors.As(err, &e) {

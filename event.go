@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // EventFlags select event behaviour at creation (cudaEventCreateWithFlags).
@@ -23,10 +22,9 @@ type Event struct {
 	dev   *Device
 	flags EventFlags
 
-	h         host.Event // records and completions on the host backend
+	be        backend.Event // the backend's event
 	destroyed atomic.Bool
-
-	be backend.Event // the cuda backend's event; nil on host
+	recorded  atomic.Bool // a record was issued to a stream (not captured)
 
 	inCapture atomic.Bool        // capSeq != nil
 	captured  atomic.Bool        // the last record was captured, not run
@@ -44,13 +42,11 @@ func (d *Device) NewEvent(flags EventFlags) (*Event, error) {
 	if flags&^EventDisableTiming != 0 {
 		return nil, newErr(opName, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
-	e := &Event{dev: d, flags: flags}
-	if d.cuda != nil {
-		if err := d.cudaNewEvent(e); err != nil {
-			return nil, err
-		}
+	be, err := d.be.NewEvent(backend.EventFlags(flags & EventDisableTiming))
+	if err != nil {
+		return nil, backendErr(opName, err)
 	}
-	return e, nil
+	return &Event{dev: d, flags: flags, be: be}, nil
 }
 
 func (e *Event) check(opName string, d *Device) error {
@@ -68,16 +64,6 @@ func (e *Event) check(opName string, d *Device) error {
 	}
 	return nil
 }
-
-// issue starts a new record and returns its sequence number.
-func (e *Event) issue() uint64 { return e.h.Issue() }
-
-// target is what a wait issued now must wait for.
-func (e *Event) target() uint64 { return e.h.Target() }
-
-func (e *Event) complete(seq uint64) { e.h.Complete(seq) }
-
-func (e *Event) wait(seq uint64) { e.h.Wait(seq) }
 
 // Record captures the work issued to s so far (cudaEventRecord).
 func (s *Stream) Record(e *Event) error {
@@ -112,10 +98,11 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 		}
 	}
 	e.captured.Store(false)
-	if s.be != nil {
-		return s.cudaRecord(opName, e)
+	if err := s.be.Record(e.be); err != nil {
+		return backendErr(opName, err)
 	}
-	return s.enqueue(opName, op{kind: opRecord, ev: e}, func() (uint64, error) { return e.issue(), nil })
+	e.recorded.Store(true)
+	return nil
 }
 
 // Wait makes all later work in s wait for e's most recent record
@@ -151,14 +138,7 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaWait(opName, e)
-	}
-	t := e.target()
-	if t == 0 {
-		return nil
-	}
-	return s.enqueue(opName, op{kind: opWait, ev: e, seq: t}, nil)
+	return backendErr(opName, s.be.Wait(e.be))
 }
 
 // Synchronize waits for the event's most recent record to complete.
@@ -172,11 +152,9 @@ func (e *Event) Synchronize() error {
 			return err
 		}
 	}
-	if e.be != nil {
-		return e.cudaSynchronize(opName)
+	if err := e.be.Synchronize(); err != nil {
+		return backendErr(opName, err)
 	}
-	e.wait(e.target())
-	e.dev.poolsAfterSync()
 	if x := e.dev.sticky.Load(); x != nil {
 		return withOp(opName, x)
 	}
@@ -195,13 +173,7 @@ func (e *Event) Query() error {
 			return err
 		}
 	}
-	if e.be != nil {
-		return e.cudaQuery(opName)
-	}
-	if _, done, _ := e.h.Latest(); !done {
-		return newErr(opName, ErrNotReady, "record pending")
-	}
-	return nil
+	return backendErr(opName, e.be.Query())
 }
 
 // Destroy releases the event. A record already issued still completes.
@@ -211,10 +183,7 @@ func (e *Event) Destroy() error {
 		return err
 	}
 	e.destroyed.Store(true)
-	if e.be != nil {
-		return e.cudaDestroy(opName)
-	}
-	return nil
+	return backendErr(opName, e.be.Destroy())
 }
 
 // ElapsedTime is the time between the completion of start's and end's most
@@ -223,11 +192,7 @@ func (e *Event) Destroy() error {
 // (ErrInvalidResourceHandle otherwise).
 func ElapsedTime(start, end *Event) (time.Duration, error) {
 	const opName = "ElapsedTime"
-	if start != nil && end != nil && start.be != nil && end.be != nil {
-		return cudaElapsed(opName, start, end)
-	}
-	var at [2]time.Time
-	for i, e := range []*Event{start, end} {
+	for _, e := range []*Event{start, end} {
 		if err := e.check(opName, nil); err != nil {
 			return 0, err
 		}
@@ -236,19 +201,13 @@ func ElapsedTime(start, end *Event) (time.Duration, error) {
 				return 0, err
 			}
 		}
-		rec, done, t := e.h.Latest()
-		switch {
-		case e.flags&EventDisableTiming != 0:
+		if e.flags&EventDisableTiming != 0 {
 			return 0, newErr(opName, ErrInvalidResourceHandle, "event created with EventDisableTiming")
-		case rec == 0:
-			return 0, newErr(opName, ErrInvalidResourceHandle, "event was never recorded")
-		case !done:
-			return 0, newErr(opName, ErrNotReady, "event record pending")
 		}
-		at[i] = t
 	}
 	if start.dev != end.dev {
 		return 0, newErr(opName, ErrInvalidResourceHandle, "events of different devices")
 	}
-	return at[1].Sub(at[0]), nil
+	d, err := end.be.ElapsedTime(start.be)
+	return d, backendErr(opName, err)
 }

@@ -3,7 +3,6 @@ package gpugraph
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
@@ -30,10 +29,10 @@ const (
 // concurrent use.
 type ExternalSemaphore struct {
 	dev  *Device
-	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a host semaphore
-	be   backend.ExternalSemaphore   // the cuda backend's semaphore; nil on host
+	kind ExternalSemaphoreHandleType // what it was imported from; 0 for a Go-side (host) semaphore
+	be   backend.ExternalSemaphore   // the backend's semaphore: h itself on host
 
-	h host.Semaphore // the value, its waiters and users; on cuda only its destroyed state
+	h host.Semaphore // the value, its waiters and users; for an imported one only its destroyed state
 }
 
 // NewExternalSemaphore creates a timeline semaphore at value 0. It is a
@@ -45,11 +44,13 @@ func (d *Device) NewExternalSemaphore() (*ExternalSemaphore, error) {
 	if err := d.check(opName); err != nil {
 		return nil, err
 	}
-	if d.cuda != nil {
+	if !d.goRun {
 		return nil, newErr(opName, ErrNotSupported, "the CUDA driver has no semaphores of its own: "+
 			"import one from a graphics API handle (a Vulkan semaphore's file descriptor) with ImportExternalSemaphoreFD")
 	}
-	return &ExternalSemaphore{dev: d}, nil
+	s := &ExternalSemaphore{dev: d}
+	s.be = &s.h
+	return s, nil
 }
 
 // ImportExternalSemaphoreFD imports a semaphore from a file descriptor made
@@ -66,11 +67,15 @@ func (d *Device) ImportExternalSemaphoreFD(kind ExternalSemaphoreHandleType, fd 
 	default:
 		return nil, newErr(opName, ErrInvalidValue, "handle type %d is not a file descriptor type", int(kind))
 	}
-	if d.cuda == nil {
-		return nil, newErr(opName, ErrNotSupported, "the host backend cannot import operating-system semaphores: "+
-			"make one with NewExternalSemaphore and signal it from Go")
+	xs, ok := d.be.(backend.ExternalSemaphores)
+	if !ok {
+		return nil, newErr(opName, ErrNotSupported, "the backend has no external semaphores")
 	}
-	return d.cudaImportExtSem(opName, kind, fd)
+	be, err := xs.ImportExternalSemaphoreFD(int(kind), fd)
+	if err != nil {
+		return nil, backendErr(opName, err)
+	}
+	return &ExternalSemaphore{dev: d, kind: kind, be: be}, nil
 }
 
 // check validates a semaphore handle for op, on device d if d is not nil;
@@ -96,7 +101,7 @@ func (s *ExternalSemaphore) goSide(opName string) error {
 	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
 		return err
 	}
-	if s.be != nil {
+	if s.kind != 0 {
 		return newErr(opName, ErrNotSupported, "an imported semaphore is signalled, waited on and read through the API it came from, not from Go")
 	}
 	return nil
@@ -170,37 +175,14 @@ func (s *ExternalSemaphore) Destroy() error {
 	if err := s.check(opName, nil, ErrInvalidResourceHandle); err != nil {
 		return err
 	}
-	switch users, already := s.h.Destroy(); {
+	switch users, already := s.h.TryDestroy(); {
 	case already:
 		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
 	case users > 0:
 		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", users)
 	}
-	if s.be != nil {
+	if s.kind != 0 { // the driver's own; a Go-side semaphore is h
 		return s.cudaDestroy(opName)
-	}
-	return nil
-}
-
-// acquire marks the semaphore in use by work just issued, unless destroyed.
-func (s *ExternalSemaphore) acquire(opName string) error {
-	if !s.h.Acquire() {
-		return newErr(opName, ErrInvalidResourceHandle, "external semaphore is destroyed")
-	}
-	return nil
-}
-
-func (s *ExternalSemaphore) release() { s.h.Release() }
-
-// acquireAll acquires every semaphore of sems, or none.
-func acquireAll(opName string, sems []*ExternalSemaphore) error {
-	for i, s := range sems {
-		if err := s.acquire(opName); err != nil {
-			for _, t := range sems[:i] {
-				t.release()
-			}
-			return err
-		}
 	}
 	return nil
 }
@@ -258,21 +240,6 @@ func (d *Device) checkExtSems(sems []*ExternalSemaphore, values []uint64, handle
 	return nil, ""
 }
 
-// prepareExtSem checks signal or wait params and returns their op.
-func (d *Device) prepareExtSem(p NodeParams) (op, *Code, string) {
-	sems, values, signal, _ := extSemArgs(p)
-	if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
-		return op{}, code, msg
-	}
-	kind := opExtSemWait
-	if signal {
-		kind = opExtSemSignal
-	}
-	// Node params are never changed in place (copyParams), so the op may
-	// share their arrays.
-	return op{kind: kind, xs: &extSemOp{sems: sems, values: values}}, nil, ""
-}
-
 // copyExtSemParams copies the arrays of signal or wait params.
 func copyExtSemParams(p NodeParams) (NodeParams, bool) {
 	switch q := p.(type) {
@@ -312,37 +279,6 @@ func extSemLabel(p NodeParams) []string {
 	return []string{fmt.Sprintf("%d semaphores", len(sems)), fmt.Sprintf("values %v", values)}
 }
 
-// extSemOp is the work of a signal or wait: a stream operation's or a
-// graph node's.
-type extSemOp struct {
-	sems   []*ExternalSemaphore
-	values []uint64
-	stream bool // a stream operation, which holds its semaphores until done
-}
-
-// runExtSem runs a signal, or a wait blocking the calling goroutine (a
-// stream's own: graph launches wait without it, execExtSemWait).
-func (o *op) runExtSem() {
-	x := o.xs
-	if o.kind == opExtSemSignal {
-		for i, s := range x.sems {
-			s.h.Raise(x.values[i])
-		}
-	} else {
-		for i, s := range x.sems {
-			ch := make(chan struct{})
-			if s.h.OnReach(x.values[i], func() { close(ch) }) {
-				<-ch
-			}
-		}
-	}
-	if x.stream {
-		for _, s := range x.sems {
-			s.release()
-		}
-	}
-}
-
 // SignalExternalSemaphores signals sems in stream order, sems[i] to
 // values[i] (cudaSignalExternalSemaphoresAsync): after all work issued to s
 // before it. A value that does not exceed a host semaphore's current one
@@ -375,91 +311,12 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaExtSems(opName, signal, sems, values)
+	xs, ok := s.dev.be.(backend.ExternalSemaphores)
+	if !ok {
+		return newErr(opName, ErrNotSupported, "the backend has no external semaphores")
 	}
-	kind := opExtSemWait
 	if signal {
-		kind = opExtSemSignal
+		return backendErr(opName, xs.SignalExternalSemaphores(s.be, backendSems(sems), values))
 	}
-	x := &extSemOp{sems: append([]*ExternalSemaphore(nil), sems...), values: append([]uint64(nil), values...), stream: true}
-	return s.enqueue(opName, op{kind: kind, xs: x}, func() (uint64, error) { return 0, acquireAll(opName, x.sems) })
-}
-
-// Executable graphs.
-
-// instantiateExtSems lists e's signal and wait ops, whose semaphores its
-// launches hold, and lets its wait nodes finish later.
-func (e *Exec) instantiateExtSems() {
-	for i := range e.ops {
-		switch e.ops[i].kind {
-		case opExtSemSignal, opExtSemWait:
-			e.extSems = append(e.extSems, int32(i))
-		}
-	}
-	if len(e.extSems) > 0 {
-		e.run.EnableLater()
-	}
-}
-
-// acquireExtSems marks the semaphores of e's nodes in use by launch l, at
-// its issue; a destroyed one fails the launch.
-func (l *launch) acquireExtSems(opName string) error {
-	e := l.e
-	if len(e.extSems) == 0 {
-		return nil
-	}
-	var held []*ExternalSemaphore
-	for _, x := range e.extSems {
-		held = append(held, l.ops[x].xs.sems...)
-	}
-	if err := acquireAll(opName, held); err != nil {
-		return err
-	}
-	l.xsems = held
-	return nil
-}
-
-// releaseExtSems ends the launch's use of its semaphores.
-func (l *launch) releaseExtSems() {
-	for _, s := range l.xsems {
-		s.release()
-	}
-	l.xsems = nil
-}
-
-// execExtSemWait runs wait node i of the current launch: done now if every
-// value is reached, otherwise deferred until the last one is. A wait node
-// must not hold a worker while it waits: the pool is shared by every graph
-// and kernel of the process, and what leads to the signal (another branch
-// of the graph, another stream's work) may be queued behind it. So the node
-// finishes later (sched.Runner.Later) and the semaphore's signaller
-// releases its successors.
-func (e *Exec) execExtSemWait(i int32, o *op) {
-	if e.failed.Load() != nil {
-		return
-	}
-	x := o.xs
-	reached := true
-	for k, s := range x.sems {
-		reached = reached && s.h.Value() >= x.values[k]
-	}
-	if reached { // values only grow, so it stays reached
-		return
-	}
-	r := e.run
-	r.Later(i)
-	left := new(atomic.Int32)
-	left.Store(int32(len(x.sems)) + 1) // one per semaphore, one for this loop
-	done := func() {
-		if left.Add(-1) == 0 {
-			r.Done(i)
-		}
-	}
-	for k, s := range x.sems {
-		if !s.h.OnReach(x.values[k], done) {
-			done()
-		}
-	}
-	done()
+	return backendErr(opName, xs.WaitExternalSemaphores(s.be, backendSems(sems), values))
 }

@@ -3,10 +3,10 @@ package gpugraph
 import (
 	"errors"
 	"fmt"
-	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/host"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // Graph is a set of nodes (operations) and edges (dependencies), defined
@@ -25,7 +25,6 @@ type Graph struct {
 	clonedBy  map[*Node]*Node // original node -> its clone, for graphs made by Clone
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
 	execs     int             // live executable graphs instantiated from it
-	va        *host.GraphVA   // address space of its allocations
 	be        backend.Graph   // the backend's graph (cuda); nil on host
 	sinkSeq   uint64          // stamps Node.sink
 
@@ -42,7 +41,6 @@ type Node struct {
 	typ    NodeType
 	params NodeParams
 	child  *Graph       // embedded graph of a child graph node
-	alloc  *graphAlloc  // the allocation an alloc node makes or a free node frees
 	be     backend.Node // the backend's node (cuda); nil on host
 	conds  *condNode    // handle and bodies of a conditional node
 	deps   []*Node      // dependencies, in the order they were added
@@ -65,13 +63,15 @@ func (d *Device) NewGraph() (*Graph, error) {
 	if err := d.check("Device.NewGraph"); err != nil {
 		return nil, err
 	}
-	g := &Graph{dev: d, id: graphIDs.Add(1)}
-	if d.cuda != nil {
-		if err := d.cudaNewGraph(g); err != nil {
-			return nil, err
-		}
+	gr, ok := d.be.(backend.Grapher)
+	if !ok {
+		return nil, newErr("Device.NewGraph", ErrNotSupported, "the backend has no graphs")
 	}
-	return g, nil
+	be, err := gr.NewGraph()
+	if err != nil {
+		return nil, backendErr("Device.NewGraph", err)
+	}
+	return &Graph{dev: d, id: graphIDs.Add(1), be: be}, nil
 }
 
 // Device is the device the graph's work runs on.
@@ -206,8 +206,10 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
+	if p == nil {
+		return nil, newErr(opName, ErrInvalidValue, "nil params")
+	}
 	var child *Graph
-	var gm *host.GraphMem
 	memNode := false
 	switch p := p.(type) {
 	case ChildGraphParams:
@@ -218,8 +220,8 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		if err != nil {
 			return nil, err
 		}
-		// On cuda the driver clones the native graph; cudaAddNode then
-		// points the Go clone at the embedded native graph.
+		// The backend clones its graph; addBackendNode then points the Go
+		// clone at the embedded one.
 		c.be = p.Graph.be
 		child = c
 		defer releaseIfOrphan(c) // the clone took copies of the child's user object references
@@ -227,24 +229,10 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		if err := g.dev.checkMemParams(opName, p); err != nil {
 			return nil, err
 		}
-		memNode = true
-		if g.dev.cuda != nil {
-			break // the driver places and checks it (cudaAddNode)
-		}
-		var err error
-		if gm, err = g.dev.graphMemory(); err != nil {
-			return nil, newErr(opName, ErrNotSupported, "graph memory: %v", err)
-		}
+		memNode = true // the backend places and checks it (addBackendNode)
 	case ConditionalParams:
 		if err := checkCondParams(opName, p); err != nil {
 			return nil, err
-		}
-	default:
-		if g.dev.cuda != nil {
-			break // cudaAddNode checks parameters as it makes the native node
-		}
-		if _, code, msg := g.dev.prepare(p); code != nil {
-			return nil, newErr(opName, code, "%s", msg)
 		}
 	}
 	if err := g.lock(opName); err != nil {
@@ -273,18 +261,11 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 		n.params = ChildGraphParams{child}
 		child.parent = n
 	}
-	if g.dev.cuda != nil {
-		if err := g.dev.cudaAddNode(g, n, data); err != nil {
-			return nil, withOp(opName, err)
-		}
+	if err := g.dev.addBackendNode(g, n, data); err != nil {
+		return nil, withOp(opName, err)
 	}
 	if n.typ == NodeConditional {
 		if err := g.condAddLocked(opName, n); err != nil {
-			return nil, err
-		}
-	}
-	if gm != nil {
-		if err := addMemNode(gm, opName, g, n); err != nil {
 			return nil, err
 		}
 	}
@@ -377,10 +358,6 @@ func (n *Node) SetParams(p NodeParams) error {
 		}
 		child = c
 		defer releaseIfOrphan(c)
-	} else if n.g.dev.cuda == nil {
-		if _, code, msg := n.g.dev.prepare(p); code != nil {
-			return nodeErr(op, n, code, "%s", msg)
-		}
 	}
 	if err := n.g.lock(op); err != nil {
 		return err
@@ -389,19 +366,17 @@ func (n *Node) SetParams(p NodeParams) error {
 	if err := n.g.checkNodeLocked(op, n); err != nil {
 		return err
 	}
-	if n.g.dev.cuda != nil {
-		if child != nil {
-			// The driver clones the new graph into the node; the Go clone
-			// is bound to the driver's (cudaSetChild).
-			child.be = p.(ChildGraphParams).Graph.be
+	if child != nil {
+		// The backend clones the new graph into the node; the Go clone is
+		// bound to the backend's (setBackendParams).
+		child.be = p.(ChildGraphParams).Graph.be
+	}
+	if err := n.g.dev.setBackendParams(n, childOr(p, child)); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.at(op, n)
 		}
-		if err := n.g.dev.cudaSetParams(n, childOr(p, child)); err != nil {
-			var e *Error
-			if errors.As(err, &e) {
-				return e.at(op, n)
-			}
-			return err
-		}
+		return err
 	}
 	if child != nil {
 		old := n.child
@@ -550,11 +525,9 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		undo()
 		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
 	}
-	if g.dev.cuda != nil {
-		if err := g.dev.cudaEdges(op, g, edges, true); err != nil {
-			undo()
-			return err
-		}
+	if err := backendEdges(op, g, edges, true); err != nil {
+		undo()
+		return err
 	}
 	return nil
 }
@@ -591,10 +564,8 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 			}
 		}
 	}
-	if g.dev.cuda != nil {
-		if err := g.dev.cudaEdges(op, g, edges, false); err != nil {
-			return err
-		}
+	if err := backendEdges(op, g, edges, false); err != nil {
+		return err
 	}
 	for _, e := range edges {
 		e.To.deps = remove(e.To.deps, e.From)
@@ -640,10 +611,8 @@ func (g *Graph) DestroyNode(n *Node) error {
 	if g.memNodes > 0 {
 		return nodeErr(op, n, ErrNotSupported, "nodes cannot be destroyed in a graph with memory nodes")
 	}
-	if g.dev.cuda != nil {
-		if err := g.dev.cudaDestroyNode(op, n); err != nil {
-			return err
-		}
+	if err := g.be.DestroyNode(n.be); err != nil {
+		return backendErr(op, err)
 	}
 	n.condDestroy()
 	for _, d := range n.deps {
@@ -673,14 +642,8 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
-	if g.dev.cuda != nil {
-		g.dev.cudaDestroyGraph(g)
-	}
-	if g.va != nil {
-		// Live allocations stay: destroying a graph frees nothing.
-		g.dev.gmIfAny().ReleaseVA(g.va)
-	}
-	return nil
+	// Live allocations stay: destroying a graph frees nothing.
+	return backendErr(op, g.be.Destroy())
 }
 
 // destroyLocked marks g, its nodes and the graphs embedded in them dead.
@@ -716,7 +679,8 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	if err := g.condCloneRule(opName); err != nil {
 		return nil, nil, err
 	}
-	if g.dev.cuda != nil && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in cudaAddNode
+	_, native := g.be.(backend.Inspector)
+	if native && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in addBackendNode
 		c, err := g.cudaClone(opName)
 		if err != nil {
 			return nil, nil, err
@@ -752,6 +716,16 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	}
 	c.uobjs = g.takeUserObjectsLocked()
 	c.edata = g.cloneEdgeDataLocked(c.clonedBy)
+	if opName == "Graph.Clone" { // a child graph's clone is the backend's, made in addBackendNode
+		var err error
+		if c.be, err = g.be.Clone(); err == nil {
+			err = bindClone(c)
+		}
+		if err != nil {
+			c.releaseUserObjects()
+			return nil, nil, backendErr(opName, err)
+		}
+	}
 	return c, c.clonedBy, nil
 }
 
@@ -874,4 +848,20 @@ func StructurallyEqual(a, b *Graph) bool {
 		}
 	}
 	return true
+}
+
+// ancestors returns the set of nodes n transitively depends on.
+func ancestors(n *Node) map[*Node]bool {
+	seen := map[*Node]bool{}
+	stack := append([]*Node(nil), n.deps...)
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		stack = append(stack, x.deps...)
+	}
+	return seen
 }

@@ -1,8 +1,7 @@
 package gpugraph
 
 import (
-	"fmt"
-
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -36,53 +35,17 @@ type GraphMemStats struct {
 	ReservedCurrent, ReservedHigh uint64
 }
 
-// graphAlloc is one alloc node's allocation: its address range and
-// lifetimes, kept by the host backend's graph memory (host.GraphMem).
-type graphAlloc = host.GraphAlloc
-
-// graphMemory returns the device's graph memory, creating it on first use.
-func (d *Device) graphMemory() (*host.GraphMem, error) {
-	return d.host.GraphMem()
-}
-
-// place assigns the address range of a new alloc node n of g (g is
-// locked). The rule is DESIGN.md §3's: the range may overlap no allocation
-// of g still possibly live when n runs, that is, none but those whose free
-// node is an ancestor of n.
-func place(gm *host.GraphMem, g *Graph, n *Node, size int) (*graphAlloc, error) {
-	anc := ancestors(n)
-	reusable := func(a *graphAlloc) bool {
-		f, _ := a.FreedBy.(*Node)
-		return f != nil && anc[f]
-	}
-	return gm.Place(&g.va, size, reusable, n, fmt.Sprintf("%v of graph %d", n, g.id))
-}
-
-// ancestors returns the set of nodes n transitively depends on.
-func ancestors(n *Node) map[*Node]bool {
-	seen := map[*Node]bool{}
-	stack := append([]*Node(nil), n.deps...)
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		stack = append(stack, x.deps...)
-	}
-	return seen
-}
-
 // GraphMemStats reports the device's graph memory footprint.
 func (d *Device) GraphMemStats() (GraphMemStats, error) {
 	if err := d.check("Device.GraphMemStats"); err != nil {
 		return GraphMemStats{}, err
 	}
-	if d.cuda != nil {
-		return d.cudaGraphMemStats("Device.GraphMemStats")
+	gm, ok := d.be.(backend.GraphMemory)
+	if !ok {
+		return GraphMemStats{}, nil
 	}
-	return GraphMemStats(d.gmIfAny().Stats()), nil
+	st, err := gm.GraphMemStats()
+	return GraphMemStats(st), backendErr("Device.GraphMemStats", err)
 }
 
 // ResetGraphMemHigh sets the high-water marks to the current values
@@ -91,10 +54,9 @@ func (d *Device) ResetGraphMemHigh() error {
 	if err := d.check("Device.ResetGraphMemHigh"); err != nil {
 		return err
 	}
-	if d.cuda != nil {
-		return d.cudaResetGraphMemHigh("Device.ResetGraphMemHigh")
+	if gm, ok := d.be.(backend.GraphMemory); ok {
+		return backendErr("Device.ResetGraphMemHigh", gm.ResetGraphMemHigh())
 	}
-	d.gmIfAny().ResetHigh()
 	return nil
 }
 
@@ -106,10 +68,9 @@ func (d *Device) TrimGraphMem() error {
 	if err := d.check("Device.TrimGraphMem"); err != nil {
 		return err
 	}
-	if d.cuda != nil {
-		return d.cudaTrimGraphMem("Device.TrimGraphMem")
+	if gm, ok := d.be.(backend.GraphMemory); ok {
+		return backendErr("Device.TrimGraphMem", gm.TrimGraphMem())
 	}
-	d.gmIfAny().Trim()
 	return nil
 }
 
@@ -119,16 +80,6 @@ func (d *Device) TrimGraphMem() error {
 func (d *Device) GraphMemNodesSupported() bool {
 	p := d.props
 	return p.DriverVersion >= 11040 && p.MemoryPoolsSupported
-}
-
-func (d *Device) gmIfAny() *host.GraphMem {
-	return d.host.GraphMemIfAny()
-}
-
-// graphBytes returns [p, p+n) as bytes if it lies inside one graph
-// allocation, or handled=false if p is not graph memory.
-func (d *Device) graphBytes(p DevicePtr, n int) ([]byte, bool, error) {
-	return d.gmIfAny().Bytes(uint64(p), n)
 }
 
 // checkMemParams validates the parameters of a memory node that need no
@@ -158,43 +109,6 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 	return nil
 }
 
-// addMemNode gives a new alloc node its address, or checks what a new free
-// node frees. g is locked; n is not yet in the graph.
-func addMemNode(gm *host.GraphMem, opName string, g *Graph, n *Node) error {
-	switch p := n.params.(type) {
-	case MemAllocParams:
-		a, err := place(gm, g, n, p.Size)
-		if err != nil {
-			return newErr(opName, ErrMemoryAllocation, "no address space for %d bytes: %v", p.Size, err)
-		}
-		n.alloc = a
-		p.Ptr = DevicePtr(gm.Ptr(a))
-		p.Access = append([]MemAccessDesc(nil), p.Access...)
-		n.params = p
-	case MemFreeParams:
-		a, why := gm.FreeTarget(g.va, uint64(p.Ptr))
-		if a == nil {
-			return newErr(opName, ErrInvalidValue, "%s", why)
-		}
-		if a.VA() == g.va {
-			a.FreedBy = n
-		}
-		n.alloc = a
-	}
-	return nil
-}
-
-// issueLaunch applies a launch of e to allocation state at call time, under
-// the launching stream's lock: it refuses a relaunch while an allocation of
-// the previous launch is outstanding (unless e frees them on launch), and a
-// free node for an allocation that is not outstanding.
-func issueLaunch(gm *host.GraphMem, opName string, e *Exec) error {
-	if n, why := gm.IssueLaunch(e.bind.Persist(), e.frees, e.freeNodes, e.autoFree); n != nil {
-		return nodeErr(opName, n.(*Node), ErrInvalidValue, "%s", why)
-	}
-	return nil
-}
-
 // FreeAsync frees memory in stream order (cudaFreeAsync): a graph allocation
 // that is live after its graph's launch, or memory from MallocAsync. Work
 // queued in s before the free may still use the memory; nothing after it
@@ -207,36 +121,20 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if p == 0 {
 		return nil // cudaFreeAsync(NULL) succeeds
 	}
-	if s.be != nil {
-		return s.cudaFreeAsync(opName, p)
-	}
 	if s.capturing.Load() {
 		if _, captured, err := s.captureNode(opName, MemFreeParams{p}); captured {
 			return err
 		}
 	}
-	if gm := s.dev.gmIfAny(); gm.Contains(uint64(p)) {
-		var a *graphAlloc
-		return s.enqueue(opName, op{kind: opCall, host: func() { gm.Freed(a, true) }}, func() (uint64, error) {
-			var err error
-			if a, _, err = gm.TakeOutstanding(uint64(p)); err != nil {
-				return 0, newErr(opName, ErrInvalidValue, "%v", err)
-			}
-			return 0, nil
-		})
+	f, ok := s.dev.be.(freeAsyncer)
+	if !ok {
+		return newErr(opName, ErrNotSupported, "the backend has no stream-ordered allocation")
 	}
-	if handled, err := s.dev.poolFreeAsync(opName, p, s); handled {
-		return err
-	}
-	return newErr(opName, ErrInvalidValue, "%#x was not allocated by MallocAsync or by a graph", uint64(p))
+	return backendErr(opName, f.FreeAsync(s.be, uint64(p)))
 }
 
-// freeGraphAlloc frees a graph allocation synchronously (the caller has synchronized
-// the device), reporting handled=false if p is not graph memory.
-func (d *Device) freeGraphAlloc(opName string, p DevicePtr) (bool, error) {
-	handled, err := d.gmIfAny().Free(uint64(p))
-	if err != nil {
-		return true, newErr(opName, ErrInvalidValue, "%v", err)
-	}
-	return handled, nil
+// freeAsyncer is implemented by devices with stream-ordered frees
+// (cudaFreeAsync): of pool memory, and of graph allocations.
+type freeAsyncer interface {
+	FreeAsync(s backend.Stream, p uint64) error
 }

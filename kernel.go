@@ -2,8 +2,8 @@ package gpugraph
 
 import (
 	"fmt"
+	"github.com/gpugraph/gpugraph/internal/host"
 	"math"
-	"runtime"
 )
 
 // Dim3 is a grid or block size. Every component must be at least 1; use Dim1
@@ -75,16 +75,7 @@ type Block struct {
 	// bytes), private to this block for its duration.
 	Shared []byte
 
-	ctx *kernelCtx // the graph launch running the kernel; nil in a stream
-	pdl *pdlBlock  // the block's programmatic trigger, if the kernel has such dependents
-}
-
-// kernelCtx is what a kernel node reaches of the graph launch running it:
-// device-side calls (setting a conditional handle, launching a device graph,
-// triggering programmatic dependents) act on it.
-type kernelCtx struct {
-	e    *Exec
-	node int32 // the kernel's index in e.ops
+	rt host.Runtime // the graph launch running the kernel (zero in a stream)
 }
 
 // Args holds a launch's arguments, already checked against Kernel.Params.
@@ -133,7 +124,6 @@ type kernelOp struct {
 	grid, block Dim3
 	shared      int
 	args        Args
-	ctx         *kernelCtx // set for kernel nodes of an Exec
 }
 
 // prepareKernel checks a launch against the kernel and the device limits and
@@ -149,10 +139,10 @@ func (d *Device) prepareKernelIn(p *KernelParams, words *[]uint64) (kernelOp, *C
 	if k == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
 	}
-	if d.cuda == nil && k.Go == nil {
+	if d.goRun && k.Go == nil {
 		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
 	}
-	if d.cuda != nil && k.CUDA == "" {
+	if !d.goRun && k.CUDA == "" {
 		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no CUDA body for the cuda backend", k.Name)
 	}
 	pr := &d.props
@@ -274,74 +264,4 @@ func goTypeName(v any) string {
 		return "uintptr"
 	}
 	return "an unsupported type"
-}
-
-// run executes the kernel's blocks on the worker pool and returns an error if
-// a block panicked (a fault on device memory is an illegal address).
-func (o *kernelOp) run(d *Device) *Error {
-	if pk := o.ctx.pdlKernel(); pk != nil {
-		return o.runEarly(d, pk)
-	}
-	n := o.grid.Count()
-	if n == 1 {
-		return o.runOne(d)
-	}
-	k := *o // the method value escapes to the pool; keep o itself on the stack
-	if perr := d.host.Pool.For(n, k.blocks); perr != nil {
-		return d.panicError("kernel "+o.k.Name, perr)
-	}
-	return nil
-}
-
-// runOne runs a one-block grid on the caller, without allocating.
-func (o *kernelOp) runOne(d *Device) (err *Error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = d.panicError("kernel "+o.k.Name, p)
-		}
-	}()
-	o.k.Go(Block{Dim: o.block, GridDim: o.grid, Shared: sharedBuf(o.shared), ctx: o.ctx}, o.args)
-	return nil
-}
-
-// blocks runs blocks [lo, hi) in order on one worker.
-func (o *kernelOp) blocks(lo, hi int) {
-	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
-	sh := sharedBuf(o.shared)
-	for i := lo; i < hi; i++ {
-		clear(sh)
-		o.k.Go(Block{
-			Idx:     Dim3{i % gx, i % gxy / gx, i / gxy},
-			Dim:     o.block,
-			GridDim: o.grid,
-			Shared:  sh,
-			ctx:     o.ctx,
-		}, o.args)
-	}
-}
-
-func sharedBuf(n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	return make([]byte, n)
-}
-
-// panicError turns a panic inside a kernel or host function into the error
-// CUDA would report: an illegal address for bad memory, a launch failure
-// otherwise.
-func (d *Device) panicError(what string, p any) *Error {
-	switch e := p.(type) {
-	case IllegalAddressError:
-		return newErr(what, ErrIllegalAddress, "%v", e)
-	case runtime.Error:
-		if a, ok := e.(interface{ Addr() uintptr }); ok {
-			// Go words every fault as a nil dereference; say what it was.
-			if report := d.gmIfAny().Describe(a.Addr()); report != "" {
-				return newErr(what, ErrIllegalAddress, "fault at %#x: %s", a.Addr(), report)
-			}
-			return newErr(what, ErrIllegalAddress, "fault at %#x, which is not accessible device memory", a.Addr())
-		}
-	}
-	return newErr(what, ErrLaunchFailure, "panic: %v", p)
 }

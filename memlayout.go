@@ -1,6 +1,9 @@
 package gpugraph
 
-import "github.com/gpugraph/gpugraph/internal/vmem"
+import (
+	"github.com/gpugraph/gpugraph/internal/host"
+	"github.com/gpugraph/gpugraph/internal/vmem"
+)
 
 // MemLayout is where the allocations of an executable graph live, in the
 // order the graph runs: which virtual range each allocation holds, from
@@ -33,44 +36,28 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 		return MemLayout{}, err
 	}
 	l := MemLayout{ChunkBytes: vmem.Granularity}
-	if e.be != nil {
+	lo, ok := e.be.(layouter)
+	if !ok {
 		return e.cudaMemLayout(opName, l)
 	}
-	step := make([]int, len(e.ops)) // op -> index in l.Nodes
-	seen := map[*Node]bool{}
-	for i, n := range e.nodes {
-		if seen[n] { // the exit op of a child graph node
-			step[i] = step[e.opOf[n]]
-			continue
-		}
-		seen[n] = true
-		step[i] = len(l.Nodes)
-		l.Nodes = append(l.Nodes, n)
+	order, allocs := lo.Layout()
+	l.Nodes = make([]*Node, len(order))
+	for i, t := range order {
+		l.Nodes[i] = t.(*Node)
 	}
-	var as []*graphAlloc
-	byAlloc := map[*graphAlloc]int{}
-	for i := range e.ops {
-		o := &e.ops[i]
-		switch o.kind {
-		case opAlloc:
-			byAlloc[o.galloc] = len(l.Allocs)
-			as = append(as, o.galloc)
-			l.Allocs = append(l.Allocs, MemLayoutAlloc{Alloc: e.nodes[i], Size: uint64(o.galloc.Size), Start: step[i], End: len(l.Nodes)})
-		case opFree:
-			if k, ok := byAlloc[o.galloc]; ok {
-				l.Allocs[k].Free, l.Allocs[k].End = e.nodes[i], step[i]
-			}
-		}
-	}
-	if len(l.Allocs) == 0 {
-		return l, nil
-	}
-	ptrs, offs, phys := e.dev.host.GraphMemIfAny().Layout(e.bind, as)
-	for k := range as {
-		m := &l.Allocs[k]
-		m.Ptr, m.Offset, m.Phys = DevicePtr(ptrs[k]), offs[k], phys[k]
+	for _, a := range allocs {
+		m := MemLayoutAlloc{Alloc: a.Alloc.(*Node), Ptr: DevicePtr(a.Ptr), Offset: a.Offset, Size: uint64(a.Size),
+			Start: a.Start, End: a.End, Phys: a.Phys}
+		m.Free, _ = a.Free.(*Node)
+		l.Allocs = append(l.Allocs, m)
 	}
 	return l, nil
+}
+
+// layouter is implemented by executable graphs whose backend maps their
+// memory itself (host): where each allocation lives.
+type layouter interface {
+	Layout() (order []any, allocs []host.LayoutAlloc)
 }
 
 // cudaMemLayout is MemLayout on the cuda backend, read from the graph e was

@@ -32,16 +32,9 @@ func (sc *Scope) Malloc(n int) (DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if d.cuda != nil {
-		p, err := d.cudaMalloc(n)
-		if err == nil {
-			d.mallocs.add(p, n)
-		}
-		return p, err
-	}
-	p, err := d.host.Mem.Malloc(n)
+	p, err := d.be.Malloc(n)
 	if err != nil {
-		return 0, newErr(op, ErrMemoryAllocation, "%v", err)
+		return 0, backendErr(op, err)
 	}
 	d.mallocs.add(DevicePtr(p), n)
 	return DevicePtr(p), nil
@@ -97,35 +90,11 @@ func (sc *Scope) Free(p DevicePtr) error {
 	if p == 0 {
 		return nil
 	}
-	if d.cuda != nil {
-		err := d.cudaFree(p)
-		if err == nil {
-			d.mallocs.remove(p)
-		}
-		return err
-	}
-	if !d.host.Mem.Contains(uint64(p), 1) {
-		d.syncAll()
-		if handled, err := d.freeGraphAlloc(op, p); handled {
-			return err
-		}
-		if handled, err := d.poolFree(op, p); handled {
-			return err
-		}
-		return newErr(op, ErrInvalidValue, "%#x is not device memory of this device", uint64(p))
-	}
-	d.syncAll()
-	if !d.host.Mem.Free(uint64(p)) {
-		return newErr(op, ErrInvalidValue, "%#x is not the start of a live allocation", uint64(p))
+	if err := d.be.Free(uint64(p)); err != nil {
+		return backendErr(op, err)
 	}
 	d.mallocs.remove(p)
 	return nil
-}
-
-// deviceBytes returns the device range [p, p+n) as a byte slice after
-// checking that it lies inside one live allocation.
-func (d *Device) deviceBytes(p DevicePtr, n int) ([]byte, error) {
-	return d.host.Bytes(uint64(p), n)
 }
 
 // IllegalAddressError is what Slice panics with when given memory that is not
@@ -134,6 +103,10 @@ type IllegalAddressError struct {
 	Ptr  DevicePtr
 	Size uintptr
 }
+
+// IllegalAddress marks the error for the host backend, which fails the
+// kernel with ErrIllegalAddress.
+func (IllegalAddressError) IllegalAddress() {}
 
 func (e IllegalAddressError) Error() string {
 	return fmt.Sprintf("illegal address: [%#x, +%d) is not device memory", uint64(e.Ptr), e.Size)

@@ -153,7 +153,7 @@ func (p *MemPool) Destroy() error {
 		return newErr(opName, ErrInvalidValue, "the default memory pool cannot be destroyed")
 	}
 	if p.be != nil {
-		return cudaErr(opName, p.be.Destroy())
+		return backendErr(opName, p.be.Destroy())
 	}
 	if p.h == nil {
 		return nil // it never had memory
@@ -174,7 +174,7 @@ func (p *MemPool) SetReleaseThreshold(bytes uint64) error {
 		return err
 	}
 	if p.be != nil {
-		return cudaErr(opName, p.be.SetReleaseThreshold(bytes))
+		return backendErr(opName, p.be.SetReleaseThreshold(bytes))
 	}
 	if p.h != nil && !p.h.SetThreshold(bytes) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
@@ -208,7 +208,7 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 		return err
 	}
 	if p.be != nil {
-		return cudaErr(opName, p.be.TrimTo(minBytesToKeep))
+		return backendErr(opName, p.be.TrimTo(minBytesToKeep))
 	}
 	if p.h != nil && !p.h.TrimTo(minBytesToKeep) {
 		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
@@ -262,7 +262,7 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 		return newErr(opName, ErrInvalidValue, "unknown access flags %d", int(flags))
 	}
 	if p.be != nil {
-		return cudaErr(opName, p.be.SetAccess(device, int(flags)))
+		return backendErr(opName, p.be.SetAccess(device, int(flags)))
 	}
 	if device != p.props.Location {
 		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)
@@ -317,7 +317,7 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 // pending in another stream, s then waiting for that free (awaitFree): the
 // order of reuse measured on the driver.
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
-	if s.be != nil {
+	if s.dev.cuda != nil {
 		switch {
 		case p == nil || p.dev != s.dev:
 			return 0, newErr(opName, ErrInvalidValue, "nil memory pool, or a pool of another device")
@@ -358,59 +358,16 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	case p.h == nil:
 		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the pool could not reserve address space", n)
 	}
-	ptr, err := p.h.Alloc(n, s, func(pf *host.PendingFree) error {
+	hs := s.be.(*host.Stream) // pools of the host backend serve its streams
+	ptr, err := p.h.Alloc(n, hs, func(pf *host.PendingFree) error {
 		// Nothing left but memory whose free is pending in another
 		// stream: take it, and make s wait for that free, as the driver
 		// does. A failed device drops queued frees: give up then.
 		stop := func() bool { return s.dev.sticky.Load() != nil || s.dev.closed.Load() }
-		return s.enqueue(opName, op{kind: opCall, host: func() { pf.Await(stop) }}, nil)
+		return hs.Call(func() { pf.Await(stop) })
 	})
 	if err != nil {
 		return 0, fromBackend(opName, err)
 	}
 	return DevicePtr(ptr), nil
-}
-
-// poolFreeAsync is the pool side of Stream.FreeAsync. handled is false, and
-// nothing happens, if ptr is in none of d's pools. Otherwise the allocation
-// that starts at ptr ends at API level now (ErrInvalidValue if there is
-// none: an interior pointer, or a second free) and its memory goes back to
-// the pool when s reaches the free.
-func (d *Device) poolFreeAsync(opName string, ptr DevicePtr, s *Stream) (handled bool, err error) {
-	p := d.host.PoolAt(uint64(ptr))
-	if p == nil {
-		return false, nil
-	}
-	if err := s.usable(opName); err != nil {
-		return true, err
-	}
-	// Queued under the pool's lock, so that no allocation in s takes the
-	// range before the free is in s's queue. Stream workers run ops without
-	// their stream's lock, so the free cannot deadlock with this.
-	err = p.FreeAsync(uint64(ptr), s, func(run func()) error {
-		return s.enqueue(opName, op{kind: opCall, host: run}, nil)
-	})
-	return true, fromBackend(opName, err)
-}
-
-// poolFree is the pool side of Device.Free: like poolFreeAsync, but the
-// memory goes back to the pool at once. The caller has synchronized the
-// device.
-func (d *Device) poolFree(opName string, ptr DevicePtr) (handled bool, err error) {
-	p := d.host.PoolAt(uint64(ptr))
-	if p == nil {
-		return false, nil
-	}
-	return true, fromBackend(opName, p.Free(uint64(ptr)))
-}
-
-// poolsAfterSync applies every pool's release threshold. The caller runs it
-// when Synchronize of a stream, an event or the device has waited, the points
-// at which the driver releases pool memory (Query is not one). Frees that
-// have run by then have returned their ranges, so the granules they leave
-// idle can go.
-func (d *Device) poolsAfterSync() {
-	for _, p := range d.host.Pools() {
-		p.Trim()
-	}
 }

@@ -61,7 +61,7 @@ func poolMalloc(t *testing.T, s *Stream, n int, p *MemPool) DevicePtr {
 // freeAsync frees ptr in s the way Stream.FreeAsync will.
 func freeAsync(t *testing.T, s *Stream, ptr DevicePtr) {
 	t.Helper()
-	handled, err := s.dev.poolFreeAsync("Stream.FreeAsync", ptr, s)
+	handled, err := poolFreeAsync(s.dev, ptr, s)
 	if !handled || err != nil {
 		t.Fatalf("poolFreeAsync(%#x) = %v, %v", uint64(ptr), handled, err)
 	}
@@ -74,7 +74,7 @@ func syncStream(t *testing.T, s *Stream) {
 	if err := s.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
-	s.dev.poolsAfterSync()
+	trimPools(s.dev)
 }
 
 // block holds back s until the returned function is called (at the latest
@@ -317,7 +317,7 @@ func TestPoolNeverHandsOutLiveMemory(t *testing.T) {
 						corrupt <- fmt.Sprintf("stream %d: %v", w, err)
 						return
 					}
-					d.syncAll() // let every stream's frees run, then try again
+					d.be.Synchronize() // let every stream's frees run, then try again
 				}
 				mu.Lock()
 				for q, m := range live {
@@ -350,11 +350,11 @@ func TestPoolNeverHandsOutLiveMemory(t *testing.T) {
 						corrupt <- msg
 					}
 				}
-				if handled, err := d.poolFreeAsync("Stream.FreeAsync", ptr, s); !handled || err != nil {
+				if handled, err := poolFreeAsync(d, ptr, s); !handled || err != nil {
 					corrupt <- fmt.Sprintf("free: %v %v", handled, err)
 				}
 			}
-			s.wait()
+			s.be.Synchronize()
 		}(w, s)
 	}
 	wg.Wait()
@@ -363,7 +363,7 @@ func TestPoolNeverHandsOutLiveMemory(t *testing.T) {
 		t.Fatal(msg)
 	}
 	checkPool(t, p)
-	d.poolsAfterSync()
+	trimPools(d)
 	checkPool(t, p)
 	if st := p.Stats(); st.UsedCurrent != 0 || st.ReservedCurrent != 0 {
 		t.Fatalf("after all frees ran: %+v, want nothing used or reserved", st)
@@ -682,7 +682,7 @@ func TestPoolInvalidInputs(t *testing.T) {
 		{"zero", 0, false},
 	}
 	for _, c := range frees {
-		handled, err := d.poolFreeAsync("Stream.FreeAsync", c.ptr, s)
+		handled, err := poolFreeAsync(d, c.ptr, s)
 		if handled != c.wantHandled {
 			t.Errorf("poolFreeAsync, %s: handled = %v", c.name, handled)
 		}
@@ -691,7 +691,7 @@ func TestPoolInvalidInputs(t *testing.T) {
 		} else if err != nil {
 			t.Errorf("poolFreeAsync, %s: %v", c.name, err)
 		}
-		handled, err = d.poolFree("Device.Free", c.ptr)
+		handled, err = poolFree(d, c.ptr)
 		if handled != c.wantHandled {
 			t.Errorf("poolFree, %s: handled = %v", c.name, handled)
 		}
@@ -706,12 +706,12 @@ func TestPoolInvalidInputs(t *testing.T) {
 
 	// Double free.
 	freeAsync(t, s, a)
-	handled, err := d.poolFreeAsync("Stream.FreeAsync", a, s)
+	handled, err := poolFreeAsync(d, a, s)
 	if !handled {
 		t.Fatal("double free not handled")
 	}
 	wantCode(t, err, ErrInvalidValue)
-	handled, err = d.poolFree("Device.Free", a)
+	handled, err = poolFree(d, a)
 	if !handled {
 		t.Fatal("double free not handled")
 	}
@@ -723,7 +723,7 @@ func TestPoolInvalidInputs(t *testing.T) {
 	if err := dead.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	handled, err = d.poolFreeAsync("Stream.FreeAsync", b, dead)
+	handled, err = poolFreeAsync(d, b, dead)
 	if !handled {
 		t.Fatal("free in a destroyed stream not handled")
 	}
@@ -820,7 +820,7 @@ func TestPoolClosedDevice(t *testing.T) {
 	wantCode(t, d.DefaultMemPool().SetReleaseThreshold(0), ErrContextIsDestroyed)
 	_, err = d.NewMemPool(MemPoolProps{})
 	wantCode(t, err, ErrContextIsDestroyed)
-	if handled, _ := d.poolFreeAsync("Stream.FreeAsync", a, s); handled {
+	if handled, _ := poolFreeAsync(d, a, s); handled {
 		t.Fatal("a closed device's pool still answers for its memory")
 	}
 	d.host.Close() // twice is harmless
@@ -841,4 +841,34 @@ func poolBytes(d *Device, ptr DevicePtr, n int) (b []byte, handled bool, err err
 	}
 	b, err = p.Bytes(uint64(ptr), n)
 	return b, true, err
+}
+
+// poolFreeAsync is the pool side of Stream.FreeAsync: handled is false,
+// and nothing happens, if ptr is in none of d's pools.
+func poolFreeAsync(d *Device, ptr DevicePtr, s *Stream) (handled bool, err error) {
+	p := d.host.PoolAt(uint64(ptr))
+	if p == nil {
+		return false, nil
+	}
+	if err := s.usable("Stream.FreeAsync"); err != nil {
+		return true, err
+	}
+	return true, fromBackend("Stream.FreeAsync", p.FreeAsync(uint64(ptr), s.be, s.be.(*host.Stream).Call))
+}
+
+// poolFree is the pool side of Device.Free.
+func poolFree(d *Device, ptr DevicePtr) (handled bool, err error) {
+	p := d.host.PoolAt(uint64(ptr))
+	if p == nil {
+		return false, nil
+	}
+	return true, fromBackend("Device.Free", p.Free(uint64(ptr)))
+}
+
+// trimPools applies every pool's release threshold, as a synchronization
+// does once it has waited.
+func trimPools(d *Device) {
+	for _, p := range d.host.Pools() {
+		p.Trim()
+	}
 }

@@ -24,8 +24,8 @@ func (g *Graph) NativeGraph() uintptr { return native(g.be) }
 // NativeContext returns the device's CUcontext (its primary context; 0 on
 // host).
 func (d *Device) NativeContext() uintptr {
-	if d.cuda == nil {
-		return 0
+	if c, ok := d.be.(interface{ Context() uintptr }); ok {
+		return c.Context()
 	}
-	return d.cuda.Context()
+	return 0
 }

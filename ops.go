@@ -1,9 +1,6 @@
 package gpugraph
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // MemcpyParams describe a copy of Size bytes. Each side is either device
 // memory (Dst, Src) or a host slice (DstHost, SrcHost), never both; the
@@ -83,136 +80,6 @@ type HostParams struct {
 	Fn func()
 }
 
-// seqForeignFree in an opFree's seq marks the free of another graph's
-// allocation.
-const seqForeignFree = 1
-
-type opKind uint8
-
-const (
-	opEmpty opKind = iota
-	opKernel
-	opHost
-	opMemcpy
-	opMemset
-	opRecord
-	opWait
-	opGraph
-	opCall  // internal bookkeeping run in stream order (frees, uploads)
-	opAlloc // a graph allocation's lifetime starts
-	opFree  // a graph allocation's lifetime ends
-	opCond  // a conditional node: runs its bodies
-	opExtSemSignal
-	opExtSemWait
-)
-
-// op is one unit of work, prepared and checked: a stream holds a queue of
-// them and an executable graph holds one per node. run is the only place
-// work is executed.
-type op struct {
-	kind   opKind
-	kern   kernelOp
-	host   func()
-	dst    []byte // memcpy, memset
-	src    []byte // memcpy
-	set    memsetOp
-	ev     *Event
-	seq    uint64 // event record sequence number, or wait target
-	launch *launch
-	galloc *graphAlloc // opAlloc, opFree
-	off    bool        // a disabled graph node (Exec.SetEnabled): runs as empty
-	cond   *condOp     // opCond
-	xs     *extSemOp   // opExtSemSignal, opExtSemWait
-}
-
-type memsetOp struct {
-	value         uint32
-	elem, width   int
-	height, pitch int
-}
-
-// run executes the op. A panic (a bad host function, a fault on device
-// memory) becomes the error CUDA would report.
-func (o *op) run(d *Device) (err *Error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = d.panicError(o.what(), p)
-		}
-	}()
-	switch o.kind {
-	case opKernel:
-		return o.kern.run(d)
-	case opHost:
-		o.host()
-	case opMemcpy:
-		copy(o.dst, o.src)
-	case opMemset:
-		o.set.run(o.dst)
-	case opRecord:
-		o.ev.complete(o.seq)
-	case opWait:
-		o.ev.wait(o.seq)
-	case opGraph:
-		return o.launch.run()
-	case opCall:
-		o.host()
-	case opAlloc:
-		d.host.GraphMemIfAny().Allocated(o.galloc)
-	case opFree:
-		d.host.GraphMemIfAny().Freed(o.galloc, o.seq == seqForeignFree)
-	case opCond:
-		return o.cond.run()
-	case opExtSemSignal, opExtSemWait:
-		o.runExtSem()
-	}
-	return nil
-}
-
-func (o *op) what() string {
-	switch o.kind {
-	case opKernel:
-		return "kernel " + o.kern.k.Name
-	case opHost:
-		return "host function"
-	case opMemcpy:
-		return "memcpy"
-	case opMemset:
-		return "memset"
-	}
-	return "graph"
-}
-
-func (s *memsetOp) run(dst []byte) {
-	var pat [4]byte
-	binary.LittleEndian.PutUint32(pat[:], s.value)
-	rowBytes := s.width * s.elem
-	for r := 0; r < s.height; r++ {
-		row := dst[r*s.pitch : r*s.pitch+rowBytes]
-		if s.value == 0 {
-			clear(row)
-			continue
-		}
-		if s.elem == 1 {
-			for i := range row {
-				row[i] = pat[0]
-			}
-			continue
-		}
-		for i := 0; i < len(row); i += s.elem {
-			copy(row[i:i+s.elem], pat[:s.elem])
-		}
-	}
-}
-
-// prepareMemcpy checks a copy and resolves its device addresses.
-func (d *Device) prepareMemcpy(p *MemcpyParams) (op, *Code, string) {
-	dst, src, msg := memcpySides(p, d.deviceBytes)
-	if msg != "" {
-		return op{}, ErrInvalidValue, msg
-	}
-	return op{kind: opMemcpy, dst: dst, src: src}, nil, ""
-}
-
 // memcpySides checks a copy for every backend: the size, and each side
 // either a host slice long enough or device memory that device accepts
 // (device resolves [ptr, ptr+n) to bytes on the host backend, or only
@@ -245,23 +112,6 @@ func memcpySides(p *MemcpyParams, device func(DevicePtr, int) ([]byte, error)) (
 	}
 	src, msg = side("source", p.Src, p.SrcHost)
 	return dst, src, msg
-}
-
-// prepareMemset checks a memset and resolves its device range.
-func (d *Device) prepareMemset(p *MemsetParams) (op, *Code, string) {
-	sh, code, msg := d.memsetShape(p)
-	if code != nil {
-		return op{}, code, msg
-	}
-	var dst []byte
-	if sh.total > 0 {
-		b, err := d.deviceBytes(p.Dst, sh.total)
-		if err != nil {
-			return op{}, ErrInvalidValue, err.Error()
-		}
-		dst = b
-	}
-	return op{kind: opMemset, dst: dst, set: memsetOp{p.Value, p.ElementSize, p.Width, p.Height, sh.pitch}}, nil, ""
 }
 
 // memsetShape is what a memset touches: rows pitch bytes apart, total bytes

@@ -78,47 +78,6 @@ func (EmptyParams) NodeType() NodeType       { return NodeEmpty }
 func (EventWaitParams) NodeType() NodeType   { return NodeEventWait }
 func (EventRecordParams) NodeType() NodeType { return NodeEventRecord }
 
-// prepare checks p for device d and returns the work it stands for. It is the
-// one place node parameters are validated, at node creation, SetParams and
-// instantiation alike. Child graphs are checked by the caller.
-func (d *Device) prepare(p NodeParams) (op, *Code, string) { return d.prepareIn(p, nil) }
-
-// prepareIn is prepare taking kernel argument words from *words (see
-// prepareKernelIn).
-func (d *Device) prepareIn(p NodeParams, words *[]uint64) (op, *Code, string) {
-	switch p := p.(type) {
-	case KernelParams:
-		k, code, msg := d.prepareKernelIn(&p, words)
-		return op{kind: opKernel, kern: k}, code, msg
-	case MemcpyParams:
-		return d.prepareMemcpy(&p)
-	case MemsetParams:
-		return d.prepareMemset(&p)
-	case HostParams:
-		if p.Fn == nil {
-			return op{}, ErrInvalidValue, "nil host function"
-		}
-		return op{kind: opHost, host: p.Fn}, nil, ""
-	case EmptyParams:
-		return op{kind: opEmpty}, nil, ""
-	case EventRecordParams:
-		if err := p.Event.check("", d); err != nil {
-			return op{}, err.(*Error).Code, err.(*Error).Detail
-		}
-		return op{kind: opRecord, ev: p.Event}, nil, ""
-	case EventWaitParams:
-		if err := p.Event.check("", d); err != nil {
-			return op{}, err.(*Error).Code, err.(*Error).Detail
-		}
-		return op{kind: opWait, ev: p.Event}, nil, ""
-	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
-		return d.prepareExtSem(p)
-	case nil:
-		return op{}, ErrInvalidValue, "nil params"
-	}
-	return op{}, ErrInvalidValue, fmt.Sprintf("unsupported params type %T", p)
-}
-
 // copyParams returns a copy of p that shares no mutable state with the
 // caller's value (kernel arguments are copied).
 func copyParams(p NodeParams) NodeParams {

@@ -1,7 +1,6 @@
 package gpugraph
 
 import (
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -13,26 +12,14 @@ import (
 // Calls return as soon as the work is queued. Methods are safe for
 // concurrent use.
 type Stream struct {
-	dev *Device
-
-	mu        sync.Mutex
-	cond      sync.Cond // signalled when work completes and someone waits
-	wake      sync.Cond // signalled when work arrives for an idle worker
-	queue     []op      // ring buffer
-	head, n   int
-	started   bool // the worker goroutine runs
-	idle      bool // the worker waits on wake
-	stop      bool // the worker exits once the queue is empty
-	submitted uint64
-	completed uint64
-	waiters   int
+	dev       *Device
+	be        backend.Stream // the backend's stream
 	destroyed atomic.Bool
 
-	be      backend.Stream // the cuda backend's stream; nil on host
-	capInto *Graph         // the graph a native BeginCaptureToGraph captures into
-	argMu   sync.Mutex     // guards args
-	args    []uint64       // a cuda stream launch's argument words
+	argMu sync.Mutex // guards args
+	args  []uint64   // a launch's argument words, which the backend copies
 
+	capInto   *Graph      // the graph a native BeginCaptureToGraph captures into
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
 	cap       *captureSeq // guarded by dev.cap.mu
 	capDeps   []*Node     // the capture's dependency set for this stream
@@ -42,21 +29,15 @@ type Stream struct {
 
 // NewStream creates a stream.
 func (d *Device) NewStream() (*Stream, error) {
-	if err := d.check("Device.NewStream"); err != nil {
+	const opName = "Device.NewStream"
+	if err := d.check(opName); err != nil {
 		return nil, err
 	}
-	s := &Stream{dev: d, queue: make([]op, 16)}
-	s.cond.L = &s.mu
-	s.wake.L = &s.mu
-	if d.cuda != nil {
-		if err := d.cudaNewStream(s); err != nil {
-			return nil, err
-		}
+	be, err := d.be.NewStream()
+	if err != nil {
+		return nil, backendErr(opName, err)
 	}
-	d.mu.Lock()
-	d.streams[s] = struct{}{}
-	d.mu.Unlock()
-	return s, nil
+	return &Stream{dev: d, be: be}, nil
 }
 
 // Device is the device the stream belongs to.
@@ -77,7 +58,7 @@ func (s *Stream) check(opName string) error {
 }
 
 // usable is the cheap check of the launch path: a live stream on an open
-// device. The device's sticky error is checked when the work is queued.
+// device without a sticky error.
 func (s *Stream) usable(opName string) error {
 	switch {
 	case s == nil:
@@ -87,115 +68,10 @@ func (s *Stream) usable(opName string) error {
 	case s.dev.closed.Load():
 		return newErr(opName, ErrContextIsDestroyed, "device is closed")
 	}
-	return notInDestructor(opName)
-}
-
-// enqueue appends o to the stream. prepare, if not nil, runs under the
-// stream's lock just before o is queued, and its result becomes o.seq: event
-// records and graph launches take their sequence numbers in queue order, and
-// launches and frees check and change allocation state atomically with
-// queueing. If prepare fails, nothing is queued.
-func (s *Stream) enqueue(opName string, o op, prepare func() (uint64, error)) error {
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
-	s.mu.Lock()
-	if s.destroyed.Load() {
-		s.mu.Unlock()
-		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
-	}
-	if prepare != nil {
-		seq, err := prepare()
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		o.seq = seq
-	}
-	if s.n == len(s.queue) {
-		q := make([]op, 2*len(s.queue))
-		for i := 0; i < s.n; i++ {
-			q[i] = s.queue[(s.head+i)%len(s.queue)]
-		}
-		s.queue, s.head = q, 0
-	}
-	s.queue[(s.head+s.n)%len(s.queue)] = o
-	s.n++
-	s.submitted++
-	if !s.started {
-		s.started = true
-		go s.worker()
-	} else if s.idle {
-		s.wake.Signal()
-	}
-	s.mu.Unlock()
-	return nil
-}
-
-// worker runs the stream's work in order. One long-lived goroutine per
-// stream keeps the stream FIFO and keeps its grown stack from one launch to
-// the next (a fresh goroutine per burst paid for stack growth every graph
-// launch).
-func (s *Stream) worker() {
-	debug.SetPanicOnFault(true) // faults on device memory become errors
-	s.mu.Lock()
-	for {
-		for s.n == 0 {
-			if s.stop {
-				s.mu.Unlock()
-				s.dev.forget(s)
-				return
-			}
-			s.idle = true
-			s.wake.Wait()
-			s.idle = false
-		}
-		o := s.queue[s.head]
-		s.queue[s.head] = op{}
-		s.head = (s.head + 1) % len(s.queue)
-		s.n--
-		s.mu.Unlock()
-		if s.dev.sticky.Load() == nil {
-			if err := o.run(s.dev); err != nil {
-				s.dev.fail(err)
-			}
-		} else if o.kind == opRecord {
-			o.ev.complete(o.seq) // keep waiters from hanging on a failed device
-		} else if o.kind == opGraph {
-			o.launch.skip()
-		}
-		s.mu.Lock()
-		s.completed++
-		if s.waiters > 0 {
-			s.cond.Broadcast()
-		}
-	}
-}
-
-// shutdown lets the worker exit once the queued work is done.
-func (s *Stream) shutdown() {
-	s.mu.Lock()
-	s.stop = true
-	if s.idle {
-		s.wake.Signal()
-	}
-	started := s.started
-	s.mu.Unlock()
-	if !started {
-		s.dev.forget(s)
-	}
-}
-
-// wait blocks until everything submitted so far has completed.
-func (s *Stream) wait() {
-	s.mu.Lock()
-	target := s.submitted
-	for s.completed < target {
-		s.waiters++
-		s.cond.Wait()
-		s.waiters--
-	}
-	s.mu.Unlock()
+	return notInDestructor(opName)
 }
 
 // Synchronize waits until all work issued to the stream has completed. It
@@ -208,11 +84,9 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.be != nil {
-		return s.cudaSynchronize(opName)
+	if err := s.be.Synchronize(); err != nil {
+		return backendErr(opName, err)
 	}
-	s.wait()
-	s.dev.poolsAfterSync()
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
@@ -232,16 +106,7 @@ func (s *Stream) Query() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.be != nil {
-		return s.cudaQuery(opName)
-	}
-	s.mu.Lock()
-	pending := s.completed < s.submitted
-	s.mu.Unlock()
-	if pending {
-		return newErr(opName, ErrNotReady, "work pending")
-	}
-	return nil
+	return backendErr(opName, s.be.Query())
 }
 
 // Destroy releases the stream. Work already issued still runs to completion;
@@ -251,14 +116,8 @@ func (s *Stream) Destroy() error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
-	s.mu.Lock()
 	s.destroyed.Store(true)
-	s.mu.Unlock()
-	s.shutdown()
-	if s.be != nil {
-		return s.cudaDestroy(opName)
-	}
-	return nil
+	return backendErr(opName, s.be.Destroy())
 }
 
 // Launch queues a kernel launch: grid blocks of block threads, with args
@@ -279,17 +138,23 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaLaunch(opName, p)
-	}
-	if err := checkStreamLaunch(opName, p); err != nil { // the driver's own check on cuda
+	if err := checkStreamLaunch(opName, p); err != nil {
 		return err
 	}
-	k, code, msg := s.dev.prepareKernel(p)
+	// The arguments are marshalled into the stream's buffer, which the
+	// backend copies: a launch allocates nothing it need not
+	// (TestLaunchAllocs).
+	s.argMu.Lock()
+	defer s.argMu.Unlock()
+	if cap(s.args) < len(p.Args) {
+		s.args = make([]uint64, 0, max(16, len(p.Args)))
+	}
+	s.args = s.args[:0]
+	l, code, msg := s.dev.lowerLaunch(p, &s.args)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return s.enqueue(opName, op{kind: opKernel, kern: k}, nil)
+	return backendErr(opName, s.be.Launch(l))
 }
 
 // LaunchHostFunc queues fn to run on the host after all earlier work in the
@@ -308,10 +173,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaHostFunc(opName, fn)
-	}
-	return s.enqueue(opName, op{kind: opHost, host: fn}, nil)
+	return backendErr(opName, s.be.HostFunc(fn))
 }
 
 // Memcpy queues the copy p (cudaMemcpyAsync). A host slice must not be
@@ -326,14 +188,11 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaMemcpy(opName, &p)
-	}
-	o, code, msg := s.dev.prepareMemcpy(&p)
+	bp, code, msg := s.dev.lowerCopy(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return s.enqueue(opName, o, nil)
+	return backendErr(opName, s.be.Memcpy(&bp))
 }
 
 // Memset queues the fill p (cudaMemsetAsync).
@@ -347,14 +206,11 @@ func (s *Stream) Memset(p MemsetParams) error {
 			return err
 		}
 	}
-	if s.be != nil {
-		return s.cudaMemset(opName, &p)
-	}
-	o, code, msg := s.dev.prepareMemset(&p)
+	bp, code, msg := s.dev.lowerMemset(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return s.enqueue(opName, o, nil)
+	return backendErr(opName, s.be.Memset(&bp))
 }
 
 // Memcpy copies synchronously: it waits for all work on the device, then
@@ -371,14 +227,11 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
-	if d.cuda != nil {
-		return d.cudaMemcpySync(opName, &p)
-	}
-	o, code, msg := d.prepareMemcpy(&p)
+	bp, code, msg := d.lowerCopy(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return d.runSync(opName, &o)
+	return d.afterSync(opName, d.be.Memcpy(&bp))
 }
 
 // Memset fills synchronously after all work on the device (cudaMemset).
@@ -394,26 +247,21 @@ func (sc *Scope) Memset(p MemsetParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
-	if d.cuda != nil {
-		return d.cudaMemsetSync(opName, &p)
-	}
-	o, code, msg := d.prepareMemset(&p)
+	bp, code, msg := d.lowerMemset(&p)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return d.runSync(opName, &o)
+	return d.afterSync(opName, d.be.Memset(&bp))
 }
 
-func (d *Device) runSync(opName string, o *op) error {
-	// The copy runs on the caller's goroutine: a fault on device memory
-	// must become an error here too, not a crash.
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	d.syncAll()
+// afterSync is the result of a synchronous copy or memset: the backend's
+// error, or the device's sticky error (a failed device runs nothing).
+func (d *Device) afterSync(opName string, err error) error {
+	if err != nil {
+		return backendErr(opName, err)
+	}
 	if e := d.sticky.Load(); e != nil {
 		return withOp(opName, e)
-	}
-	if err := o.run(d); err != nil {
-		return withOp(opName, err)
 	}
 	return nil
 }

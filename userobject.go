@@ -101,10 +101,11 @@ func (d *Device) NewUserObject(destroy func(), initialRefs int, flags UserObject
 		return nil, err
 	}
 	o := &UserObject{dev: d, destroy: destroy, refs: int64(initialRefs)}
-	if d.cuda != nil {
+	if uo, ok := d.be.(backend.UserObjects); ok {
 		// The driver checks the flags (and decides what a missing
-		// NoDestructorSync means); the host backend mirrors it below.
-		if err := d.cudaNewUserObject(op, o, initialRefs, flags); err != nil {
+		// NoDestructorSync means); where this package keeps the objects,
+		// it mirrors that below.
+		if err := d.newDriverUserObject(uo, op, o, initialRefs, flags); err != nil {
 			return nil, err
 		}
 	} else if flags != UserObjectNoDestructorSync {
@@ -156,7 +157,7 @@ func (o *UserObject) Retain(n int) error {
 		return err
 	}
 	defer o.mu.Unlock()
-	if o.dev.cuda != nil {
+	if o.be != nil {
 		if err := o.cudaRetain(op, n); err != nil {
 			return err
 		}
@@ -176,7 +177,7 @@ func (o *UserObject) Release(n int) error {
 	if own := o.refs - o.held; int64(n) > own {
 		return newErr(op, ErrInvalidValue, "releasing %d references; the caller owns %d (graphs own the other %d)", n, own, o.held)
 	}
-	if o.dev.cuda != nil {
+	if o.be != nil {
 		if err := o.cudaRelease(op, n); err != nil {
 			return err
 		}
@@ -198,7 +199,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 	if err := g.checkUserObject(op, o, n); err != nil {
 		return err
 	}
-	if g.dev.cuda == nil && flags&^GraphUserObjectMove != 0 {
+	if o.be == nil && flags&^GraphUserObjectMove != 0 {
 		return newErr(op, ErrInvalidValue, "unknown flags %#x", uint(flags))
 	}
 	move := flags&GraphUserObjectMove != 0
@@ -210,8 +211,8 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 	if own := o.refs - o.held; move && int64(n) > own {
 		return newErr(op, ErrInvalidValue, "moving %d references; the caller owns %d", n, own)
 	}
-	if g.dev.cuda != nil {
-		if g.be == nil {
+	if o.be != nil {
+		if _, ok := g.be.(graphUserObjects); !ok {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
 		if err := g.cudaRetainUserObject(op, o, n, flags); err != nil {
@@ -246,8 +247,8 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if g.dev.cuda != nil {
-		if g.be == nil {
+	if o.be != nil {
+		if _, ok := g.be.(graphUserObjects); !ok {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
 		if err := g.cudaReleaseUserObject(op, o, n); err != nil {
@@ -276,7 +277,7 @@ func (g *Graph) checkUserObject(opName string, o *UserObject, n int) error {
 // settledLocked schedules the destructor once no reference is left, live or
 // pending. On cuda the driver counts for itself and calls back instead.
 func (o *UserObject) settledLocked() {
-	if o.refs != 0 || o.pending != 0 || o.done || o.dev.cuda != nil {
+	if o.refs != 0 || o.pending != 0 || o.done || o.be != nil {
 		return
 	}
 	o.done = true
@@ -403,20 +404,13 @@ func releaseRefs(refs map[*UserObject]int64) {
 // graph they were copied from, so that updating one child graph node
 // replaces the references of that child only.
 type execUserRefs struct {
-	has     atomic.Bool // groups or pending are not empty: launch.end looks at nothing else
-	mu      sync.Mutex
-	groups  map[*Node]*refGroup // by child graph node; nil: the instantiated graph itself
-	pending []pendingRefs       // released references waiting for launches to finish (host)
+	has    atomic.Bool // groups is not empty: Destroy looks at nothing else
+	mu     sync.Mutex
+	groups map[*Node]*refGroup // by child graph node; nil: the instantiated graph itself
 }
 
 type refGroup struct {
 	path []*Node // the keys of the child graph nodes enclosing this one, outermost first
-	refs map[*UserObject]int64
-}
-
-// pendingRefs are released once launch seq of the Exec has finished.
-type pendingRefs struct {
-	seq  uint64
 	refs map[*UserObject]int64
 }
 
@@ -550,51 +544,27 @@ func (u *execUserRefs) retireLocked(e *Exec, groups map[*Node]*refGroup) {
 				refs[o] += n
 			}
 		}
-		if e.be != nil {
-			releaseRefs(refs)
-		} else {
-			for o, n := range refs {
-				o.mu.Lock()
-				o.refs -= n
-				o.held -= n
-				o.pending += n
-				o.mu.Unlock()
-			}
-			u.pending = append(u.pending, pendingRefs{seq: e.issued.Load(), refs: refs})
-		}
-	}
-	u.flushLocked(e.finished.Load())
-}
-
-// flushLocked releases pending references whose launch has finished.
-func (u *execUserRefs) flushLocked(finished uint64) {
-	i := 0
-	for ; i < len(u.pending) && u.pending[i].seq <= finished; i++ {
-		for o, n := range u.pending[i].refs {
+		// The objects forget them at once; the destructor waits until the
+		// launches of e issued so far have finished (pending).
+		for o, n := range refs {
 			o.mu.Lock()
-			o.pending -= n
-			o.settledLocked()
+			o.refs -= n
+			o.held -= n
+			o.pending += n
 			o.mu.Unlock()
 		}
-		u.pending[i] = pendingRefs{}
+		e.be.AfterLaunches(func() {
+			for o, n := range refs {
+				o.mu.Lock()
+				o.pending -= n
+				o.settledLocked()
+				o.mu.Unlock()
+			}
+		})
 	}
-	u.pending = u.pending[i:]
-	if len(u.pending) == 0 && len(u.groups) == 0 {
-		u.pending = nil
+	if len(u.groups) == 0 {
 		u.has.Store(false)
 	}
-}
-
-// launchEnded is launch.end's part: references released while the launch
-// was queued or running can go now.
-func (e *Exec) launchEnded() {
-	u := &e.users
-	if !u.has.Load() {
-		return
-	}
-	u.mu.Lock()
-	u.flushLocked(e.finished.Load())
-	u.mu.Unlock()
 }
 
 // Destructors.

@@ -19,6 +19,12 @@ type Device interface {
 	Memset(p *Memset) error
 	NewStream() (Stream, error)
 	NewEvent(flags EventFlags) (Event, error)
+	// CheckRange reports whether [p, p+n) lies inside one live allocation
+	// of the device.
+	CheckRange(p uint64, n int) error
+	// Close lets the device's streams finish and releases what the
+	// backend holds; the caller has synchronized.
+	Close() error
 }
 
 // Stream is a queue of work on a device.
@@ -226,6 +232,10 @@ const (
 // external semaphore signal and wait), lowered by the gpugraph package:
 // the field of Type is the one used.
 type Op struct {
+	// Params is the gpugraph package's description of the op, which a
+	// backend keeps with it and gives back as is (a snapshot of an
+	// executable graph's nodes).
+	Params any
 	Type   NodeType
 	Launch Launch
 	Memcpy Memcpy
@@ -241,3 +251,16 @@ type EdgeData struct {
 	FromPort, ToPort uint8
 	Type             uint8
 }
+
+// Ports and types of edges, with CUDA's values.
+const (
+	PortDefault          = 0 // cudaGraphKernelNodePortDefault
+	PortProgrammatic     = 1 // cudaGraphKernelNodePortProgrammatic
+	PortLaunchCompletion = 2 // cudaGraphKernelNodePortLaunchCompletion
+
+	DependencyProgrammatic = 1 // cudaGraphDependencyTypeProgrammatic
+)
+
+// Early reports whether the edge lets its downstream node start before its
+// upstream kernel completes.
+func (d EdgeData) Early() bool { return d.FromPort != PortDefault }

@@ -59,6 +59,14 @@ var (
 type Error struct {
 	Code   *Code
 	Detail string
+	// Op names what failed where no caller does: the work of an
+	// asynchronous failure ("kernel k", "host function").
+	Op string
+	// Node is the tag of the node at fault, if any (Graph.AddNode's tag).
+	Node any
+	// Transient marks an asynchronous failure that the next synchronizing
+	// call reports once, without making the device unusable.
+	Transient bool
 }
 
 // Errorf returns an *Error with code and a detail formatted as by

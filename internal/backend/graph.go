@@ -41,6 +41,8 @@ type Graph interface {
 	// SetChildGraph replaces the graph embedded in child graph node n with
 	// a clone of g and returns the clone.
 	SetChildGraph(n Node, g Graph) (Graph, error)
+	// ChildGraph is the graph embedded in child graph node n.
+	ChildGraph(n Node) (Graph, error)
 	AddEdges(from, to []Node, data []EdgeData) error
 	RemoveEdges(from, to []Node, data []EdgeData) error
 	DestroyNode(n Node) error
@@ -91,6 +93,9 @@ type Exec interface {
 type UpdateInfo struct {
 	Result             int
 	ErrorNode, ErrFrom any
+	// Children maps each child graph node of the new graph (by tag) to the
+	// node of the instantiated graph it updated, where the backend says.
+	Children map[any]any
 }
 
 // Capturer is implemented by streams whose driver captures work itself
@@ -123,8 +128,6 @@ type Inspector interface {
 	// Node describes n: withParams asks for its parameters where the
 	// gpugraph package models them.
 	Node(n Node, withParams bool) (NodeInfo, error)
-	// ChildGraph is the graph embedded in child graph node n.
-	ChildGraph(n Node) (Graph, error)
 	// SameNode reports whether a and b are the same node.
 	SameNode(a, b Node) bool
 }

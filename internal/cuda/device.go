@@ -433,3 +433,7 @@ func (d *Device) Driver() *driver.Driver { return d.drv }
 
 // Context is the device's primary CUcontext.
 func (d *Device) Context() uintptr { return d.ctx }
+
+// Close synchronizes the context; the primary context stays retained for
+// the process, as the runtime keeps it.
+func (d *Device) Close() error { return d.Synchronize() }

@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -14,9 +15,12 @@ import (
 // space of its own) and the worker pool that runs kernel blocks and graph
 // nodes.
 type Device struct {
-	Mem   *Memory
-	Pool  *sched.Pool
-	check bool
+	Mem  *Memory
+	Pool *sched.Pool
+	cfg  Config
+
+	mu      sync.Mutex
+	streams map[*Stream]struct{}
 
 	gmMu sync.Mutex
 	gm   *GraphMem // created with the first alloc node
@@ -25,23 +29,198 @@ type Device struct {
 	pools  []*Pool // memory pools still holding their reservation
 }
 
-// NewDevice reserves size bytes of address space for Malloc (at least min
-// where the system refuses that much). check makes graph allocations
-// inaccessible outside their lifetime.
-func NewDevice(size, min uintptr, check bool) (*Device, error) {
-	mem, err := NewMemory(size, min)
+// Config is what the gpugraph package gives a host device.
+type Config struct {
+	// MemSize bytes of address space are reserved for Malloc, at least
+	// MinMemSize where the system refuses that much.
+	MemSize, MinMemSize uintptr
+	// Check makes graph allocations inaccessible outside their lifetime.
+	Check bool
+	// Fail records an asynchronous failure; Failed reports one (work
+	// queued after it is skipped).
+	Fail   func(*backend.Error)
+	Failed func() bool
+	// RunBlock runs block b of the Go kernel whose Kernel.Key is key.
+	RunBlock func(key any, b Block, args []uint64)
+}
+
+// NewDevice opens a host device.
+func NewDevice(cfg Config) (*Device, error) {
+	mem, err := NewMemory(cfg.MemSize, cfg.MinMemSize)
 	if err != nil {
 		return nil, err
 	}
-	return &Device{Mem: mem, Pool: sched.Default(), check: check}, nil
+	return &Device{Mem: mem, Pool: sched.Default(), cfg: cfg, streams: map[*Stream]struct{}{}}, nil
 }
+
+var (
+	_ backend.Device      = (*Device)(nil)
+	_ backend.Grapher     = (*Device)(nil)
+	_ backend.GraphMemory = (*Device)(nil)
+)
+
+func (d *Device) runBlock(key any, b Block, args []uint64) { d.cfg.RunBlock(key, b, args) }
+
+// forget drops a stream whose worker has exited.
+func (d *Device) forget(s *Stream) {
+	d.mu.Lock()
+	delete(d.streams, s)
+	d.mu.Unlock()
+}
+
+// syncAll waits for the work issued so far to every stream.
+func (d *Device) syncAll() {
+	d.mu.Lock()
+	ss := make([]*Stream, 0, len(d.streams))
+	for s := range d.streams {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		s.wait()
+	}
+}
+
+// Synchronize waits for all work and applies the pools' release
+// thresholds.
+func (d *Device) Synchronize() error {
+	d.syncAll()
+	d.poolsAfterSync()
+	return nil
+}
+
+// poolsAfterSync applies every pool's release threshold: frees that have
+// run by now have returned their ranges, so idle granules above the
+// threshold can go.
+func (d *Device) poolsAfterSync() {
+	for _, p := range d.Pools() {
+		p.Trim()
+	}
+}
+
+// NewEvent creates an event.
+func (d *Device) NewEvent(backend.EventFlags) (backend.Event, error) { return &Event{d: d}, nil }
+
+// Malloc allocates n > 0 bytes.
+func (d *Device) Malloc(n int) (uint64, error) {
+	p, err := d.Mem.Malloc(n)
+	if err != nil {
+		return 0, backend.Errorf(backend.ErrMemoryAllocation, "%v", err)
+	}
+	return p, nil
+}
+
+// Free waits for all work, then frees what Malloc, a pool or a graph
+// allocated.
+func (d *Device) Free(p uint64) error {
+	d.syncAll()
+	if d.Mem.Contains(p, 1) {
+		if !d.Mem.Free(p) {
+			return backend.Errorf(backend.ErrInvalidValue, "%#x is not the start of a live allocation", p)
+		}
+		return nil
+	}
+	if handled, err := d.GraphMemIfAny().Free(p); handled {
+		if err != nil {
+			return backend.Errorf(backend.ErrInvalidValue, "%v", err)
+		}
+		return nil
+	}
+	if pool := d.PoolAt(p); pool != nil {
+		return pool.Free(p)
+	}
+	return backend.Errorf(backend.ErrInvalidValue, "%#x is not device memory of this device", p)
+}
+
+// copyOp resolves a copy's device sides.
+func (d *Device) copyOp(p *backend.Memcpy) (op, error) {
+	side := func(dev uint64, host []byte) ([]byte, error) {
+		if host != nil {
+			return host[:p.Size], nil
+		}
+		if p.Size == 0 {
+			return nil, nil
+		}
+		b, err := d.Bytes(dev, p.Size)
+		if err != nil {
+			return nil, backend.Errorf(backend.ErrInvalidValue, "%v", err)
+		}
+		return b, nil
+	}
+	dst, err := side(p.Dst, p.DstHost)
+	if err != nil {
+		return op{}, err
+	}
+	src, err := side(p.Src, p.SrcHost)
+	if err != nil {
+		return op{}, err
+	}
+	return op{kind: opMemcpy, dst: dst, src: src}, nil
+}
+
+// memsetOp resolves a fill's range.
+func (d *Device) memsetOp(p *backend.Memset) (op, error) {
+	var dst []byte
+	if p.Total > 0 {
+		b, err := d.Bytes(p.Dst, p.Total)
+		if err != nil {
+			return op{}, backend.Errorf(backend.ErrInvalidValue, "%v", err)
+		}
+		dst = b
+	}
+	return op{kind: opMemset, dst: dst, set: memsetOp{p.Value, p.ElementSize, p.Width, p.Height, p.Pitch}}, nil
+}
+
+// Memcpy copies after all work, on the caller's goroutine; nothing runs on
+// a failed device.
+func (d *Device) Memcpy(p *backend.Memcpy) error {
+	o, err := d.copyOp(p)
+	if err != nil {
+		return err
+	}
+	return d.runSync(&o)
+}
+
+// Memset fills after all work; nothing runs on a failed device.
+func (d *Device) Memset(p *backend.Memset) error {
+	o, err := d.memsetOp(p)
+	if err != nil {
+		return err
+	}
+	return d.runSync(&o)
+}
+
+func (d *Device) runSync(o *op) error {
+	// The copy runs on the caller's goroutine: a fault on device memory
+	// must become an error here too, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	d.syncAll()
+	if d.cfg.Failed() {
+		return nil // the caller reports the device's error
+	}
+	if err := o.run(d); err != nil {
+		return err
+	}
+	return nil
+}
+
+// GraphMemStats reports the graph memory footprint.
+func (d *Device) GraphMemStats() (backend.GraphMemStats, error) {
+	return d.GraphMemIfAny().Stats(), nil
+}
+
+// ResetGraphMemHigh resets the high-water marks.
+func (d *Device) ResetGraphMemHigh() error { d.GraphMemIfAny().ResetHigh(); return nil }
+
+// TrimGraphMem returns graph memory not in use to the system.
+func (d *Device) TrimGraphMem() error { d.GraphMemIfAny().Trim(); return nil }
 
 // GraphMem is the device's graph memory, created on first use.
 func (d *Device) GraphMem() (*GraphMem, error) {
 	d.gmMu.Lock()
 	defer d.gmMu.Unlock()
 	if d.gm == nil {
-		gm, err := NewGraphMem(d.check)
+		gm, err := NewGraphMem(d.cfg.Check)
 		if err != nil {
 			return nil, err
 		}
@@ -127,9 +306,19 @@ func (d *Device) Bytes(p uint64, n int) ([]byte, error) {
 	return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", p, n)
 }
 
-// Close releases the device's memory: graph memory, pools and Malloc's.
-// The caller has waited for all work.
+// Close lets the streams' workers exit once their work is done and
+// releases the device's memory: graph memory, pools and Malloc's. The
+// caller has waited for all work.
 func (d *Device) Close() error {
+	d.mu.Lock()
+	ss := make([]*Stream, 0, len(d.streams))
+	for s := range d.streams {
+		ss = append(ss, s)
+	}
+	d.mu.Unlock()
+	for _, s := range ss {
+		s.shutdown()
+	}
 	d.GraphMemIfAny().Close()
 	d.poolMu.Lock()
 	pools := d.pools
@@ -139,4 +328,52 @@ func (d *Device) Close() error {
 		p.Release()
 	}
 	return d.Mem.Release()
+}
+
+// CheckRange reports whether [p, p+n) lies inside one live allocation.
+func (d *Device) CheckRange(p uint64, n int) error {
+	_, err := d.Bytes(p, n)
+	return err
+}
+
+// FreeAsync frees in s's order a graph allocation live after its graph's
+// launch, or memory from a pool: the allocation ends now, its memory is
+// released when s reaches the free.
+func (d *Device) FreeAsync(bs backend.Stream, p uint64) error {
+	s := bs.(*Stream)
+	if gm := d.GraphMemIfAny(); gm.Contains(p) {
+		var a *GraphAlloc
+		return s.enqueue(op{kind: opCall, host: func() { gm.Freed(a, true) }}, func() (uint64, error) {
+			var err error
+			if a, _, err = gm.TakeOutstanding(p); err != nil {
+				return 0, backend.Errorf(backend.ErrInvalidValue, "%v", err)
+			}
+			return 0, nil
+		})
+	}
+	if pool := d.PoolAt(p); pool != nil {
+		// Queued under the pool's lock, so that no allocation in s takes
+		// the range before the free is in s's queue. Stream workers run ops
+		// without their stream's lock, so the free cannot deadlock with this.
+		return pool.FreeAsync(p, s, s.Call)
+	}
+	return backend.Errorf(backend.ErrInvalidValue, "%#x was not allocated by MallocAsync or by a graph", p)
+}
+
+// SignalExternalSemaphores queues a signal of sems[i] to values[i] in s.
+func (d *Device) SignalExternalSemaphores(s backend.Stream, sems []backend.ExternalSemaphore, values []uint64) error {
+	return s.(*Stream).ExtSems(true, sems, values)
+}
+
+// WaitExternalSemaphores makes later work in s wait for sems[i] to reach
+// values[i].
+func (d *Device) WaitExternalSemaphores(s backend.Stream, sems []backend.ExternalSemaphore, values []uint64) error {
+	return s.(*Stream).ExtSems(false, sems, values)
+}
+
+// ImportExternalSemaphoreFD is not supported: the host backend has no
+// graphics API to import from.
+func (d *Device) ImportExternalSemaphoreFD(kind, fd int) (backend.ExternalSemaphore, error) {
+	return nil, backend.Errorf(backend.ErrNotSupported, "the host backend cannot import operating-system semaphores: "+
+		"make one with NewExternalSemaphore and signal it from Go")
 }

@@ -2,7 +2,10 @@ package host
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // Event is the host backend's event: records are numbered in the order
@@ -17,6 +20,8 @@ type Event struct {
 	recorded  uint64    // sequence number of the latest record issued
 	completed uint64    // highest record sequence number completed
 	at        time.Time // when that record completed
+	destroyed atomic.Bool
+	d         *Device // whose pools a synchronize trims; nil for a bare Event
 }
 
 // Issue starts a new record and returns its sequence number.
@@ -66,4 +71,44 @@ func (e *Event) Latest() (seq uint64, done bool, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.recorded, e.completed >= e.recorded, e.at
+}
+
+var _ backend.Event = (*Event)(nil)
+
+// Synchronize waits for the latest record issued so far and applies the
+// pools' release thresholds, as the driver does at a synchronization.
+func (e *Event) Synchronize() error {
+	e.Wait(e.Target())
+	if e.d != nil {
+		e.d.poolsAfterSync()
+	}
+	return nil
+}
+
+// Query reports ErrNotReady while the latest record is pending.
+func (e *Event) Query() error {
+	if _, done, _ := e.Latest(); !done {
+		return backend.Errorf(backend.ErrNotReady, "record pending")
+	}
+	return nil
+}
+
+// Destroy marks the event destroyed (instantiation refuses its nodes);
+// records queued still complete.
+func (e *Event) Destroy() error { e.destroyed.Store(true); return nil }
+
+// ElapsedTime is the time from start's latest record's completion to e's.
+func (e *Event) ElapsedTime(start backend.Event) (time.Duration, error) {
+	var at [2]time.Time
+	for i, x := range []*Event{start.(*Event), e} {
+		rec, done, t := x.Latest()
+		switch {
+		case rec == 0:
+			return 0, backend.Errorf(backend.ErrInvalidResourceHandle, "event was never recorded")
+		case !done:
+			return 0, backend.Errorf(backend.ErrNotReady, "event record pending")
+		}
+		at[i] = t
+	}
+	return at[1].Sub(at[0]), nil
 }

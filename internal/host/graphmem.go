@@ -79,7 +79,9 @@ type GraphAlloc struct {
 	Node    any    // the alloc node, as the caller names it
 	Owner   string // the node and its graph, for fault reports
 	Size    int
-	FreedBy any // the free node in the owning graph, if any
+	FreedBy any // the free node in the owning graph (its tag), if any
+
+	freedBy *Node
 
 	va          *GraphVA
 	off, span   uintptr // in gm.va; span is the size rounded to the alignment

@@ -1,6 +1,10 @@
 package host
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
 
 // Semaphore is the host backend's external semaphore: a timeline
 // semaphore, a 64-bit value that only grows, which stream operations,
@@ -124,10 +128,21 @@ func (s *Semaphore) Release() {
 	s.mu.Unlock()
 }
 
-// Destroy destroys the semaphore if nothing uses it. It returns the number
-// of users that prevented it (0 on success), and already=true if it was
-// destroyed before.
-func (s *Semaphore) Destroy() (users int, already bool) {
+// Destroy destroys the semaphore if nothing uses it (backend.ExternalSemaphore).
+func (s *Semaphore) Destroy() error {
+	switch users, already := s.TryDestroy(); {
+	case already:
+		return backend.Errorf(backend.ErrInvalidResourceHandle, "external semaphore is destroyed")
+	case users > 0:
+		return backend.Errorf(backend.ErrNotPermitted, "%d operations still use the semaphore", users)
+	}
+	return nil
+}
+
+// TryDestroy destroys the semaphore if nothing uses it. It returns the
+// number of users that prevented it (0 on success), and already=true if it
+// was destroyed before.
+func (s *Semaphore) TryDestroy() (users int, already bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {

@@ -39,14 +39,14 @@ func TestSemaphore(t *testing.T) {
 	if !s.Acquire() {
 		t.Fatal("Acquire on a live semaphore")
 	}
-	if users, already := s.Destroy(); users != 1 || already {
+	if users, already := s.TryDestroy(); users != 1 || already {
 		t.Fatalf("Destroy with a user: %d users, already %v", users, already)
 	}
 	s.Release()
-	if users, already := s.Destroy(); users != 0 || already || !s.Destroyed() {
+	if users, already := s.TryDestroy(); users != 0 || already || !s.Destroyed() {
 		t.Fatal("Destroy with no users failed")
 	}
-	if _, already := s.Destroy(); !already {
+	if _, already := s.TryDestroy(); !already {
 		t.Fatal("a second Destroy did not say so")
 	}
 	if s.Acquire() {

@@ -1,26 +1,26 @@
-package gpugraph
+package host
 
 import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
 // pdlPlan is an executable graph's early edges and their per-launch state:
-// programmatic dependent launch on the host backend. An edge out of a
-// kernel's programmatic or launch completion port becomes an early edge of
-// the executor's DAG (sched.EarlyEdge): the kernel's blocks trigger it,
-// through Runner.Trigger, while the kernel runs. The downstream node then
-// runs on a worker of its own, so a downstream kernel whose blocks wait in
+// programmatic dependent launch. An edge out of a kernel's programmatic or
+// launch completion port becomes an early edge of the executor's DAG
+// (sched.EarlyEdge): the kernel's blocks trigger it, through
+// Runner.Trigger, while the kernel runs. The downstream node then runs on a
+// worker of its own, so a downstream kernel whose blocks wait in
 // GridDependencySynchronize parks goroutines, never the upstream kernel,
 // which keeps the goroutine that runs it and finishes on its own. A node
 // released early completes, for its own successors, only after its early
-// sources have completed (sources), as the package documentation (Edge
-// data) promises.
+// sources have completed (sources).
 type pdlPlan struct {
 	edges []sched.EarlyEdge
-	data  []EdgeData // of each edge, for snapshots
+	data  []backend.EdgeData // of each edge, for snapshots
 
 	// Per flattened op, filled by newDAG.
 	upstream [][]int32    // kernels its GridDependencySynchronize waits for
@@ -52,7 +52,7 @@ type pdlBlock struct {
 // g is locked.
 func (e *Exec) earlyEdge(g *Graph, from, to *Node, src int32) bool {
 	d := g.edgeDataLocked(from, to)
-	if !d.early() {
+	if !d.Early() {
 		return false
 	}
 	if e.pdl == nil {
@@ -76,7 +76,7 @@ func (e *Exec) newDAG(preds [][]int32) *sched.DAG {
 	p.kern, p.done = make([]*pdlKernel, n), make([]uint64, n)
 	for i, ed := range p.edges {
 		p.sources[ed.To] = append(p.sources[ed.To], ed.From)
-		if p.data[i].Type == DependencyTypeProgrammatic {
+		if p.data[i].Type == backend.DependencyProgrammatic {
 			p.upstream[ed.To] = append(p.upstream[ed.To], ed.From)
 		}
 		if p.kern[ed.From] == nil {
@@ -146,44 +146,44 @@ func (c *kernelCtx) pdlKernel() *pdlKernel {
 
 func (k *pdlKernel) start() {
 	if k.started.Add(1) == k.n {
-		k.e.run.Trigger(k.node, KernelNodePortLaunchCompletion)
+		k.e.run.Trigger(k.node, backend.PortLaunchCompletion)
 	}
 }
 
 func (k *pdlKernel) arrive() {
 	if k.arrived.Add(1) == k.n {
-		k.e.run.Trigger(k.node, KernelNodePortProgrammatic)
+		k.e.run.Trigger(k.node, backend.PortProgrammatic)
 	}
 }
 
 // runEarly runs a kernel with early dependents, counting its blocks as they
 // start, trigger and exit.
-func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *Error {
-	n := o.grid.Count()
+func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *backend.Error {
+	n := count(o.grid)
 	pk.n = int64(n)
 	pk.started.Store(0)
 	pk.arrived.Store(0)
 	k := *o
-	if perr := d.host.Pool.For(n, func(lo, hi int) { k.blocksEarly(pk, lo, hi) }); perr != nil {
+	k.d = d
+	if perr := d.Pool.For(n, func(lo, hi int) { k.blocksEarly(pk, lo, hi) }); perr != nil {
 		return d.panicError("kernel "+o.k.Name, perr)
 	}
 	return nil
 }
 
 func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
-	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
+	gx, gxy := o.grid[0], o.grid[0]*o.grid[1]
 	sh := sharedBuf(o.shared)
 	for i := lo; i < hi; i++ {
 		clear(sh)
 		pb := &pdlBlock{k: pk}
 		pk.start()
-		o.k.Go(Block{
-			Idx:     Dim3{i % gx, i % gxy / gx, i / gxy},
-			Dim:     o.block,
-			GridDim: o.grid,
-			Shared:  sh,
-			ctx:     o.ctx,
-			pdl:     pb,
+		o.d.runBlock(o.k.Key, Block{
+			Idx:    [3]int{i % gx, i % gxy / gx, i / gxy},
+			Dim:    o.block,
+			Grid:   o.grid,
+			Shared: sh,
+			RT:     Runtime{ctx: o.ctx, pdl: pb},
 		}, o.args)
 		if !pb.triggered.Swap(true) {
 			pk.arrive() // an exit counts as a trigger
@@ -191,39 +191,19 @@ func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
 	}
 }
 
-// TriggerProgrammaticLaunchCompletion tells the kernels that depend on this
-// one through its programmatic port that this block is ready for them to
-// start (cudaTriggerProgrammaticLaunchCompletion): they may start once
-// every block has called it or exited. It does not make this block's
-// writes visible to them; GridDependencySynchronize does. Calls after the
-// first, and calls in a kernel launched into a stream or without such
-// dependents, do nothing.
-func (b Block) TriggerProgrammaticLaunchCompletion() {
-	if b.pdl != nil && !b.pdl.triggered.Swap(true) {
-		b.pdl.k.arrive()
+// TriggerProgrammaticLaunchCompletion tells the kernels that depend on
+// this one through its programmatic port that this block is ready for them
+// to start.
+func (rt Runtime) TriggerProgrammaticLaunchCompletion() {
+	if rt.pdl != nil && !rt.pdl.triggered.Swap(true) {
+		rt.pdl.k.arrive()
 	}
 }
 
 // GridDependencySynchronize waits until every kernel this one depends on
-// through programmatic edges has completed and its memory is visible
-// (cudaGridDependencySynchronize). A kernel started early must call it
-// before it reads what those kernels write. In a kernel launched into a
-// stream, or without programmatic dependencies, it returns at once.
-func (b Block) GridDependencySynchronize() {
-	if b.ctx != nil {
-		b.ctx.e.pdlWait(b.ctx.node)
+// through programmatic edges has completed.
+func (rt Runtime) GridDependencySynchronize() {
+	if rt.ctx != nil {
+		rt.ctx.e.pdlWait(rt.ctx.node)
 	}
-}
-
-// snapshotEarly adds the early edges of e to the graph g rebuilt from it,
-// whose nodes are nodes[op].
-func (e *Exec) snapshotEarly(g *Graph, nodes []*Node) error {
-	if e.pdl == nil {
-		return nil
-	}
-	es := make([]Edge, len(e.pdl.edges))
-	for i, ed := range e.pdl.edges {
-		es[i] = Edge{From: nodes[ed.From], To: nodes[ed.To], Data: e.pdl.data[i]}
-	}
-	return withOp("Exec.Launch", g.AddDependencies(es...))
 }

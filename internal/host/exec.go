@@ -1,0 +1,634 @@
+package host
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/sched"
+)
+
+// Instantiation flags, as cudaGraphInstantiateFlags.
+const (
+	flagAutoFree     = 1
+	flagUpload       = 2
+	flagDeviceLaunch = 4
+)
+
+// Exec is an executable graph: the graph flattened (child graphs inlined)
+// into a table of ops scheduled by a sched.Runner. Launches of one Exec
+// never overlap: each starts after the previous one finished, whatever
+// streams they were launched into.
+type Exec struct {
+	dev   *Device
+	tag   any          // the gpugraph package's executable graph
+	ops   []op         // one per flattened node; child graphs are inlined
+	nodes []*Node      // the graph node each op came from
+	bops  []backend.Op // its op as lowered; Params nil for child graph entry and exit
+	dag   sched.DAG
+	run   *sched.Runner
+	// Event nodes take per-launch sequence numbers: indexes of those ops.
+	records, waits []int32
+	extSems        []int32 // external semaphore ops, whose semaphores launches hold
+
+	mu        sync.Mutex
+	cond      sync.Cond
+	issued    atomic.Uint64 // launches (and uploads) issued; written under mu
+	finished  atomic.Uint64 // launches finished; written under mu
+	destroyed bool
+	after     []afterLaunches // functions waiting for launches to finish
+
+	cur    *launch // the launch running now; launches never overlap
+	failed atomic.Pointer[backend.Error]
+
+	// Graph memory, for graphs with memory nodes.
+	mem       bool          // the graph has alloc or free nodes
+	graph     *Graph        // the graph instantiated, counted in its memExecs while e lives
+	autoFree  bool          // flagAutoFree
+	persist   []*GraphAlloc // allocations the graph does not free
+	frees     []*GraphAlloc // allocations of other graphs that free nodes free
+	freeNodes []any         // those free nodes' tags, parallel to frees
+	bind      *Binding      // what e maps of its graph's address space
+
+	// Update: the instantiated topology, each node's op, and whether a
+	// launch holds the current ops table (see ownOpsLocked).
+	topo      *topo
+	childTopo map[*Node]*topo
+	opOf      map[*Node]int32
+	opsShared bool
+	issuing   int        // launches between taking the op table and being issued
+	umu       sync.Mutex // serialises updates; taken before mu
+	spare     []op       // the op table before the last Update, reused by the next
+	spareBops []backend.Op
+	scratch   *updateScratch
+	runOps    []op      // the op table of the execution running now (host or device launch)
+	conds     *condExec // condition values and bodies, for graphs with conditional nodes
+	pdl       *pdlPlan  // early (programmatic) edges, if any (pdl.go)
+	dl        devState  // device graph launch
+}
+
+var _ backend.Exec = (*Exec)(nil)
+
+// afterLaunches is a function waiting for launch seq to finish.
+type afterLaunches struct {
+	seq uint64
+	fn  func()
+}
+
+// launch is one Launch of an Exec, queued in a stream.
+type launch struct {
+	e      *Exec
+	seq    uint64
+	rec    []uint64 // record sequence numbers, parallel to e.records
+	wait   []uint64 // wait targets, parallel to e.waits
+	stream *Stream
+	upload bool   // an Upload: map memory, run nothing
+	ops    []op   // e's op table as of this launch: later updates do not change it
+	bodies [][]op // the op tables of e's conditional bodies (e.conds.subs) as of this launch
+
+	xsems []*Semaphore // held from issue to end (extsem.go)
+}
+
+// nodeErr is a failure about node n, named by its tag.
+func (e *Exec) nodeErr(n *Node, code *backend.Code, format string, args ...any) *backend.Error {
+	err := backend.Errorf(code, format, args...)
+	err.Node = n.tag
+	return err
+}
+
+// Instantiate flattens the graph into an executable graph. The gpugraph
+// package has checked the flags and the graph's rules (one executable
+// graph at a time for graphs with memory or conditional nodes, handles
+// that serve nodes, device graph requirements). It fails, naming the node,
+// on a cycle, on memory freed since a node was added, on a destroyed event
+// or semaphore, and on nodes a conditional body cannot hold.
+func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend.Exec, error) {
+	e := &Exec{dev: g.d, tag: tag, autoFree: flags&flagAutoFree != 0}
+	e.dl.launch = flags&flagDeviceLaunch != 0
+	e.cond.L = &e.mu
+	var preds [][]int32
+	if _, err := e.flatten(g, nil, &preds); err != nil {
+		return nil, err
+	}
+	e.topo.index(e)
+	if err := e.condInstantiate(g); err != nil {
+		return nil, err
+	}
+	if e.mem {
+		g.mu.Lock()
+		if g.memExecs > 0 {
+			g.mu.Unlock()
+			e.condRelease()
+			return nil, backend.Errorf(backend.ErrNotSupported, "a graph with memory nodes can have one executable graph at a time")
+		}
+		g.memExecs++
+		va := g.va
+		g.mu.Unlock()
+		e.graph = g
+		e.bind = g.d.GraphMemIfAny().NewBinding(va, e.persist, func() bool { return e.issued.Load() == e.finished.Load() })
+	}
+	d := &e.dag
+	*d = *e.newDAG(preds)
+	for i := range e.ops {
+		switch e.ops[i].kind {
+		case opKernel:
+			e.ops[i].kern.ctx = &kernelCtx{e: e, node: int32(i)}
+		case opRecord:
+			e.ops[i].seq = uint64(len(e.records))
+			e.records = append(e.records, int32(i))
+		case opWait:
+			e.ops[i].seq = uint64(len(e.waits))
+			e.waits = append(e.waits, int32(i))
+		}
+	}
+	e.run = sched.NewRunner(d, g.d.Pool, e.execFunc())
+	e.instantiateExtSems()
+	if flags&flagUpload != 0 {
+		if err := e.Upload(upload); err != nil {
+			e.Destroy()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// prepare lowers a node's op to the op that runs, resolving its device
+// memory, event and semaphores now.
+func (d *Device) prepare(o *backend.Op) (op, *backend.Error) {
+	fail := func(err error) (op, *backend.Error) {
+		be, ok := err.(*backend.Error)
+		if !ok {
+			be = backend.Errorf(backend.ErrInvalidValue, "%v", err)
+		}
+		return op{}, be
+	}
+	switch o.Type {
+	case backend.NodeKernel:
+		return op{kind: opKernel, kern: kernelOf(&o.Launch, o.Launch.Args)}, nil
+	case backend.NodeMemcpy:
+		x, err := d.copyOp(&o.Memcpy)
+		if err != nil {
+			return fail(err)
+		}
+		return x, nil
+	case backend.NodeMemset:
+		x, err := d.memsetOp(&o.Memset)
+		if err != nil {
+			return fail(err)
+		}
+		return x, nil
+	case backend.NodeHost:
+		return op{kind: opHost, host: o.Host}, nil
+	case backend.NodeEventRecord, backend.NodeEventWait:
+		ev := o.Event.(*Event)
+		if ev.destroyed.Load() {
+			return op{}, backend.Errorf(backend.ErrInvalidResourceHandle, "event is destroyed")
+		}
+		if o.Type == backend.NodeEventRecord {
+			return op{kind: opRecord, ev: ev}, nil
+		}
+		return op{kind: opWait, ev: ev}, nil
+	case backend.NodeExtSemSignal, backend.NodeExtSemWait:
+		sems := make([]*Semaphore, len(o.Sems))
+		for i, s := range o.Sems {
+			sems[i] = s.(*Semaphore)
+			if sems[i].Destroyed() {
+				return op{}, backend.Errorf(backend.ErrInvalidValue, "semaphore %d: external semaphore is destroyed", i)
+			}
+		}
+		kind := opExtSemWait
+		if o.Type == backend.NodeExtSemSignal {
+			kind = opExtSemSignal
+		}
+		// Node ops are never changed in place (copyOp), so the op may share
+		// their arrays.
+		return op{kind: kind, xs: &extSemOp{sems: sems, values: o.Values}}, nil
+	}
+	return op{kind: opEmpty}, nil
+}
+
+// flatten appends g's nodes to e in dependency order, each root depending on
+// entry, and returns the indexes of g's sinks. Child graphs are inlined
+// between an entry and an exit op, so their nodes schedule like any other.
+func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	order, bad := topoOrder(g.nodes)
+	if bad != nil {
+		return nil, e.nodeErr(bad, backend.ErrInvalidValue, "graph has a cycle")
+	}
+	if e.topo == nil { // the top graph: keep its shape for Update
+		e.topo = buildTopo(g)
+		e.opOf = make(map[*Node]int32, len(g.nodes))
+		e.childTopo = map[*Node]*topo{}
+	}
+	exit := make(map[*Node]int32, len(order))
+	add := func(o op, n *Node, bop backend.Op, ps []int32) int32 {
+		e.bops = append(e.bops, bop)
+		e.ops = append(e.ops, o)
+		e.nodes = append(e.nodes, n)
+		if _, seen := e.opOf[n]; !seen { // a child graph node is named by its entry
+			e.opOf[n] = int32(len(e.ops) - 1)
+		}
+		*preds = append(*preds, ps)
+		return int32(len(e.ops) - 1)
+	}
+	var sinks []int32
+	for _, n := range order {
+		ps := entry
+		if len(n.deps) > 0 {
+			ps = make([]int32, 0, len(n.deps))
+			for _, d := range n.deps {
+				if !e.earlyEdge(g, d, n, exit[d]) {
+					ps = append(ps, exit[d])
+				}
+			}
+		}
+		switch n.typ {
+		case backend.NodeMemAlloc, backend.NodeMemFree:
+			e.mem = true
+			o := op{kind: opAlloc, galloc: n.alloc}
+			if n.typ == backend.NodeMemFree {
+				o.kind = opFree
+				if n.alloc.va != g.va {
+					o.seq = seqForeignFree
+					e.frees = append(e.frees, n.alloc)
+					e.freeNodes = append(e.freeNodes, n.tag)
+				}
+			} else if n.alloc.freedBy == nil {
+				e.persist = append(e.persist, n.alloc)
+			}
+			exit[n] = add(o, n, backend.Op{Type: n.typ, Params: n.op.Params}, ps)
+		case backend.NodeChildGraph:
+			in := add(op{kind: opEmpty}, n, backend.Op{Type: backend.NodeEmpty}, ps)
+			inner, err := e.flatten(n.child, []int32{in}, preds)
+			if err != nil {
+				return nil, err
+			}
+			if len(inner) == 0 {
+				inner = []int32{in}
+			}
+			exit[n] = add(op{kind: opEmpty}, n, backend.Op{Type: backend.NodeEmpty}, inner)
+		case backend.NodeConditional:
+			o, err := e.condOp(n)
+			if err != nil {
+				return nil, err
+			}
+			exit[n] = add(o, n, backend.Op{Type: n.typ, Params: n.op.Params}, ps)
+		default:
+			o, err := e.dev.prepare(&n.op)
+			if err != nil {
+				return nil, at(err, n.tag)
+			}
+			exit[n] = add(o, n, n.op, ps)
+		}
+		if len(n.outs) == 0 {
+			sinks = append(sinks, exit[n])
+		}
+	}
+	return sinks, nil
+}
+
+// topoOrder returns nodes in an order where every node follows its
+// dependencies (Kahn's algorithm, stable in creation order). If the nodes
+// contain a cycle it returns a node on or behind it.
+func topoOrder(nodes []*Node) ([]*Node, *Node) {
+	indeg := make(map[*Node]int, len(nodes))
+	var order []*Node
+	for _, n := range nodes {
+		indeg[n] = len(n.deps)
+		if len(n.deps) == 0 {
+			order = append(order, n)
+		}
+	}
+	for i := 0; i < len(order); i++ {
+		for _, o := range order[i].outs {
+			if indeg[o]--; indeg[o] == 0 {
+				order = append(order, o)
+			}
+		}
+	}
+	if len(order) != len(nodes) {
+		for _, n := range nodes {
+			if indeg[n] > 0 {
+				return nil, n
+			}
+		}
+	}
+	return order, nil
+}
+
+// Launch queues one execution of the graph in s. It starts after the
+// previous launch of e finished.
+func (e *Exec) Launch(bs backend.Stream) error {
+	s := bs.(*Stream)
+	l := &launch{e: e, stream: s}
+	if len(e.records) > 0 {
+		l.rec = make([]uint64, len(e.records))
+	}
+	if len(e.waits) > 0 {
+		l.wait = make([]uint64, len(e.waits))
+	}
+	return s.enqueue(op{kind: opGraph, launch: l}, func() (uint64, error) {
+		e.mu.Lock()
+		l.ops, e.opsShared = e.ops, true
+		e.issuing++ // l reads l.ops from now: updates must copy the table
+		if e.conds != nil && len(e.conds.subs) > 0 {
+			l.bodies = make([][]op, len(e.conds.subs))
+			for i, sub := range e.conds.subs {
+				l.bodies[i] = sub.ops
+			}
+		}
+		e.mu.Unlock()
+		err := l.issue()
+		e.mu.Lock()
+		if err == nil {
+			l.seq = e.issued.Add(1)
+		}
+		e.issuing--
+		e.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		for i, x := range e.records {
+			l.rec[i] = l.ops[x].ev.Issue()
+		}
+		for i, x := range e.waits {
+			l.wait[i] = l.ops[x].ev.Target()
+		}
+		return 0, nil
+	})
+}
+
+// issue takes what launch l holds from its issue to its end: the
+// semaphores of its external semaphore nodes and its graph memory.
+func (l *launch) issue() error {
+	if err := l.acquireExtSems(); err != nil {
+		return err
+	}
+	if l.e.mem {
+		gm := l.e.dev.GraphMemIfAny()
+		if n, why := gm.IssueLaunch(l.e.persist, l.e.frees, l.e.freeNodes, l.e.autoFree); n != nil {
+			l.releaseExtSems()
+			err := backend.Errorf(backend.ErrInvalidValue, "%s", why)
+			err.Node = n
+			return err
+		}
+	}
+	return nil
+}
+
+// Destroy releases the executable graph. Launches already queued still
+// run; the memory the graph has mapped is released when they have
+// finished. Allocations still live are not freed.
+func (e *Exec) Destroy() error {
+	e.mu.Lock()
+	e.destroyed = true
+	idle := e.issued.Load() == e.finished.Load()
+	e.mu.Unlock()
+	e.dropDeviceHandle()
+	e.condRelease()
+	if e.mem {
+		g := e.graph
+		g.mu.Lock()
+		g.memExecs-- // the graph may be instantiated again now, as with the driver
+		g.mu.Unlock()
+		if idle {
+			e.dev.GraphMemIfAny().Release(e.bind)
+		}
+	}
+	return nil
+}
+
+// Upload maps the graph's memory in stream order, ahead of its first
+// launch, and binds it to s: a later launch into s needs no remapping, one
+// into another stream does.
+func (e *Exec) Upload(bs backend.Stream) error {
+	s := bs.(*Stream)
+	l := &launch{e: e, stream: s, upload: true}
+	return s.enqueue(op{kind: opGraph, launch: l}, func() (uint64, error) {
+		e.mu.Lock()
+		l.seq = e.issued.Add(1)
+		l.ops, e.opsShared = e.ops, true // what device launches will run
+		e.mu.Unlock()
+		return 0, nil
+	})
+}
+
+// AfterLaunches runs fn once the launches issued so far have finished.
+func (e *Exec) AfterLaunches(fn func()) {
+	e.mu.Lock()
+	seq := e.issued.Load()
+	if e.finished.Load() >= seq {
+		e.mu.Unlock()
+		fn()
+		return
+	}
+	e.after = append(e.after, afterLaunches{seq, fn})
+	e.mu.Unlock()
+}
+
+// begin waits for the previous launch of the graph to finish, then frees
+// what AutoFreeOnLaunch frees and maps the graph's memory for this stream.
+func (l *launch) begin() *backend.Error {
+	e := l.e
+	e.mu.Lock()
+	for e.finished.Load() != l.seq-1 || e.dl.running { // nor while a device launch runs it
+		e.cond.Wait()
+	}
+	e.cur = l // under mu: device launches check it
+	e.runOps = l.ops
+	for i, ops := range l.bodies { // launches of e never overlap: its bodies run these
+		e.conds.subs[i].runOps = ops
+	}
+	e.mu.Unlock()
+	e.failed.Store(nil)
+	if e.conds != nil {
+		e.conds.begin()
+	}
+	if !e.mem || e.bind.Empty() && !e.autoFree {
+		return nil
+	}
+	gm := e.dev.GraphMemIfAny()
+	if e.autoFree && !l.upload {
+		for _, a := range e.persist {
+			gm.Freed(a, false)
+		}
+	}
+	if err := gm.Bind(e.bind, l.stream); err != nil {
+		be := backend.Errorf(backend.ErrMemoryAllocation, "mapping graph memory: %v", err)
+		be.Op = "Exec.Launch"
+		return be
+	}
+	return nil
+}
+
+func (l *launch) end() {
+	e := l.e
+	l.releaseExtSems()
+	e.mu.Lock()
+	e.cur = nil
+	e.finished.Store(l.seq)
+	e.cond.Broadcast()
+	release := e.destroyed && e.finished.Load() == e.issued.Load()
+	var ready []func()
+	for len(e.after) > 0 && e.after[0].seq <= l.seq {
+		ready = append(ready, e.after[0].fn)
+		e.after = e.after[1:]
+	}
+	e.mu.Unlock()
+	for _, fn := range ready {
+		fn()
+	}
+	if release && e.mem {
+		e.dev.GraphMemIfAny().Release(e.bind)
+	}
+}
+
+// run executes the launch on the calling goroutine and the worker pool.
+func (l *launch) run() *backend.Error {
+	if err := l.begin(); err != nil {
+		l.end()
+		return err
+	}
+	l.e.mu.Lock()
+	l.e.uploadedLocked(l) // a launch uploads the graph too
+	l.e.mu.Unlock()
+	var env *devEnv
+	if !l.upload {
+		l.e.run.Run()
+		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
+		if l.e.mem && l.e.failed.Load() == nil {
+			l.e.dev.GraphMemIfAny().PinLive(l.e.bind)
+		}
+	}
+	err := l.e.failed.Load()
+	l.end()
+	if env != nil {
+		err = env.finish(err) // its tail and sibling launches, before the stream moves on
+	}
+	return err
+}
+
+// skip retires a launch without running it (the device has failed), still
+// completing its event records so that nobody waits forever.
+func (l *launch) skip() {
+	e := l.e
+	e.mu.Lock()
+	for e.finished.Load() != l.seq-1 {
+		e.cond.Wait()
+	}
+	e.mu.Unlock()
+	for i, x := range e.records {
+		if !l.upload {
+			l.ops[x].ev.Complete(l.rec[i])
+		}
+	}
+	l.end()
+}
+
+// execNode runs flattened node i of the current launch. After a node fails,
+// the rest of the launch only keeps ordering (and event records) intact.
+func (e *Exec) execNode(i int32) {
+	o := &e.runOps[i]
+	if o.off {
+		return
+	}
+	switch o.kind {
+	case opEmpty:
+		return
+	case opRecord:
+		o.ev.Complete(e.cur.rec[o.seq])
+		return
+	case opWait:
+		if e.failed.Load() == nil {
+			o.ev.Wait(e.cur.wait[o.seq])
+		}
+		return
+	case opExtSemWait:
+		e.execExtSemWait(i, o)
+		return
+	}
+	if e.failed.Load() != nil {
+		return
+	}
+	if err := o.run(e.dev); err != nil {
+		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
+	}
+}
+
+// SnapNode is a node of an executable graph as it runs now (Snapshot).
+type SnapNode struct {
+	Params any     // the Params of its op; nil for child graph entry and exit
+	Succ   []int32 // the nodes that depend on it
+}
+
+// Snapshot is the graph e runs, flattened, with its current parameters and
+// its early edges: what launching e into a capture captures.
+func (e *Exec) Snapshot() ([]SnapNode, []backend.EdgeData, [][2]int32) {
+	e.mu.Lock()
+	bops := slices.Clone(e.bops)
+	e.mu.Unlock()
+	ns := make([]SnapNode, len(bops))
+	d := &e.dag
+	for i := range bops {
+		ns[i] = SnapNode{Params: bops[i].Params, Succ: d.Succ[d.SuccOff[i]:d.SuccOff[i+1]]}
+	}
+	if e.pdl == nil {
+		return ns, nil, nil
+	}
+	edges := make([][2]int32, len(e.pdl.edges))
+	for i, ed := range e.pdl.edges {
+		edges[i] = [2]int32{ed.From, ed.To}
+	}
+	return ns, e.pdl.data, edges
+}
+
+// LayoutAlloc is one allocation of an executable graph (Layout).
+type LayoutAlloc struct {
+	Alloc, Free any // node tags; Free nil when the graph does not free it
+	Start, End  int // indexes in the node order; End = len(order) if not freed
+	Size        int
+	Ptr, Offset uint64
+	Phys        []int
+}
+
+// Layout is where e's allocations live: the node tags in an execution
+// order (child graphs inlined) and each allocation.
+func (e *Exec) Layout() (order []any, allocs []LayoutAlloc) {
+	step := make([]int, len(e.ops)) // op -> index in order
+	seen := map[*Node]bool{}
+	for i, n := range e.nodes {
+		if seen[n] { // the exit op of a child graph node
+			step[i] = step[e.opOf[n]]
+			continue
+		}
+		seen[n] = true
+		step[i] = len(order)
+		order = append(order, n.tag)
+	}
+	var as []*GraphAlloc
+	byAlloc := map[*GraphAlloc]int{}
+	for i := range e.ops {
+		o := &e.ops[i]
+		switch o.kind {
+		case opAlloc:
+			byAlloc[o.galloc] = len(allocs)
+			as = append(as, o.galloc)
+			allocs = append(allocs, LayoutAlloc{Alloc: e.nodes[i].tag, Size: o.galloc.Size, Start: step[i], End: len(order)})
+		case opFree:
+			if k, ok := byAlloc[o.galloc]; ok {
+				allocs[k].Free, allocs[k].End = e.nodes[i].tag, step[i]
+			}
+		}
+	}
+	if len(allocs) == 0 {
+		return order, nil
+	}
+	ptrs, offs, phys := e.dev.GraphMemIfAny().Layout(e.bind, as)
+	for k := range as {
+		allocs[k].Ptr, allocs[k].Offset, allocs[k].Phys = ptrs[k], offs[k], phys[k]
+	}
+	return order, allocs
+}

@@ -1,0 +1,291 @@
+package gpugraph
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda"
+	"github.com/gpugraph/gpugraph/internal/host"
+)
+
+// Lowering: public parameters, checked once here for every backend, become
+// the backend's operation (backend.Op) and calls on the backend's graphs;
+// a backend's errors become the public *Error.
+
+// backendErr reports err, a backend's (or driver's) error or an *Error, as
+// the public operation opName's.
+func backendErr(opName string, err error) error { return fromBackend(opName, cuda.Err(err)) }
+
+// lowerKernel is k as a backend sees it: the key under which a backend
+// keeps what it builds (the cuda backend's module; the host backend calls
+// runBlock with it).
+func lowerKernel(k *Kernel) backend.Kernel {
+	return backend.Kernel{Key: k, Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
+}
+
+func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
+
+func dim3(d [3]int) Dim3 { return Dim3{d[0], d[1], d[2]} }
+
+// runBlock runs one block of a Go kernel for the host backend.
+func runBlock(key any, b host.Block, args []uint64) {
+	key.(*Kernel).Go(Block{Idx: dim3(b.Idx), Dim: dim3(b.Dim), GridDim: dim3(b.Grid), Shared: b.Shared, rt: b.RT}, Args{args})
+}
+
+// lowerLaunch checks and marshals a launch; words, if not nil, is the
+// buffer the argument words go to.
+func (d *Device) lowerLaunch(p *KernelParams, words *[]uint64) (backend.Launch, *Code, string) {
+	k, code, msg := d.prepareKernelIn(p, words)
+	if code != nil {
+		return backend.Launch{}, code, msg
+	}
+	return backend.Launch{Kernel: lowerKernel(k.k), Grid: dims(k.grid), Block: dims(k.block),
+		Shared: uint32(k.shared), Args: k.args.w}, nil, ""
+}
+
+// lowerCopy checks a copy (device sides inside live allocations of d) and
+// lowers it.
+func (d *Device) lowerCopy(p *MemcpyParams) (backend.Memcpy, *Code, string) {
+	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.be.CheckRange(uint64(dev), n) }
+	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
+		return backend.Memcpy{}, ErrInvalidValue, msg
+	}
+	return backend.Memcpy{Dst: uint64(p.Dst), Src: uint64(p.Src), DstHost: p.DstHost, SrcHost: p.SrcHost, Size: p.Size}, nil, ""
+}
+
+// lowerMemset checks a memset and lowers it.
+func (d *Device) lowerMemset(p *MemsetParams) (backend.Memset, *Code, string) {
+	o, code, msg := d.memsetShape(p)
+	if code != nil {
+		return backend.Memset{}, code, msg
+	}
+	if o.total > 0 {
+		if err := d.be.CheckRange(uint64(p.Dst), o.total); err != nil {
+			return backend.Memset{}, ErrInvalidValue, err.Error()
+		}
+	}
+	return backend.Memset{Dst: uint64(p.Dst), Value: p.Value, ElementSize: p.ElementSize,
+		Width: p.Width, Height: p.Height, Pitch: o.pitch, Total: o.total}, nil, ""
+}
+
+// lowerOp checks params and lowers them to the backend's Op, for the node
+// types a backend's graph takes as ops.
+func (d *Device) lowerOp(params NodeParams) (backend.Op, *Code, string) {
+	switch p := params.(type) {
+	case KernelParams:
+		l, code, msg := d.lowerLaunch(&p, nil)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Params: params, Type: backend.NodeKernel, Launch: l}, nil, ""
+	case EmptyParams:
+		return backend.Op{Params: params, Type: backend.NodeEmpty}, nil, ""
+	case EventRecordParams:
+		if code, msg := codeOf(p.Event.check("", d)); code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Params: params, Type: backend.NodeEventRecord, Event: p.Event.be}, nil, ""
+	case EventWaitParams:
+		if code, msg := codeOf(p.Event.check("", d)); code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Params: params, Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
+	case MemsetParams:
+		m, code, msg := d.lowerMemset(&p)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Params: params, Type: backend.NodeMemset, Memset: m}, nil, ""
+	case MemcpyParams:
+		m, code, msg := d.lowerCopy(&p)
+		if code != nil {
+			return backend.Op{}, code, msg
+		}
+		return backend.Op{Params: params, Type: backend.NodeMemcpy, Memcpy: m}, nil, ""
+	case HostParams:
+		if p.Fn == nil {
+			return backend.Op{}, ErrInvalidValue, "nil host function"
+		}
+		return backend.Op{Params: params, Type: backend.NodeHost, Host: p.Fn}, nil, ""
+	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
+		sems, values, signal, _ := extSemArgs(p)
+		if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
+			return backend.Op{}, code, msg
+		}
+		t := backend.NodeExtSemWait
+		if signal {
+			t = backend.NodeExtSemSignal
+		}
+		return backend.Op{Params: params, Type: t, Sems: backendSems(sems), Values: values}, nil, ""
+	}
+	return backend.Op{}, ErrNotSupported, fmt.Sprintf("%v nodes cannot be set this way", params.NodeType())
+}
+
+// codeOf is the code and detail of an *Error; nil for nil.
+func codeOf(err error) (*Code, string) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return nil, ""
+	}
+	return e.Code, e.Detail
+}
+
+// addBackendNode adds n's backend node to g's backend graph, after n's
+// dependencies with data (nil: all default). The backend places alloc
+// nodes (n's params get the address) and creates conditional bodies.
+func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
+	deps := make([]backend.Node, len(n.deps))
+	for i, x := range n.deps {
+		deps[i] = x.be
+	}
+	var ed []backend.EdgeData
+	if !defaultData(data) {
+		ed = backendEdgeData(data)
+	}
+	var h backend.Node
+	var err error
+	switch p := n.params.(type) {
+	case ChildGraphParams:
+		var emb backend.Graph
+		if h, emb, err = g.be.AddChildGraphNode(p.Graph.be, deps, ed, n); err == nil {
+			p.Graph.be = emb
+			err = bindClone(p.Graph)
+		}
+	case MemAllocParams:
+		access := make([]int, len(p.Access))
+		for i, a := range p.Access {
+			access[i] = a.Device
+		}
+		var ptr uint64
+		if h, ptr, err = g.be.AddMemAllocNode(p.Size, access, deps, ed, n); err == nil {
+			p.Ptr = DevicePtr(ptr)
+			p.Access = append([]MemAccessDesc(nil), p.Access...)
+			n.params = p
+		}
+	case MemFreeParams:
+		h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n)
+	case ConditionalParams:
+		var bodies []backend.Graph
+		if h, bodies, err = g.be.AddConditionalNode(backend.Cond{Handle: uint64(p.Handle), Type: int(p.Type), Bodies: p.Size}, deps, ed, n); err == nil {
+			gs := make([]*Graph, len(bodies))
+			for i, b := range bodies {
+				gs[i] = &Graph{dev: d, id: graphIDs.Add(1), parent: n, be: b}
+			}
+			n.conds = &condNode{bodies: gs}
+		}
+	default:
+		op, code, msg := d.lowerOp(n.params)
+		if code != nil {
+			return newErr("", code, "%s", msg)
+		}
+		h, err = g.be.AddNode(&op, deps, ed, n)
+	}
+	if err != nil {
+		return backendErr("", err)
+	}
+	n.be = h
+	return nil
+}
+
+// setBackendParams sets the parameters of n's backend node to p.
+func (d *Device) setBackendParams(n *Node, params NodeParams) error {
+	if p, ok := params.(ChildGraphParams); ok {
+		emb, err := n.g.be.SetChildGraph(n.be, p.Graph.be)
+		if err != nil {
+			return backendErr("", err)
+		}
+		p.Graph.be = emb
+		return backendErr("", bindClone(p.Graph))
+	}
+	op, code, msg := d.lowerOp(params)
+	if code != nil {
+		return newErr("", code, "%s", msg)
+	}
+	return backendErr("", n.g.be.SetParams(n.be, &op))
+}
+
+// bindClone gives the nodes of a Go clone g the nodes of the backend's
+// clone of the same graph (g.be), so the embedded graph of a child graph
+// node can be edited like any other; those of graphs embedded deeper too
+// where the backend finds them (the host backend does; the driver's
+// cuGraphNodeFindInClone finds only the top graph's).
+func bindClone(g *Graph) error { return bindCloneIn(g, g.be, 0) }
+
+func bindCloneIn(g *Graph, top backend.Graph, depth int) error {
+	orig := make(map[*Node]*Node, len(g.clonedBy))
+	for o, m := range g.clonedBy {
+		orig[m] = o
+	}
+	for _, m := range g.nodes {
+		o := orig[m]
+		if o == nil || o.be == nil {
+			continue
+		}
+		h, err := top.ClonedNode(o.be)
+		if err != nil {
+			if depth > 0 {
+				continue
+			}
+			return err
+		}
+		m.be = h
+		if t, ok := top.(tagger); ok {
+			t.SetTag(h, m)
+		}
+		if m.child != nil {
+			if m.child.be, err = g.be.ChildGraph(h); err != nil {
+				return err
+			}
+			if m.child.clonedBy == nil {
+				m.child.clonedBy = g.clonedBy
+			}
+			if err := bindCloneIn(m.child, top, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tagger is implemented by backend graphs that name nodes by tags (host):
+// a clone's nodes take the tags of this package's clone.
+type tagger interface {
+	SetTag(n backend.Node, tag any)
+}
+
+// findNative finds the node of g (or of a graph embedded in it) whose
+// backend node is h, or which h names (the host backend reports nodes by
+// their tags). g must be locked.
+func findNative(g *Graph, h any) *Node {
+	if h == nil {
+		return nil
+	}
+	if n, ok := h.(*Node); ok {
+		return n
+	}
+	for _, n := range g.nodes {
+		if n.be == h {
+			return n
+		}
+		if n.child != nil {
+			if m := findNative(n.child, h); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// backendEdges adds (or removes) edges in g's backend graph.
+func backendEdges(opName string, g *Graph, edges []Edge, add bool) error {
+	from, to := make([]backend.Node, len(edges)), make([]backend.Node, len(edges))
+	for i, e := range edges {
+		from[i], to[i] = e.From.be, e.To.be
+	}
+	ed := backendEdgeData(edgesData(edges))
+	if add {
+		return backendErr(opName, g.be.AddEdges(from, to, ed))
+	}
+	return backendErr(opName, g.be.RemoveEdges(from, to, ed))
+}
