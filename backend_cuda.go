@@ -1,8 +1,6 @@
 package gpugraph
 
 import (
-	"sync"
-
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
 )
@@ -10,25 +8,17 @@ import (
 // BackendCUDA names the cuda backend in Open.
 const BackendCUDA = "cuda"
 
-// cudaDev is the cuda backend's device (internal/cuda): its devices,
-// streams, events, pools, semaphores and user objects are reached through
-// the backend interfaces, its graphs through methods named by driver
-// handles, and this package keeps its view of each graph (the files
-// backend_cuda*.go and *_cuda.go: lowering and that view's bookkeeping).
-type cudaDev struct {
-	*cuda.Device
-
-	poolOnce sync.Once
-	defPool  *MemPool // the device's default CUmemoryPool
-}
-
+// openCUDA opens the cuda backend (internal/cuda): the driver runs the
+// work and checks what only it knows; this package keeps its view of each
+// graph, mirroring what the driver made (capture, clone) through
+// backend.Inspector.
 func openCUDA() (*Device, error) {
 	d := &Device{}
 	cd, p, err := cuda.Open(func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
 	if err != nil {
 		return nil, fromBackend("Open", err)
 	}
-	d.cuda, d.be = &cudaDev{Device: cd}, cd
+	d.be = cd
 	d.props = Properties{
 		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
 		MemoryPoolsSupported: p.MemoryPoolsSupported,
@@ -44,17 +34,6 @@ func openCUDA() (*Device, error) {
 }
 
 // Native graph nodes.
-
-func (s *Stream) cudaMallocAsync(opName string, n int, pool *MemPool) (DevicePtr, error) {
-	if pool.be == nil {
-		return 0, newErr(opName, ErrMemoryAllocation, "the device's default memory pool could not be had from the driver")
-	}
-	p, err := s.dev.cuda.MallocAsync(s.be, n, pool.be)
-	if err != nil {
-		return 0, backendErr(opName, err)
-	}
-	return DevicePtr(p), nil
-}
 
 func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
 	return backendErr(opName, s.be.(backend.Capturer).BeginCapture(int(mode)))
@@ -240,25 +219,4 @@ func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
 		}
 	}
 	return info, nil
-}
-
-// Memory pools on the cuda backend are the driver's (CUmemoryPool).
-
-func (d *Device) cudaDefaultPool() *MemPool {
-	c := d.cuda
-	c.poolOnce.Do(func() {
-		c.defPool = &MemPool{dev: d, isDefault: true}
-		if be, err := c.DefaultMemPool(); err == nil {
-			c.defPool.be = be
-		}
-	})
-	return c.defPool
-}
-
-func (d *Device) cudaNewMemPool(opName string, props MemPoolProps) (*MemPool, error) {
-	be, err := d.cuda.NewMemPool(props.Location, props.MaxSize)
-	if err != nil {
-		return nil, backendErr(opName, err)
-	}
-	return &MemPool{dev: d, props: props, be: be}, nil
 }

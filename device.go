@@ -2,11 +2,10 @@ package gpugraph
 
 import (
 	"runtime"
-
-	"github.com/gpugraph/gpugraph/internal/backend"
 	"sync"
 	"sync/atomic"
 
+	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -35,7 +34,6 @@ type Properties struct {
 type Device struct {
 	props Properties
 	be    backend.Device // the backend's device
-	host  *host.Device   // the host backend's device, for its memory pools; nil on cuda
 	goRun bool           // the backend runs kernels' Go bodies (Kernel.Go), not their CUDA
 
 	mu     sync.Mutex // guards defPool
@@ -49,8 +47,6 @@ type Device struct {
 	cap     capState  // stream capture
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one
-
-	cuda *cudaDev // the cuda backend's state; nil on host
 
 	memCheck bool     // graph allocations are inaccessible outside their lifetime
 	defPool  *MemPool // the host backend's default memory pool, once asked for (under mu)
@@ -116,7 +112,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 	if err != nil {
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
-	d.be, d.host, d.goRun, d.props.TotalMem = h, h, true, h.Mem.Size()
+	d.be, d.goRun, d.props.TotalMem = h, true, h.Mem.Size()
 	return d, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/cuda"
 )
 
 var emptyKernel = &Kernel{Name: "empty", Go: func(Block, Args) {}, CUDA: `extern "C" __global__ void empty() {}`}
@@ -26,7 +27,7 @@ func BenchmarkCUDALaunchPath(b *testing.B) {
 	}
 	defer d.Close()
 	s, _ := d.NewStream()
-	c := d.cuda
+	c := d.be.(*cuda.Device)
 	bk := lowerKernel(emptyKernel)
 	f, err := c.Function(&bk)
 	if err != nil {

@@ -4,12 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/host"
 )
-
-// defaultPoolSize is the address space a pool reserves when MemPoolProps
-// does not cap it. It is only address space: memory is committed on use.
-const defaultPoolSize = 64 << 30
 
 // MemPoolProps describe a memory pool at creation (cudaMemPoolProps).
 type MemPoolProps struct {
@@ -60,8 +55,7 @@ type MemPool struct {
 	dev       *Device
 	props     MemPoolProps
 	isDefault bool
-	h         *host.Pool // the host backend's pool; nil if no address space could be reserved
-	closed    bool       // the default pool of a closed device: it has no memory
+	closed    bool // the default pool of a closed device: it has no memory
 }
 
 // DefaultMemPool returns the device's default pool
@@ -71,9 +65,6 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d == nil {
 		return nil
 	}
-	if d.cuda != nil {
-		return d.cudaDefaultPool()
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed.Load() {
@@ -82,54 +73,33 @@ func (d *Device) DefaultMemPool() *MemPool {
 		return &MemPool{dev: d, isDefault: true, closed: true}
 	}
 	if d.defPool == nil {
-		p, err := newPool(d, MemPoolProps{})
-		if err != nil {
-			p = &MemPool{dev: d} // no address space: allocations fail with ErrMemoryAllocation
+		d.defPool = &MemPool{dev: d, isDefault: true}
+		if ps, ok := d.be.(backend.Pools); ok {
+			// Without it (the driver's refused, or no address space),
+			// allocations fail with ErrMemoryAllocation.
+			d.defPool.be, _ = ps.DefaultMemPool()
 		}
-		p.isDefault = true
-		d.defPool = p
 	}
 	return d.defPool
 }
 
-// NewMemPool creates a memory pool (cudaMemPoolCreate). Location must be 0,
-// the only device of the host backend: the driver answers an ordinal with no
+// NewMemPool creates a memory pool (cudaMemPoolCreate). Location must be a
+// device (0 on the host backend): the driver answers an ordinal with no
 // device with cudaErrorInvalidValue.
 func (d *Device) NewMemPool(props MemPoolProps) (*MemPool, error) {
 	const opName = "Device.NewMemPool"
 	if err := d.check(opName); err != nil {
 		return nil, err
 	}
-	if d.cuda != nil {
-		return d.cudaNewMemPool(opName, props)
+	ps, ok := d.be.(backend.Pools)
+	if !ok {
+		return nil, newErr(opName, ErrNotSupported, "the backend has no memory pools")
 	}
-	if props.Location != 0 {
-		return nil, newErr(opName, ErrInvalidValue, "location %d: no such device", props.Location)
-	}
-	p, err := newPool(d, props)
+	be, err := ps.NewMemPool(props.Location, props.MaxSize)
 	if err != nil {
-		return nil, newErr(opName, ErrMemoryAllocation, "%v", err)
+		return nil, backendErr(opName, err)
 	}
-	if d.closed.Load() {
-		p.h.Release()
-		return nil, newErr(opName, ErrContextIsDestroyed, "device is closed")
-	}
-	return p, nil
-}
-
-// newPool makes a host-backend pool, listed by the host device for
-// address lookups. Its memory is address space of its own, 64 GiB unless
-// props caps it, committed on use.
-func newPool(d *Device, props MemPoolProps) (*MemPool, error) {
-	size := props.MaxSize
-	if size == 0 {
-		size = defaultPoolSize
-	}
-	h, err := d.host.NewPool(size)
-	if err != nil {
-		return nil, err
-	}
-	return &MemPool{dev: d, props: props, h: h}, nil
+	return &MemPool{dev: d, props: props, be: be}, nil
 }
 
 // check validates the pool handle and its device for op.
@@ -152,16 +122,10 @@ func (p *MemPool) Destroy() error {
 	if p.isDefault {
 		return newErr(opName, ErrInvalidValue, "the default memory pool cannot be destroyed")
 	}
-	if p.be != nil {
-		return backendErr(opName, p.be.Destroy())
-	}
-	if p.h == nil {
+	if p.be == nil {
 		return nil // it never had memory
 	}
-	if !p.h.Destroy() {
-		return newErr(opName, ErrInvalidValue, "memory pool already destroyed")
-	}
-	return nil
+	return backendErr(opName, p.be.Destroy())
 }
 
 // SetReleaseThreshold sets how many reserved bytes the pool keeps at a
@@ -173,13 +137,10 @@ func (p *MemPool) SetReleaseThreshold(bytes uint64) error {
 	if err := p.check(opName); err != nil {
 		return err
 	}
-	if p.be != nil {
-		return backendErr(opName, p.be.SetReleaseThreshold(bytes))
+	if p.be == nil {
+		return nil
 	}
-	if p.h != nil && !p.h.SetThreshold(bytes) {
-		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
-	}
-	return nil
+	return backendErr(opName, p.be.SetReleaseThreshold(bytes))
 }
 
 // ReleaseThreshold returns the release threshold: 0 by default, as in CUDA,
@@ -189,14 +150,11 @@ func (p *MemPool) ReleaseThreshold() uint64 {
 	if p == nil {
 		return 0
 	}
-	if p.be != nil {
-		v, _ := p.be.ReleaseThreshold()
-		return v
-	}
-	if p.h == nil {
+	if p.be == nil {
 		return 0
 	}
-	return p.h.Threshold()
+	v, _ := p.be.ReleaseThreshold()
+	return v
 }
 
 // TrimTo returns idle memory to the system, keeping at least minBytesToKeep
@@ -207,13 +165,10 @@ func (p *MemPool) TrimTo(minBytesToKeep uint64) error {
 	if err := p.check(opName); err != nil {
 		return err
 	}
-	if p.be != nil {
-		return backendErr(opName, p.be.TrimTo(minBytesToKeep))
+	if p.be == nil {
+		return nil
 	}
-	if p.h != nil && !p.h.TrimTo(minBytesToKeep) {
-		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
-	}
-	return nil
+	return backendErr(opName, p.be.TrimTo(minBytesToKeep))
 }
 
 // Stats returns the pool's footprint.
@@ -221,14 +176,11 @@ func (p *MemPool) Stats() MemPoolStats {
 	if p == nil {
 		return MemPoolStats{}
 	}
-	if p.be != nil {
-		st, _ := p.be.Stats()
-		return MemPoolStats(st)
-	}
-	if p.h == nil {
+	if p.be == nil {
 		return MemPoolStats{}
 	}
-	return MemPoolStats(p.h.Stats())
+	st, _ := p.be.Stats()
+	return MemPoolStats(st)
 }
 
 // ResetHigh resets the high-water marks to the current values (what setting
@@ -239,10 +191,6 @@ func (p *MemPool) ResetHigh() {
 	}
 	if p.be != nil {
 		p.be.ResetHigh()
-		return
-	}
-	if p.h != nil {
-		p.h.ResetHigh()
 	}
 }
 
@@ -261,21 +209,10 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	default:
 		return newErr(opName, ErrInvalidValue, "unknown access flags %d", int(flags))
 	}
-	if p.be != nil {
-		return backendErr(opName, p.be.SetAccess(device, int(flags)))
+	if p.be == nil {
+		return newErr(opName, ErrMemoryAllocation, "the pool has no memory")
 	}
-	if device != p.props.Location {
-		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)
-	}
-	switch {
-	case p.h != nil && p.h.Destroyed():
-		return newErr(opName, ErrInvalidValue, "memory pool is destroyed")
-	case flags == AccessRead:
-		return newErr(opName, ErrNotSupported, "memory pools do not support read-only access")
-	case flags == AccessNone:
-		return newErr(opName, ErrInvalidDevice, "device %d is the pool's resident device: its access cannot be revoked", device)
-	}
-	return nil
+	return backendErr(opName, p.be.SetAccess(device, int(flags)))
 }
 
 // Access returns how device may access the pool's memory
@@ -317,20 +254,6 @@ func (s *Stream) MallocFromPoolAsync(n int, p *MemPool) (DevicePtr, error) {
 // pending in another stream, s then waiting for that free (awaitFree): the
 // order of reuse measured on the driver.
 func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, error) {
-	if s.dev.cuda != nil {
-		switch {
-		case p == nil || p.dev != s.dev:
-			return 0, newErr(opName, ErrInvalidValue, "nil memory pool, or a pool of another device")
-		case n < 0:
-			return 0, newErr(opName, ErrInvalidValue, "negative size %d", n)
-		case n == 0:
-			return 0, nil
-		}
-		return s.cudaMallocAsync(opName, n, p)
-	}
-	if e := s.dev.sticky.Load(); e != nil {
-		return 0, withOp(opName, e)
-	}
 	if s.capturing.Load() && n > 0 && p != nil && p.dev == s.dev {
 		// Captured, it becomes an alloc node: its address is the graph
 		// allocation's, usable by the rest of the captured work.
@@ -351,23 +274,14 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 		return 0, newErr(opName, ErrInvalidValue, "negative size %d", n)
 	case n == 0:
 		return 0, nil
-	}
-	switch {
 	case p.closed:
 		return 0, newErr(opName, ErrContextIsDestroyed, "device is closed")
-	case p.h == nil:
-		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the pool could not reserve address space", n)
+	case p.be == nil:
+		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the device's pool has no memory", n)
 	}
-	hs := s.be.(*host.Stream) // pools of the host backend serve its streams
-	ptr, err := p.h.Alloc(n, hs, func(pf *host.PendingFree) error {
-		// Nothing left but memory whose free is pending in another
-		// stream: take it, and make s wait for that free, as the driver
-		// does. A failed device drops queued frees: give up then.
-		stop := func() bool { return s.dev.sticky.Load() != nil || s.dev.closed.Load() }
-		return hs.Call(func() { pf.Await(stop) })
-	})
+	ptr, err := s.dev.be.(backend.Pools).MallocAsync(s.be, n, p.be)
 	if err != nil {
-		return 0, fromBackend(opName, err)
+		return 0, backendErr(opName, err)
 	}
 	return DevicePtr(ptr), nil
 }

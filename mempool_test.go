@@ -104,15 +104,15 @@ func checkPool(t *testing.T, p *MemPool) {
 
 // poolProblem is checkPool for goroutines other than the test's.
 func poolProblem(p *MemPool) string {
-	if err := p.h.Verify(); err != nil {
+	if err := hostPool(p).Verify(); err != nil {
 		return err.Error()
 	}
 	return ""
 }
 
 func poolListed(d *Device, p *MemPool) bool {
-	for _, q := range d.host.Pools() {
-		if q == p.h {
+	for _, q := range hostDev(d).Pools() {
+		if q == hostPool(p) {
 			return true
 		}
 	}
@@ -805,7 +805,7 @@ func TestPoolClosedDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := d.DefaultMemPool()
-	pAddr, defAddr := p.h.Addr(), def.h.Addr()
+	pAddr, defAddr := hostPool(p).Addr(), hostPool(def).Addr()
 	d.Close()
 	for _, a := range []uintptr{pAddr, defAddr} {
 		if vmem.Find(a, 1) != nil {
@@ -823,8 +823,8 @@ func TestPoolClosedDevice(t *testing.T) {
 	if handled, _ := poolFreeAsync(d, a, s); handled {
 		t.Fatal("a closed device's pool still answers for its memory")
 	}
-	d.host.Close() // twice is harmless
-	if len(d.host.Pools()) != 0 {
+	hostDev(d).Close() // twice is harmless
+	if len(hostDev(d).Pools()) != 0 {
 		t.Fatal("pools listed after the host device closed")
 	}
 }
@@ -832,7 +832,7 @@ func TestPoolClosedDevice(t *testing.T) {
 // poolBytes resolves [ptr, ptr+n) in d's pools: handled is false if ptr is
 // in none of them.
 func poolBytes(d *Device, ptr DevicePtr, n int) (b []byte, handled bool, err error) {
-	p := d.host.PoolAt(uint64(ptr))
+	p := hostDev(d).PoolAt(uint64(ptr))
 	if p == nil {
 		return nil, false, nil
 	}
@@ -846,7 +846,7 @@ func poolBytes(d *Device, ptr DevicePtr, n int) (b []byte, handled bool, err err
 // poolFreeAsync is the pool side of Stream.FreeAsync: handled is false,
 // and nothing happens, if ptr is in none of d's pools.
 func poolFreeAsync(d *Device, ptr DevicePtr, s *Stream) (handled bool, err error) {
-	p := d.host.PoolAt(uint64(ptr))
+	p := hostDev(d).PoolAt(uint64(ptr))
 	if p == nil {
 		return false, nil
 	}
@@ -858,7 +858,7 @@ func poolFreeAsync(d *Device, ptr DevicePtr, s *Stream) (handled bool, err error
 
 // poolFree is the pool side of Device.Free.
 func poolFree(d *Device, ptr DevicePtr) (handled bool, err error) {
-	p := d.host.PoolAt(uint64(ptr))
+	p := hostDev(d).PoolAt(uint64(ptr))
 	if p == nil {
 		return false, nil
 	}
@@ -868,7 +868,13 @@ func poolFree(d *Device, ptr DevicePtr) (handled bool, err error) {
 // trimPools applies every pool's release threshold, as a synchronization
 // does once it has waited.
 func trimPools(d *Device) {
-	for _, p := range d.host.Pools() {
+	for _, p := range hostDev(d).Pools() {
 		p.Trim()
 	}
 }
+
+// hostPool is the host backend's pool behind p.
+func hostPool(p *MemPool) *host.Pool { return p.be.(*host.MemPool).P }
+
+// hostDev is d's host backend device.
+func hostDev(d *Device) *host.Device { return d.be.(*host.Device) }

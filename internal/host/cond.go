@@ -373,7 +373,6 @@ func (rt Runtime) SetConditional(h uint64, v uint32) {
 	x.vals[i].Store(v)
 }
 
-
 // updateCondDefaults gives e's handles the defaults and flags of the
 // handles of the new graph's paired nodes (whole-graph update).
 func (e *Exec) updateCondDefaults(pairs [][2]*Node) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/sched"
@@ -21,6 +22,8 @@ type Device struct {
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{}
+	defPool *MemPool // the default pool, once asked for
+	closed  atomic.Bool
 
 	gmMu sync.Mutex
 	gm   *GraphMem // created with the first alloc node
@@ -236,9 +239,9 @@ func (d *Device) GraphMemIfAny() *GraphMem {
 	return d.gm
 }
 
-// NewPool creates a memory pool of at most maxSize bytes, listed for
+// newPool creates a memory pool of at most maxSize bytes, listed for
 // address lookups until it is destroyed and released.
-func (d *Device) NewPool(maxSize uint64) (*Pool, error) {
+func (d *Device) newPool(maxSize uint64) (*Pool, error) {
 	var p *Pool
 	p, err := NewPool(maxSize, func() { d.unlist(p) })
 	if err != nil {
@@ -310,6 +313,7 @@ func (d *Device) Bytes(p uint64, n int) ([]byte, error) {
 // releases the device's memory: graph memory, pools and Malloc's. The
 // caller has waited for all work.
 func (d *Device) Close() error {
+	d.closed.Store(true)
 	d.mu.Lock()
 	ss := make([]*Stream, 0, len(d.streams))
 	for s := range d.streams {
