@@ -108,7 +108,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 		o(d)
 	}
 	h, err := host.NewDevice(host.Config{MemSize: hostMemSize, MinMemSize: 1 << 30, Check: d.memCheck,
-		Fail: d.failAsync, Failed: func() bool { return d.sticky.Load() != nil }, RunBlock: runBlock})
+		Fail: d.failAsync, Failed: func() bool { return d.sticky.Load() != nil }})
 	if err != nil {
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}

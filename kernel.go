@@ -2,8 +2,10 @@ package gpugraph
 
 import (
 	"fmt"
-	"github.com/gpugraph/gpugraph/internal/host"
 	"math"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // Dim3 is a grid or block size. Every component must be at least 1; use Dim1
@@ -78,6 +80,9 @@ type Block struct {
 	rt host.Runtime // the graph launch running the kernel (zero in a stream)
 }
 
+// Block, Args and Dim3 are laid out as host.Block, host.Args and
+// host.Dim3, so the host backend calls Kernel.Go directly (goBody).
+
 // Args holds a launch's arguments, already checked against Kernel.Params.
 type Args struct{ w []uint64 }
 
@@ -117,46 +122,34 @@ type KernelParams struct {
 	Args      []any // one Go value per Kernel.Params entry
 }
 
-// kernelOp is a launch ready to run: configuration checked, arguments
-// marshalled.
-type kernelOp struct {
-	k           *Kernel
-	grid, block Dim3
-	shared      int
-	args        Args
-}
-
-// prepareKernel checks a launch against the kernel and the device limits and
-// marshals its arguments. It is the one place these rules live.
-func (d *Device) prepareKernel(p *KernelParams) (kernelOp, *Code, string) {
-	return d.prepareKernelIn(p, nil)
-}
-
-// prepareKernelIn is prepareKernel taking the argument words from *words
-// when it is not nil, so that preparing many launches allocates once.
-func (d *Device) prepareKernelIn(p *KernelParams, words *[]uint64) (kernelOp, *Code, string) {
+// lowerLaunchInto checks a launch against the kernel and the device
+// limits, marshals its arguments and lowers it into l. The argument words
+// go to *words if it has room (a stream's buffer, reused launch after
+// launch), else to a new slice. A Kernel does not change after its first
+// launch, so l keeps its lowering when it launches the same kernel again.
+func (d *Device) lowerLaunchInto(l *backend.Launch, p *KernelParams, words *[]uint64) (*Code, string) {
 	k := p.Kernel
 	if k == nil {
-		return kernelOp{}, ErrInvalidDeviceFunction, "nil kernel"
+		return ErrInvalidDeviceFunction, "nil kernel"
 	}
 	if d.goRun && k.Go == nil {
-		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
+		return ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no Go body for the host backend", k.Name)
 	}
 	if !d.goRun && k.CUDA == "" {
-		return kernelOp{}, ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no CUDA body for the cuda backend", k.Name)
+		return ErrInvalidDeviceFunction, fmt.Sprintf("kernel %q has no CUDA body for the cuda backend", k.Name)
 	}
 	pr := &d.props
 	if !dimIn(p.Grid, pr.MaxGridDim) {
-		return kernelOp{}, ErrInvalidConfiguration, fmt.Sprintf("grid %v outside [1, %v]", p.Grid, pr.MaxGridDim)
+		return ErrInvalidConfiguration, fmt.Sprintf("grid %v outside [1, %v]", p.Grid, pr.MaxGridDim)
 	}
 	if !dimIn(p.Block, pr.MaxBlockDim) || p.Block.Count() > pr.MaxThreadsPerBlock {
-		return kernelOp{}, ErrInvalidConfiguration, fmt.Sprintf("block %v outside [1, %v] or over %d threads", p.Block, pr.MaxBlockDim, pr.MaxThreadsPerBlock)
+		return ErrInvalidConfiguration, fmt.Sprintf("block %v outside [1, %v] or over %d threads", p.Block, pr.MaxBlockDim, pr.MaxThreadsPerBlock)
 	}
 	if p.SharedMem < 0 || p.SharedMem > pr.SharedMemPerBlock {
-		return kernelOp{}, ErrInvalidValue, fmt.Sprintf("shared memory %d outside [0, %d]", p.SharedMem, pr.SharedMemPerBlock)
+		return ErrInvalidValue, fmt.Sprintf("shared memory %d outside [0, %d]", p.SharedMem, pr.SharedMemPerBlock)
 	}
 	if len(p.Args) != len(k.Params) {
-		return kernelOp{}, ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
+		return ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
 	}
 	var w []uint64
 	if words != nil && cap(*words)-len(*words) >= len(p.Args) {
@@ -169,11 +162,15 @@ func (d *Device) prepareKernelIn(p *KernelParams, words *[]uint64) (kernelOp, *C
 	for i, t := range k.Params {
 		v, ok := marshalArg(t, p.Args[i])
 		if !ok {
-			return kernelOp{}, ErrInvalidValue, fmt.Sprintf("kernel %q argument %d: want %v, got %s", k.Name, i, t, goTypeName(p.Args[i]))
+			return ErrInvalidValue, fmt.Sprintf("kernel %q argument %d: want %v, got %s", k.Name, i, t, goTypeName(p.Args[i]))
 		}
 		w[i] = v
 	}
-	return kernelOp{k: k, grid: p.Grid, block: p.Block, shared: p.SharedMem, args: Args{w}}, nil, ""
+	if l.Kernel.Key != any(k) {
+		l.Kernel = lowerKernel(k)
+	}
+	l.Grid, l.Block, l.Shared, l.Args = dims(p.Grid), dims(p.Block), uint32(p.SharedMem), w
+	return nil, ""
 }
 
 func dimIn(d, max Dim3) bool {

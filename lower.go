@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
@@ -21,27 +22,28 @@ func backendErr(opName string, err error) error { return fromBackend(opName, cud
 // keeps what it builds (the cuda backend's module; the host backend calls
 // runBlock with it).
 func lowerKernel(k *Kernel) backend.Kernel {
-	return backend.Kernel{Key: k, Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
+	return backend.Kernel{Key: k, Go: goBody(k), Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
 }
 
 func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }
 
-func dim3(d [3]int) Dim3 { return Dim3{d[0], d[1], d[2]} }
-
-// runBlock runs one block of a Go kernel for the host backend.
-func runBlock(key any, b host.Block, args []uint64) {
-	key.(*Kernel).Go(Block{Idx: dim3(b.Idx), Dim: dim3(b.Dim), GridDim: dim3(b.Grid), Shared: b.Shared, rt: b.RT}, Args{args})
+// goBody is k's Go body as the host backend calls it. host.Block,
+// host.Args and host.Dim3 have the memory layouts of Block, Args and Dim3
+// (TestBodyLayout), so the function value is the body itself: a block runs
+// with one Block built and one call, as before the backend split.
+func goBody(k *Kernel) host.Body {
+	if k.Go == nil {
+		return nil
+	}
+	return *(*host.Body)(unsafe.Pointer(&k.Go))
 }
 
 // lowerLaunch checks and marshals a launch; words, if not nil, is the
 // buffer the argument words go to.
 func (d *Device) lowerLaunch(p *KernelParams, words *[]uint64) (backend.Launch, *Code, string) {
-	k, code, msg := d.prepareKernelIn(p, words)
-	if code != nil {
-		return backend.Launch{}, code, msg
-	}
-	return backend.Launch{Kernel: lowerKernel(k.k), Grid: dims(k.grid), Block: dims(k.block),
-		Shared: uint32(k.shared), Args: k.args.w}, nil, ""
+	var l backend.Launch
+	code, msg := d.lowerLaunchInto(&l, p, words)
+	return l, code, msg
 }
 
 // lowerCopy checks a copy (device sides inside live allocations of d) and

@@ -16,8 +16,9 @@ type Stream struct {
 	be        backend.Stream // the backend's stream
 	destroyed atomic.Bool
 
-	argMu sync.Mutex // guards args
-	args  []uint64   // a launch's argument words, which the backend copies
+	argMu  sync.Mutex     // guards launch and args
+	launch backend.Launch // a launch, lowered: the last kernel's lowering is kept
+	args   []uint64       // its argument words; the backend copies both
 
 	capInto   *Graph      // the graph a native BeginCaptureToGraph captures into
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
@@ -145,16 +146,20 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	// backend copies: a launch allocates nothing it need not
 	// (TestLaunchAllocs).
 	s.argMu.Lock()
-	defer s.argMu.Unlock()
 	if cap(s.args) < len(p.Args) {
 		s.args = make([]uint64, 0, max(16, len(p.Args)))
 	}
 	s.args = s.args[:0]
-	l, code, msg := s.dev.lowerLaunch(p, &s.args)
+	code, msg := s.dev.lowerLaunchInto(&s.launch, p, &s.args)
+	var err error
+	if code == nil {
+		err = s.be.Launch(&s.launch)
+	}
+	s.argMu.Unlock() // not deferred: the launch path is hot (BenchmarkLaunch)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return backendErr(opName, s.be.Launch(l))
+	return backendErr(opName, err)
 }
 
 // LaunchHostFunc queues fn to run on the host after all earlier work in the

@@ -30,8 +30,8 @@ type Device interface {
 // Stream is a queue of work on a device.
 type Stream interface {
 	// Launch queues a kernel launch. The backend copies what it keeps:
-	// l.Args may be reused when Launch returns.
-	Launch(l Launch) error
+	// l and l.Args may be reused when Launch returns.
+	Launch(l *Launch) error
 	// HostFunc queues fn to run on the host in stream order.
 	HostFunc(fn func()) error
 	Memcpy(p *Memcpy) error
@@ -74,6 +74,7 @@ const EventDisableTiming EventFlags = 1
 // builds from it (a compiled module) under that key.
 type Kernel struct {
 	Key           any
+	Go            any    // the body a backend that runs Go calls (host.Body)
 	Name          string
 	Source        string // CUDA C++, PTX or a cubin image
 	DeviceRuntime bool   // the kernel launches graphs: link the device runtime

@@ -29,7 +29,7 @@ func (s *Stream) Native() uintptr { return s.h }
 // thread, is the call repeated with ours made current. The argument words
 // are copied into C memory under the arena's lock: a launch allocates
 // nothing.
-func (s *Stream) Launch(l backend.Launch) error {
+func (s *Stream) Launch(l *backend.Launch) error {
 	d := s.d
 	f, err := d.Function(&l.Kernel)
 	if err != nil {

@@ -43,8 +43,6 @@ type Config struct {
 	// queued after it is skipped).
 	Fail   func(*backend.Error)
 	Failed func() bool
-	// RunBlock runs block b of the Go kernel whose Kernel.Key is key.
-	RunBlock func(key any, b Block, args []uint64)
 }
 
 // NewDevice opens a host device.
@@ -61,8 +59,6 @@ var (
 	_ backend.Grapher     = (*Device)(nil)
 	_ backend.GraphMemory = (*Device)(nil)
 )
-
-func (d *Device) runBlock(key any, b Block, args []uint64) { d.cfg.RunBlock(key, b, args) }
 
 // forget drops a stream whose worker has exited.
 func (d *Device) forget(s *Stream) {
@@ -347,7 +343,7 @@ func (d *Device) FreeAsync(bs backend.Stream, p uint64) error {
 	s := bs.(*Stream)
 	if gm := d.GraphMemIfAny(); gm.Contains(p) {
 		var a *GraphAlloc
-		return s.enqueue(op{kind: opCall, host: func() { gm.Freed(a, true) }}, func() (uint64, error) {
+		return s.enqueue(&op{kind: opCall, host: func() { gm.Freed(a, true) }}, func() (uint64, error) {
 			var err error
 			if a, _, err = gm.TakeOutstanding(p); err != nil {
 				return 0, backend.Errorf(backend.ErrInvalidValue, "%v", err)

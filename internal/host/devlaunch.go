@@ -183,8 +183,8 @@ func (rt Runtime) LaunchGraph(h uint64, mode uint8) error {
 		return err
 	}
 	src := c.e
-	if k := &src.ops[c.node].kern.k; !k.DeviceRuntime {
-		return launchErr(c, backend.ErrNotSupported, "kernel %q launches graphs but does not set DeviceRuntime", k.Name)
+	if k := &src.ops[c.node].kern; !k.devRT {
+		return launchErr(c, backend.ErrNotSupported, "kernel %q launches graphs but does not set DeviceRuntime", k.name)
 	}
 	if mode < TailLaunch || mode > SiblingLaunch {
 		return launchErr(c, backend.ErrInvalidValue, "invalid launch mode %v", modeName(mode))

@@ -330,7 +330,7 @@ func (e *Exec) Launch(bs backend.Stream) error {
 	if len(e.waits) > 0 {
 		l.wait = make([]uint64, len(e.waits))
 	}
-	return s.enqueue(op{kind: opGraph, launch: l}, func() (uint64, error) {
+	return s.enqueue(&op{kind: opGraph, launch: l}, func() (uint64, error) {
 		e.mu.Lock()
 		l.ops, e.opsShared = e.ops, true
 		e.issuing++ // l reads l.ops from now: updates must copy the table
@@ -407,7 +407,7 @@ func (e *Exec) Destroy() error {
 func (e *Exec) Upload(bs backend.Stream) error {
 	s := bs.(*Stream)
 	l := &launch{e: e, stream: s, upload: true}
-	return s.enqueue(op{kind: opGraph, launch: l}, func() (uint64, error) {
+	return s.enqueue(&op{kind: opGraph, launch: l}, func() (uint64, error) {
 		e.mu.Lock()
 		l.seq = e.issued.Add(1)
 		l.ops, e.opsShared = e.ops, true // what device launches will run

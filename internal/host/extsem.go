@@ -64,7 +64,7 @@ func (s *Stream) ExtSems(signal bool, sems []backend.ExternalSemaphore, values [
 		hs[i] = x.(*Semaphore)
 	}
 	x := &extSemOp{sems: hs, values: append([]uint64(nil), values...), stream: true}
-	return s.enqueue(op{kind: kind, xs: x}, func() (uint64, error) { return 0, acquireAll(x.sems) })
+	return s.enqueue(&op{kind: kind, xs: x}, func() (uint64, error) { return 0, acquireAll(x.sems) })
 }
 
 // instantiateExtSems lists e's signal and wait ops, whose semaphores its

@@ -2,13 +2,25 @@ package host
 
 import "github.com/gpugraph/gpugraph/internal/backend"
 
-// Block is one block of a Go kernel as the host backend runs it: the
-// gpugraph package's RunBlock turns it into its public Block.
+// Body is a kernel's Go body. Dim3, Block and Args have the memory layout
+// of the gpugraph package's public types of the same names, which converts
+// its Kernel.Go to a Body (TestBodyLayout there): a block is then one call
+// with one Block built, as fast as the body called in place.
+type Body func(Block, Args)
+
+// Dim3 is a grid or block shape or index.
+type Dim3 struct{ X, Y, Z int }
+
+// Block is one block of a Go kernel: which block of the grid it is, the
+// shapes, its shared memory, and the graph launch running it.
 type Block struct {
-	Idx, Dim, Grid [3]int
+	Idx, Dim, Grid Dim3
 	Shared         []byte
-	RT             Runtime // the graph launch running the kernel, if any
+	RT             Runtime
 }
+
+// Args are a launch's argument words.
+type Args struct{ W []uint64 }
 
 // Runtime is what a block reaches of the graph launch running it:
 // conditional handles, device graph launch, programmatic dependent launch.
@@ -24,23 +36,27 @@ type kernelCtx struct {
 	node int32 // the kernel's index in e.ops
 }
 
-// kernelOp is a Go kernel launch, checked and marshalled.
+// kernelOp is a Go kernel launch, checked and marshalled. It is kept small:
+// stream queues and op tables hold ops by value.
 type kernelOp struct {
-	k           backend.Kernel
-	grid, block [3]int
-	shared      int
+	body        Body
+	name        string
+	grid, block Dim3
+	shared      int32
+	devRT       bool // the kernel launches graphs (backend.Kernel.DeviceRuntime)
 	args        []uint64
 	ctx         *kernelCtx // set for kernel nodes of an Exec
-	d           *Device    // set on the copy the pool runs
 }
 
-func dims(d [3]uint32) [3]int { return [3]int{int(d[0]), int(d[1]), int(d[2])} }
+func dims(d [3]uint32) Dim3 { return Dim3{int(d[0]), int(d[1]), int(d[2])} }
 
-func count(d [3]int) int { return d[0] * d[1] * d[2] }
+func count(d Dim3) int { return d.X * d.Y * d.Z }
 
 // kernelOf lowers a launch; the argument words are the op's own.
 func kernelOf(l *backend.Launch, args []uint64) kernelOp {
-	return kernelOp{k: l.Kernel, grid: dims(l.Grid), block: dims(l.Block), shared: int(l.Shared), args: args}
+	body, _ := l.Kernel.Go.(Body)
+	return kernelOp{body: body, name: l.Kernel.Name, grid: dims(l.Grid), block: dims(l.Block),
+		shared: int32(l.Shared), devRT: l.Kernel.DeviceRuntime, args: args}
 }
 
 func (o *kernelOp) run(d *Device) *backend.Error {
@@ -51,10 +67,9 @@ func (o *kernelOp) run(d *Device) *backend.Error {
 	if n == 1 {
 		return o.runOne(d)
 	}
-	k := *o // the method value escapes to the pool; keep o itself on the stack
-	k.d = d
-	if perr := d.Pool.For(n, k.blocks); perr != nil {
-		return d.panicError("kernel "+o.k.Name, perr)
+	k := *o // the closure escapes to the pool; keep o itself on the stack
+	if perr := d.Pool.For(n, func(lo, hi int) { k.blocks(d, lo, hi) }); perr != nil {
+		return d.panicError("kernel "+o.name, perr)
 	}
 	return nil
 }
@@ -62,26 +77,23 @@ func (o *kernelOp) run(d *Device) *backend.Error {
 func (o *kernelOp) runOne(d *Device) (err *backend.Error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = d.panicError("kernel "+o.k.Name, p)
+			err = d.panicError("kernel "+o.name, p)
 		}
 	}()
-	b := Block{Dim: o.block, Grid: o.grid, Shared: sharedBuf(o.shared), RT: Runtime{ctx: o.ctx}}
-	d.runBlock(o.k.Key, b, o.args)
+	o.body(Block{Dim: o.block, Grid: o.grid, Shared: sharedBuf(o.shared), RT: Runtime{ctx: o.ctx}}, Args{o.args})
 	return nil
 }
 
-func (o *kernelOp) blocks(lo, hi int) {
-	gx, gxy := o.grid[0], o.grid[0]*o.grid[1]
+func (o *kernelOp) blocks(d *Device, lo, hi int) {
+	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
 	sh := sharedBuf(o.shared)
-	b := Block{Dim: o.block, Grid: o.grid, Shared: sh, RT: Runtime{ctx: o.ctx}}
 	for i := lo; i < hi; i++ {
 		clear(sh)
-		b.Idx = [3]int{i % gx, i % gxy / gx, i / gxy}
-		o.d.runBlock(o.k.Key, b, o.args)
+		o.body(Block{Idx: Dim3{i % gx, i % gxy / gx, i / gxy}, Dim: o.block, Grid: o.grid, Shared: sh, RT: Runtime{ctx: o.ctx}}, Args{o.args})
 	}
 }
 
-func sharedBuf(n int) []byte {
+func sharedBuf(n int32) []byte {
 	if n == 0 {
 		return nil
 	}

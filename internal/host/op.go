@@ -93,7 +93,7 @@ func (o *op) run(d *Device) (err *backend.Error) {
 func (o *op) what() string {
 	switch o.kind {
 	case opKernel:
-		return "kernel " + o.kern.k.Name
+		return "kernel " + o.kern.name
 	case opHost:
 		return "host function"
 	case opMemcpy:

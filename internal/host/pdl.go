@@ -164,27 +164,26 @@ func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *backend.Error {
 	pk.started.Store(0)
 	pk.arrived.Store(0)
 	k := *o
-	k.d = d
 	if perr := d.Pool.For(n, func(lo, hi int) { k.blocksEarly(pk, lo, hi) }); perr != nil {
-		return d.panicError("kernel "+o.k.Name, perr)
+		return d.panicError("kernel "+o.name, perr)
 	}
 	return nil
 }
 
 func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
-	gx, gxy := o.grid[0], o.grid[0]*o.grid[1]
+	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
 	sh := sharedBuf(o.shared)
 	for i := lo; i < hi; i++ {
 		clear(sh)
 		pb := &pdlBlock{k: pk}
 		pk.start()
-		o.d.runBlock(o.k.Key, Block{
-			Idx:    [3]int{i % gx, i % gxy / gx, i / gxy},
+		o.body(Block{
+			Idx:    Dim3{i % gx, i % gxy / gx, i / gxy},
 			Dim:    o.block,
 			Grid:   o.grid,
 			Shared: sh,
 			RT:     Runtime{ctx: o.ctx, pdl: pb},
-		}, o.args)
+		}, Args{o.args})
 		if !pb.triggered.Swap(true) {
 			pk.arrive() // an exit counts as a trigger
 		}

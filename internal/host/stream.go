@@ -39,12 +39,13 @@ func (d *Device) NewStream() (backend.Stream, error) {
 	return s, nil
 }
 
-// enqueue appends o to the stream. prepare, if not nil, runs under the
+// enqueue appends a copy of o to the stream (o is the caller's: passing
+// the 250-byte op by pointer saves a copy on every launch). prepare, if not nil, runs under the
 // stream's lock just before o is queued, and its result becomes o.seq: event
 // records and graph launches take their sequence numbers in queue order, and
 // launches and frees check and change allocation state atomically with
 // queueing. If prepare fails, nothing is queued.
-func (s *Stream) enqueue(o op, prepare func() (uint64, error)) error {
+func (s *Stream) enqueue(o *op, prepare func() (uint64, error)) error {
 	s.mu.Lock()
 	if s.destroyed.Load() {
 		s.mu.Unlock()
@@ -65,7 +66,7 @@ func (s *Stream) enqueue(o op, prepare func() (uint64, error)) error {
 		}
 		s.queue, s.head = q, 0
 	}
-	s.queue[(s.head+s.n)%len(s.queue)] = o
+	s.queue[(s.head+s.n)%len(s.queue)] = *o
 	s.n++
 	s.submitted++
 	if !s.started {
@@ -146,17 +147,17 @@ func (s *Stream) wait() {
 }
 
 // Launch queues a kernel launch; the argument words are copied.
-func (s *Stream) Launch(l backend.Launch) error {
+func (s *Stream) Launch(l *backend.Launch) error {
 	args := append([]uint64(nil), l.Args...)
-	return s.enqueue(op{kind: opKernel, kern: kernelOf(&l, args)}, nil)
+	return s.enqueue(&op{kind: opKernel, kern: kernelOf(l, args)}, nil)
 }
 
 // HostFunc queues fn.
-func (s *Stream) HostFunc(fn func()) error { return s.enqueue(op{kind: opHost, host: fn}, nil) }
+func (s *Stream) HostFunc(fn func()) error { return s.enqueue(&op{kind: opHost, host: fn}, nil) }
 
 // Call queues fn as the backend's own work in stream order (a pool's
 // wait for a free, a graph allocation's free).
-func (s *Stream) Call(fn func()) error { return s.enqueue(op{kind: opCall, host: fn}, nil) }
+func (s *Stream) Call(fn func()) error { return s.enqueue(&op{kind: opCall, host: fn}, nil) }
 
 // Memcpy queues a copy, its device sides resolved now.
 func (s *Stream) Memcpy(p *backend.Memcpy) error {
@@ -164,7 +165,7 @@ func (s *Stream) Memcpy(p *backend.Memcpy) error {
 	if err != nil {
 		return err
 	}
-	return s.enqueue(o, nil)
+	return s.enqueue(&o, nil)
 }
 
 // Memset queues a fill, its range resolved now.
@@ -173,13 +174,13 @@ func (s *Stream) Memset(p *backend.Memset) error {
 	if err != nil {
 		return err
 	}
-	return s.enqueue(o, nil)
+	return s.enqueue(&o, nil)
 }
 
 // Record queues a record of e.
 func (s *Stream) Record(e backend.Event) error {
 	ev := e.(*Event)
-	return s.enqueue(op{kind: opRecord, ev: ev}, func() (uint64, error) { return ev.Issue(), nil })
+	return s.enqueue(&op{kind: opRecord, ev: ev}, func() (uint64, error) { return ev.Issue(), nil })
 }
 
 // Wait makes later work wait for e's latest record issued so far.
@@ -189,7 +190,7 @@ func (s *Stream) Wait(e backend.Event) error {
 	if t == 0 {
 		return nil
 	}
-	return s.enqueue(op{kind: opWait, ev: ev, seq: t}, nil)
+	return s.enqueue(&op{kind: opWait, ev: ev, seq: t}, nil)
 }
 
 // Synchronize waits for the work issued so far and applies the pools'
