@@ -85,7 +85,6 @@ type condHandle struct {
 // graphConds is a graph's conditional state.
 type graphConds struct {
 	handles []*condHandle // in creation order
-	execs   int           // live executable graphs of the graph
 }
 
 // condNode is a conditional node's state: its handle and its bodies.
@@ -221,51 +220,6 @@ func (n *Node) condDestroy() {
 		c.handle.node = nil
 	}
 	condMu.Unlock()
-}
-
-// bodyNodeRule says why a node with parameters p cannot be in a conditional
-// body, or returns nil: the body may hold kernel, empty, memset, memcpy
-// (device memory), child graph and conditional nodes, recursively. Like the
-// CUDA 13.0 driver (docs/driver-conditional.txt, the conformance suite),
-// the host backend accepts any node when it is added to a body and refuses
-// the graph at instantiation, with ErrInvalidValue.
-func bodyNodeRule(p NodeParams) (*Code, string) {
-	switch p := p.(type) {
-	case KernelParams, MemsetParams, EmptyParams, ConditionalParams:
-		return nil, ""
-	case MemcpyParams:
-		if p.DstHost != nil || p.SrcHost != nil {
-			return ErrInvalidValue, "a copy to or from host memory is not allowed"
-		}
-		return nil, ""
-	case ChildGraphParams:
-		if p.Graph == nil {
-			return nil, "" // addNode reports it
-		}
-		return bodyGraphRule(p.Graph)
-	case nil:
-		return nil, ""
-	}
-	return ErrInvalidValue, fmt.Sprintf("a %v node is not allowed", p.NodeType())
-}
-
-// bodyGraphRule checks every node of a graph about to be embedded in a
-// conditional body, child graphs included.
-func bodyGraphRule(g *Graph) (*Code, string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, n := range g.nodes {
-		if n.child != nil {
-			if code, msg := bodyGraphRule(n.child); code != nil {
-				return code, msg
-			}
-			continue
-		}
-		if code, msg := bodyNodeRule(n.params); code != nil {
-			return code, fmt.Sprintf("%v of the child graph: %s", n, msg)
-		}
-	}
-	return nil, ""
 }
 
 // hasCondLocked reports whether the locked graph g contains conditional

@@ -1,6 +1,8 @@
 package gpugraph
 
-import "fmt"
+import (
+	"fmt"
+)
 
 // DependencyType is the type of an edge (cudaGraphDependencyType).
 type DependencyType uint8
@@ -90,10 +92,6 @@ func (d EdgeData) String() string {
 	}
 	return s
 }
-
-// early reports whether the edge lets its downstream node start before the
-// upstream node completes.
-func (d EdgeData) early() bool { return d.FromPort != KernelNodePortDefault }
 
 // checkEdgeDataFrom checks the upstream half of an edge: the data is known
 // and the upstream node has the port. Both backends apply it before the

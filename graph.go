@@ -24,7 +24,6 @@ type Graph struct {
 	destroyed bool
 	clonedBy  map[*Node]*Node // original node -> its clone, for graphs made by Clone
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
-	execs     int             // live executable graphs instantiated from it
 	be        backend.Graph   // the backend's graph (cuda); nil on host
 	sinkSeq   uint64          // stamps Node.sink
 
