@@ -145,9 +145,9 @@ func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*No
 	}
 	if s.nativeCapture() {
 		if g != nil {
-			return s.cudaBeginCaptureToGraph(opName, g, deps, data, mode)
+			return s.nativeBeginCaptureToGraph(opName, g, deps, data, mode)
 		}
-		return s.cudaBeginCapture(opName, mode)
+		return s.nativeBeginCapture(opName, mode)
 	}
 	owned := g == nil
 	if owned {
@@ -222,7 +222,7 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 		return nil, err
 	}
 	if s.nativeCapture() {
-		return s.cudaEndCapture(opName)
+		return s.nativeEndCapture(opName)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()
@@ -290,7 +290,7 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 		return CaptureInfo{}, err
 	}
 	if s.nativeCapture() {
-		return s.cudaCaptureInfo(opName)
+		return s.nativeCaptureInfo(opName)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()
@@ -329,7 +329,7 @@ func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []
 		return err
 	}
 	if s.nativeCapture() {
-		return s.cudaUpdateCaptureDependencies(opName, nodes, data, flags)
+		return s.nativeUpdateCaptureDependencies(opName, nodes, data, flags)
 	}
 	cs := &s.dev.cap
 	cs.mu.Lock()

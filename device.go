@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -189,4 +190,32 @@ func (d *Device) fail(e *Error) {
 		return
 	}
 	d.sticky.CompareAndSwap(nil, e)
+}
+
+// BackendCUDA names the cuda backend in Open.
+const BackendCUDA = "cuda"
+
+// openCUDA opens the cuda backend (internal/cuda): the driver runs the
+// work and checks what only it knows; this package keeps its view of each
+// graph, mirroring what the driver made (capture, clone) through
+// backend.Inspector.
+func openCUDA() (*Device, error) {
+	d := &Device{}
+	cd, p, err := cuda.Open(func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
+	if err != nil {
+		return nil, fromBackend("Open", err)
+	}
+	d.be = cd
+	d.props = Properties{
+		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
+		MemoryPoolsSupported: p.MemoryPoolsSupported,
+		TotalMem:             p.TotalMem,
+		MultiProcessorCount:  p.MultiProcessorCount,
+		MaxThreadsPerBlock:   p.MaxThreadsPerBlock,
+		MaxBlockDim:          Dim3{p.MaxBlockDim[0], p.MaxBlockDim[1], p.MaxBlockDim[2]},
+		MaxGridDim:           Dim3{p.MaxGridDim[0], p.MaxGridDim[1], p.MaxGridDim[2]},
+		WarpSize:             p.WarpSize,
+		SharedMemPerBlock:    p.SharedMemPerBlock,
+	}
+	return d, nil
 }

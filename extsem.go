@@ -182,7 +182,7 @@ func (s *ExternalSemaphore) Destroy() error {
 		return newErr(opName, ErrIllegalState, "%d signal or wait operations on the semaphore have not completed", users)
 	}
 	if s.kind != 0 { // the driver's own; a Go-side semaphore is h
-		return s.cudaDestroy(opName)
+		return backendErr(opName, s.be.Destroy())
 	}
 	return nil
 }

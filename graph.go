@@ -680,7 +680,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	}
 	_, native := g.be.(backend.Inspector)
 	if native && opName == "Graph.Clone" { // a child graph's clone is the driver's, made in addBackendNode
-		c, err := g.cudaClone(opName)
+		c, err := g.nativeClone(opName)
 		if err != nil {
 			return nil, nil, err
 		}

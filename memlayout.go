@@ -38,7 +38,7 @@ func (e *Exec) MemLayout() (MemLayout, error) {
 	l := MemLayout{ChunkBytes: vmem.Granularity}
 	lo, ok := e.be.(layouter)
 	if !ok {
-		return e.cudaMemLayout(opName, l)
+		return e.nativeMemLayout(opName, l)
 	}
 	order, allocs := lo.Layout()
 	l.Nodes = make([]*Node, len(order))
@@ -60,9 +60,9 @@ type layouter interface {
 	Layout() (order []any, allocs []host.LayoutAlloc)
 }
 
-// cudaMemLayout is MemLayout on the cuda backend, read from the graph e was
+// nativeMemLayout is MemLayout on the cuda backend, read from the graph e was
 // instantiated from (as it is now): addresses and order, no physical chunks.
-func (e *Exec) cudaMemLayout(opName string, l MemLayout) (MemLayout, error) {
+func (e *Exec) nativeMemLayout(opName string, l MemLayout) (MemLayout, error) {
 	g := e.src
 	if g == nil {
 		return l, newErr(opName, ErrInvalidValue, "the graph the executable graph was instantiated from is not known")

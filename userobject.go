@@ -68,7 +68,7 @@ const maxRefCount = math.MaxInt32
 type UserObject struct {
 	dev     *Device
 	destroy func()
-	be      backend.UserObject // the cuda backend's object; nil on host
+	be      backend.UserObject // the driver's object (backend.UserObjects); nil where this package counts
 
 	mu      sync.Mutex
 	refs    int64 // live references: the caller's, the graphs' and the live executable graphs'
@@ -158,7 +158,7 @@ func (o *UserObject) Retain(n int) error {
 	}
 	defer o.mu.Unlock()
 	if o.be != nil {
-		if err := o.cudaRetain(op, n); err != nil {
+		if err := o.driverRetain(op, n); err != nil {
 			return err
 		}
 	}
@@ -178,7 +178,7 @@ func (o *UserObject) Release(n int) error {
 		return newErr(op, ErrInvalidValue, "releasing %d references; the caller owns %d (graphs own the other %d)", n, own, o.held)
 	}
 	if o.be != nil {
-		if err := o.cudaRelease(op, n); err != nil {
+		if err := o.driverRelease(op, n); err != nil {
 			return err
 		}
 	}
@@ -215,7 +215,7 @@ func (g *Graph) RetainUserObject(o *UserObject, n int, flags GraphUserObjectFlag
 		if _, ok := g.be.(graphUserObjects); !ok {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
-		if err := g.cudaRetainUserObject(op, o, n, flags); err != nil {
+		if err := g.driverRetainUserObject(op, o, n, flags); err != nil {
 			return err
 		}
 	}
@@ -251,7 +251,7 @@ func (g *Graph) ReleaseUserObject(o *UserObject, n int) error {
 		if _, ok := g.be.(graphUserObjects); !ok {
 			return newErr(op, ErrNotSupported, "this embedded graph has no native handle on the cuda backend")
 		}
-		if err := g.cudaReleaseUserObject(op, o, n); err != nil {
+		if err := g.driverReleaseUserObject(op, o, n); err != nil {
 			return err
 		}
 	}
@@ -662,4 +662,47 @@ func destructorCall(opName string) error {
 		return newErr(opName, ErrNotPermitted, "API calls are not permitted in a user object destructor")
 	}
 	return nil
+}
+
+// User objects the driver keeps (backend.UserObjects, cuda).
+
+// cudaNewUserObject creates o's native object (cuUserObjectCreate); the
+// driver checks refs and flags. The driver calls the destructor on a
+// thread of its own, possibly inside an API call, so the backend only
+// queues it for the device's destructor goroutine, where it runs as on the
+// host backend.
+func (d *Device) newDriverUserObject(uo backend.UserObjects, opName string, o *UserObject, refs int, flags UserObjectFlags) error {
+	be, err := uo.NewUserObject(func() { d.scheduleDestructor(o.destroy) }, refs, uint(flags))
+	if err != nil {
+		return backendErr(opName, err)
+	}
+	o.be = be
+	return nil
+}
+
+// cudaRetain is cuUserObjectRetain.
+func (o *UserObject) driverRetain(opName string, n int) error {
+	return backendErr(opName, o.be.Retain(n))
+}
+
+// cudaRelease is cuUserObjectRelease.
+func (o *UserObject) driverRelease(opName string, n int) error {
+	return backendErr(opName, o.be.Release(n))
+}
+
+// driverRetainUserObject is cuGraphRetainUserObject.
+func (g *Graph) driverRetainUserObject(opName string, o *UserObject, n int, flags GraphUserObjectFlags) error {
+	return backendErr(opName, g.be.(graphUserObjects).RetainUserObject(o.be, n, uint(flags)))
+}
+
+// driverReleaseUserObject is cuGraphReleaseUserObject.
+func (g *Graph) driverReleaseUserObject(opName string, o *UserObject, n int) error {
+	return backendErr(opName, g.be.(graphUserObjects).ReleaseUserObject(o.be, n))
+}
+
+// graphUserObjects is implemented by graphs whose driver keeps user object
+// references (cuGraphRetainUserObject).
+type graphUserObjects interface {
+	RetainUserObject(o backend.UserObject, n int, flags uint) error
+	ReleaseUserObject(o backend.UserObject, n int) error
 }

@@ -1,45 +1,16 @@
 package gpugraph
 
-import (
-	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/cuda"
-)
+import "github.com/gpugraph/gpugraph/internal/backend"
 
-// BackendCUDA names the cuda backend in Open.
-const BackendCUDA = "cuda"
+// Graphs the driver built (the cuda backend): native capture
+// (backend.Capturer), and clones, read back into this package's view
+// through backend.Inspector.
 
-// openCUDA opens the cuda backend (internal/cuda): the driver runs the
-// work and checks what only it knows; this package keeps its view of each
-// graph, mirroring what the driver made (capture, clone) through
-// backend.Inspector.
-func openCUDA() (*Device, error) {
-	d := &Device{}
-	cd, p, err := cuda.Open(func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
-	if err != nil {
-		return nil, fromBackend("Open", err)
-	}
-	d.be = cd
-	d.props = Properties{
-		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
-		MemoryPoolsSupported: p.MemoryPoolsSupported,
-		TotalMem:             p.TotalMem,
-		MultiProcessorCount:  p.MultiProcessorCount,
-		MaxThreadsPerBlock:   p.MaxThreadsPerBlock,
-		MaxBlockDim:          Dim3{p.MaxBlockDim[0], p.MaxBlockDim[1], p.MaxBlockDim[2]},
-		MaxGridDim:           Dim3{p.MaxGridDim[0], p.MaxGridDim[1], p.MaxGridDim[2]},
-		WarpSize:             p.WarpSize,
-		SharedMemPerBlock:    p.SharedMemPerBlock,
-	}
-	return d, nil
-}
-
-// Native graph nodes.
-
-func (s *Stream) cudaBeginCapture(opName string, mode CaptureMode) error {
+func (s *Stream) nativeBeginCapture(opName string, mode CaptureMode) error {
 	return backendErr(opName, s.be.(backend.Capturer).BeginCapture(int(mode)))
 }
 
-func (s *Stream) cudaEndCapture(opName string) (*Graph, error) {
+func (s *Stream) nativeEndCapture(opName string) (*Graph, error) {
 	h, err := s.be.(backend.Capturer).EndCapture()
 	into := s.capInto
 	s.capInto = nil
@@ -129,8 +100,8 @@ func nativeParams(t NodeType, info backend.NodeInfo) NodeParams {
 	return NativeNodeParams{Type: t, Node: info.Handle}
 }
 
-// cudaBeginCaptureToGraph captures into g after deps.
-func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
+// nativeBeginCaptureToGraph captures into g after deps.
+func (s *Stream) nativeBeginCaptureToGraph(opName string, g *Graph, deps []*Node, data []EdgeData, mode CaptureMode) error {
 	hs := make([]backend.Node, len(deps))
 	for i, n := range deps {
 		hs[i] = n.be
@@ -143,8 +114,8 @@ func (s *Stream) cudaBeginCaptureToGraph(opName string, g *Graph, deps []*Node, 
 	return nil
 }
 
-// cudaUpdateCaptureDependencies sets or adds to the capture's dependencies.
-func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
+// nativeUpdateCaptureDependencies sets or adds to the capture's dependencies.
+func (s *Stream) nativeUpdateCaptureDependencies(opName string, nodes []*Node, data []EdgeData, flags UpdateCaptureFlags) error {
 	hs := make([]backend.Node, len(nodes))
 	for i, n := range nodes {
 		hs[i] = n.be
@@ -152,9 +123,9 @@ func (s *Stream) cudaUpdateCaptureDependencies(opName string, nodes []*Node, dat
 	return backendErr(opName, s.be.(backend.Capturer).UpdateCaptureDependencies(hs, backendEdgeData(data), uint32(flags)))
 }
 
-// cudaClone clones g natively; the clone's nodes keep the originals'
+// nativeClone clones g natively; the clone's nodes keep the originals'
 // parameters and ids, found with cuGraphNodeFindInClone.
-func (g *Graph) cudaClone(opName string) (*Graph, error) {
+func (g *Graph) nativeClone(opName string) (*Graph, error) {
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	err := func() error {
 		var err error
@@ -188,9 +159,9 @@ func (g *Graph) cudaClone(opName string) (*Graph, error) {
 	return cl, nil
 }
 
-// cudaCaptureInfo reports a native capture. Graph is a Go view of the graph
+// nativeCaptureInfo reports a native capture. Graph is a Go view of the graph
 // being built, made for this call; Dependencies are nodes of that view.
-func (s *Stream) cudaCaptureInfo(opName string) (CaptureInfo, error) {
+func (s *Stream) nativeCaptureInfo(opName string) (CaptureInfo, error) {
 	ci, err := s.be.(backend.Capturer).CaptureInfo()
 	if err != nil {
 		return CaptureInfo{}, backendErr(opName, err)
