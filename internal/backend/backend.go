@@ -74,7 +74,7 @@ const EventDisableTiming EventFlags = 1
 // builds from it (a compiled module) under that key.
 type Kernel struct {
 	Key           any
-	Go            any    // the body a backend that runs Go calls (host.Body)
+	Go            any // the body a backend that runs Go calls (host.Body)
 	Name          string
 	Source        string // CUDA C++, PTX or a cubin image
 	DeviceRuntime bool   // the kernel launches graphs: link the device runtime
