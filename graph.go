@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/dag"
 )
 
 // Graph is a set of nodes (operations) and edges (dependencies), defined
@@ -567,8 +568,8 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 		return err
 	}
 	for _, e := range edges {
-		e.To.deps = remove(e.To.deps, e.From)
-		e.From.outs = remove(e.From.outs, e.To)
+		e.To.deps = dag.Remove(e.To.deps, e.From)
+		e.From.outs = dag.Remove(e.From.outs, e.To)
 		g.stampSink(e.From)
 		g.setEdgeDataLocked(e.From, e.To, EdgeData{})
 	}
@@ -615,15 +616,15 @@ func (g *Graph) DestroyNode(n *Node) error {
 	}
 	n.condDestroy()
 	for _, d := range n.deps {
-		d.outs = remove(d.outs, n)
+		d.outs = dag.Remove(d.outs, n)
 		g.stampSink(d)
 	}
 	for _, o := range n.outs {
-		o.deps = remove(o.deps, n)
+		o.deps = dag.Remove(o.deps, n)
 	}
 	g.dropEdgeDataLocked(n)
 	n.deps, n.outs, n.dead = nil, nil, true
-	g.nodes = remove(g.nodes, n)
+	g.nodes = dag.Remove(g.nodes, n)
 	n.child.destroyEmbedded() // with its user object references
 	return nil
 }
@@ -704,15 +705,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 		c.clonedBy[n] = m
 		c.nodes = append(c.nodes, m)
 	}
-	for _, n := range g.nodes {
-		m := c.clonedBy[n]
-		for _, d := range n.deps {
-			m.deps = append(m.deps, c.clonedBy[d])
-		}
-		for _, o := range n.outs {
-			m.outs = append(m.outs, c.clonedBy[o])
-		}
-	}
+	dag.CopyEdges(g.nodes, c.clonedBy, func(n *Node) (*[]*Node, *[]*Node) { return &n.deps, &n.outs })
 	c.uobjs = g.takeUserObjectsLocked()
 	c.edata = g.cloneEdgeDataLocked(c.clonedBy)
 	if opName == "Graph.Clone" { // a child graph's clone is the backend's, made in addBackendNode
@@ -743,35 +736,6 @@ func (g *Graph) ClonedNode(orig *Node) (*Node, error) {
 	return m, nil
 }
 
-// topoOrder returns nodes in an order where every node follows its
-// dependencies (Kahn's algorithm, stable in creation order). If the nodes
-// contain a cycle it returns a node on or behind it.
-func topoOrder(nodes []*Node) ([]*Node, *Node) {
-	indeg := make(map[*Node]int, len(nodes))
-	var order []*Node
-	for _, n := range nodes {
-		indeg[n] = len(n.deps)
-		if len(n.deps) == 0 {
-			order = append(order, n)
-		}
-	}
-	for i := 0; i < len(order); i++ {
-		for _, o := range order[i].outs {
-			if indeg[o]--; indeg[o] == 0 {
-				order = append(order, o)
-			}
-		}
-	}
-	if len(order) != len(nodes) {
-		for _, n := range nodes {
-			if indeg[n] > 0 {
-				return nil, n
-			}
-		}
-	}
-	return order, nil
-}
-
 func contains(ns []*Node, n *Node) bool {
 	for _, x := range ns {
 		if x == n {
@@ -779,15 +743,6 @@ func contains(ns []*Node, n *Node) bool {
 		}
 	}
 	return false
-}
-
-func remove(ns []*Node, n *Node) []*Node {
-	for i, x := range ns {
-		if x == n {
-			return append(ns[:i], ns[i+1:]...)
-		}
-	}
-	return ns
 }
 
 // StructurallyEqual reports whether a and b have the same structure: the
@@ -849,18 +804,14 @@ func StructurallyEqual(a, b *Graph) bool {
 	return true
 }
 
+// topoOrder returns nodes in dependency order, or a node on or behind a
+// cycle (dag.TopoOrder).
+func topoOrder(nodes []*Node) ([]*Node, *Node) {
+	order, bad, _ := dag.TopoOrder(nodes, func(n *Node) []*Node { return n.deps }, func(n *Node) []*Node { return n.outs })
+	return order, bad
+}
+
 // ancestors returns the set of nodes n transitively depends on.
 func ancestors(n *Node) map[*Node]bool {
-	seen := map[*Node]bool{}
-	stack := append([]*Node(nil), n.deps...)
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		stack = append(stack, x.deps...)
-	}
-	return seen
+	return dag.Ancestors(n, func(n *Node) []*Node { return n.deps })
 }

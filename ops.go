@@ -1,6 +1,10 @@
 package gpugraph
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
 
 // MemcpyParams describe a copy of Size bytes. Each side is either device
 // memory (Dst, Src) or a host slice (DstHost, SrcHost), never both; the
@@ -33,17 +37,7 @@ func HtoH(dst, src []byte) MemcpyParams {
 }
 
 // Kind names the direction of the copy, as cudaMemcpyKind does.
-func (p MemcpyParams) Kind() string {
-	switch {
-	case p.DstHost != nil && p.SrcHost != nil:
-		return "HtoH"
-	case p.DstHost != nil:
-		return "DtoH"
-	case p.SrcHost != nil:
-		return "HtoD"
-	}
-	return "DtoD"
-}
+func (p MemcpyParams) Kind() string { return backend.CopyKind(p.DstHost != nil, p.SrcHost != nil) }
 
 // MemsetParams describe filling Height rows of Width elements, rows Pitch
 // bytes apart, with Value. ElementSize is 1, 2 or 4 bytes. Build 1D ones

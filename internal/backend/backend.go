@@ -98,6 +98,20 @@ type Memcpy struct {
 	Size             int
 }
 
+// CopyKind names a copy's direction as cudaMemcpyKind does, from which
+// sides are host memory.
+func CopyKind(dstHost, srcHost bool) string {
+	switch {
+	case dstHost && srcHost:
+		return "HtoH"
+	case dstHost:
+		return "DtoH"
+	case srcHost:
+		return "HtoD"
+	}
+	return "DtoD"
+}
+
 // Memset is a checked fill of Height rows of Width elements of ElementSize
 // (1, 2 or 4) bytes with Value, rows Pitch bytes apart (for one row, Pitch
 // is the row's length); Total is the bytes from the first to the end of

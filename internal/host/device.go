@@ -67,15 +67,20 @@ func (d *Device) forget(s *Stream) {
 	d.mu.Unlock()
 }
 
-// syncAll waits for the work issued so far to every stream.
-func (d *Device) syncAll() {
+// streamList is a snapshot of the streams.
+func (d *Device) streamList() []*Stream {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	ss := make([]*Stream, 0, len(d.streams))
 	for s := range d.streams {
 		ss = append(ss, s)
 	}
-	d.mu.Unlock()
-	for _, s := range ss {
+	return ss
+}
+
+// syncAll waits for the work issued so far to every stream.
+func (d *Device) syncAll() {
+	for _, s := range d.streamList() {
 		s.wait()
 	}
 }
@@ -310,13 +315,7 @@ func (d *Device) Bytes(p uint64, n int) ([]byte, error) {
 // caller has waited for all work.
 func (d *Device) Close() error {
 	d.closed.Store(true)
-	d.mu.Lock()
-	ss := make([]*Stream, 0, len(d.streams))
-	for s := range d.streams {
-		ss = append(ss, s)
-	}
-	d.mu.Unlock()
-	for _, s := range ss {
+	for _, s := range d.streamList() {
 		s.shutdown()
 	}
 	d.GraphMemIfAny().Close()

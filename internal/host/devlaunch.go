@@ -187,7 +187,7 @@ func (rt Runtime) LaunchGraph(h uint64, mode uint8) error {
 		return launchErr(c, backend.ErrNotSupported, "kernel %q launches graphs but does not set DeviceRuntime", k.name)
 	}
 	if mode < TailLaunch || mode > SiblingLaunch {
-		return launchErr(c, backend.ErrInvalidValue, "invalid launch mode %v", modeName(mode))
+		return launchErr(c, backend.ErrInvalidValue, "invalid launch mode DeviceLaunchMode(%d)", mode)
 	}
 	x := execOfHandle(h)
 	if x == nil || x.dev != src.dev {
@@ -230,31 +230,6 @@ func (rt Runtime) LaunchGraph(h uint64, mode uint8) error {
 		}
 	}()
 	return nil
-}
-
-func modeName(m uint8) string {
-	switch m {
-	case TailLaunch:
-		return "tail launch"
-	case FireAndForget:
-		return "fire-and-forget"
-	case SiblingLaunch:
-		return "sibling launch"
-	}
-	return "DeviceLaunchMode(" + itoa(int(m)) + ")"
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }
 
 // tail queues a tail launch of x from an execution of src in env.

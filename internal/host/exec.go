@@ -290,35 +290,6 @@ func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, erro
 	return sinks, nil
 }
 
-// topoOrder returns nodes in an order where every node follows its
-// dependencies (Kahn's algorithm, stable in creation order). If the nodes
-// contain a cycle it returns a node on or behind it.
-func topoOrder(nodes []*Node) ([]*Node, *Node) {
-	indeg := make(map[*Node]int, len(nodes))
-	var order []*Node
-	for _, n := range nodes {
-		indeg[n] = len(n.deps)
-		if len(n.deps) == 0 {
-			order = append(order, n)
-		}
-	}
-	for i := 0; i < len(order); i++ {
-		for _, o := range order[i].outs {
-			if indeg[o]--; indeg[o] == 0 {
-				order = append(order, o)
-			}
-		}
-	}
-	if len(order) != len(nodes) {
-		for _, n := range nodes {
-			if indeg[n] > 0 {
-				return nil, n
-			}
-		}
-	}
-	return order, nil
-}
-
 // Launch queues one execution of the graph in s. It starts after the
 // previous launch of e finished.
 func (e *Exec) Launch(bs backend.Stream) error {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/dag"
 )
 
 // Graph is the host backend's graph: a mirror of the gpugraph package's
@@ -169,22 +170,6 @@ func describeOwner(tag any) string {
 	return "an alloc node"
 }
 
-// ancestors returns the set of nodes n transitively depends on.
-func ancestors(n *Node) map[*Node]bool {
-	seen := map[*Node]bool{}
-	stack := append([]*Node(nil), n.deps...)
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[x] {
-			continue
-		}
-		seen[x] = true
-		stack = append(stack, x.deps...)
-	}
-	return seen
-}
-
 // AddMemFreeNode adds a free of the graph allocation at ptr: one of this
 // graph not yet freed in it, or one of another graph that its own graph
 // does not free.
@@ -265,8 +250,8 @@ func (g *Graph) RemoveEdges(from, to []backend.Node, _ []backend.EdgeData) error
 	defer g.mu.Unlock()
 	for i := range from {
 		f, t := from[i].(*Node), to[i].(*Node)
-		t.deps = remove(t.deps, f)
-		f.outs = remove(f.outs, t)
+		t.deps = dag.Remove(t.deps, f)
+		f.outs = dag.Remove(f.outs, t)
 		g.stampSinkLocked(f)
 		g.setEdgeDataLocked(f, t, backend.EdgeData{})
 	}
@@ -289,11 +274,11 @@ func (g *Graph) DestroyNode(bn backend.Node) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, d := range n.deps {
-		d.outs = remove(d.outs, n)
+		d.outs = dag.Remove(d.outs, n)
 		g.stampSinkLocked(d)
 	}
 	for _, o := range n.outs {
-		o.deps = remove(o.deps, n)
+		o.deps = dag.Remove(o.deps, n)
 	}
 	for k := range g.edata {
 		if k.from == n || k.to == n {
@@ -301,7 +286,7 @@ func (g *Graph) DestroyNode(bn backend.Node) error {
 		}
 	}
 	n.deps, n.outs, n.dead = nil, nil, true
-	g.nodes = remove(g.nodes, n)
+	g.nodes = dag.Remove(g.nodes, n)
 	n.destroyEmbedded()
 	return nil
 }
@@ -320,15 +305,6 @@ func (n *Node) destroyEmbedded() {
 		}
 		condMu.Unlock()
 	}
-}
-
-func remove(ns []*Node, n *Node) []*Node {
-	for i, x := range ns {
-		if x == n {
-			return append(ns[:i], ns[i+1:]...)
-		}
-	}
-	return ns
 }
 
 // Clone copies the graph, nodes of embedded graphs included, and records
@@ -351,15 +327,7 @@ func (g *Graph) clone() *Graph {
 		c.clonedBy[n] = m
 		c.nodes = append(c.nodes, m)
 	}
-	for _, n := range g.nodes {
-		m := c.clonedBy[n]
-		for _, d := range n.deps {
-			m.deps = append(m.deps, c.clonedBy[d])
-		}
-		for _, o := range n.outs {
-			m.outs = append(m.outs, c.clonedBy[o])
-		}
-	}
+	dag.CopyEdges(g.nodes, c.clonedBy, func(n *Node) (*[]*Node, *[]*Node) { return &n.deps, &n.outs })
 	for k, v := range g.edata {
 		c.setEdgeDataLocked(c.clonedBy[k.from], c.clonedBy[k.to], v)
 	}
@@ -409,4 +377,16 @@ func (g *Graph) destroy() {
 	if va != nil {
 		g.d.GraphMemIfAny().ReleaseVA(va)
 	}
+}
+
+// topoOrder returns nodes in dependency order, or a node on or behind a
+// cycle (dag.TopoOrder).
+func topoOrder(nodes []*Node) ([]*Node, *Node) {
+	order, bad, _ := dag.TopoOrder(nodes, func(n *Node) []*Node { return n.deps }, func(n *Node) []*Node { return n.outs })
+	return order, bad
+}
+
+// ancestors returns the set of nodes n transitively depends on.
+func ancestors(n *Node) map[*Node]bool {
+	return dag.Ancestors(n, func(n *Node) []*Node { return n.deps })
 }

@@ -201,7 +201,7 @@ func (pr *pairing) pair(old, nu *topo) bool {
 func updatable(old, nu *backend.Op) (int, string) {
 	switch old.Type {
 	case backend.NodeMemcpy:
-		if ok, nk := copyKind(&old.Memcpy), copyKind(&nu.Memcpy); ok != nk {
+		if ok, nk := backend.CopyKind(old.Memcpy.DstHost != nil, old.Memcpy.SrcHost != nil), backend.CopyKind(nu.Memcpy.DstHost != nil, nu.Memcpy.SrcHost != nil); ok != nk {
 			return updateParametersChanged, fmt.Sprintf("the copy's kind cannot change (%s to %s)", ok, nk)
 		}
 	case backend.NodeMemset:
@@ -219,19 +219,6 @@ func updatable(old, nu *backend.Op) (int, string) {
 		}
 	}
 	return updateSuccess, ""
-}
-
-// copyKind names a copy's direction, as cudaMemcpyKind does.
-func copyKind(p *backend.Memcpy) string {
-	switch {
-	case p.DstHost != nil && p.SrcHost != nil:
-		return "HtoH"
-	case p.DstHost != nil:
-		return "DtoH"
-	case p.SrcHost != nil:
-		return "HtoD"
-	}
-	return "DtoD"
 }
 
 // updateFailure is the error of a failed whole-graph update: why (the
