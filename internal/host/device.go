@@ -55,9 +55,10 @@ func NewDevice(cfg Config) (*Device, error) {
 }
 
 var (
-	_ backend.Device      = (*Device)(nil)
-	_ backend.Grapher     = (*Device)(nil)
-	_ backend.GraphMemory = (*Device)(nil)
+	_ backend.Device             = (*Device)(nil)
+	_ backend.Grapher            = (*Device)(nil)
+	_ backend.GraphMemory        = (*Device)(nil)
+	_ backend.ExternalSemaphores = (*Device)(nil)
 )
 
 // forget drops a stream whose worker has exited.
