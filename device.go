@@ -17,6 +17,7 @@ const (
 
 // Properties describe a device, as cudaDeviceProp does.
 type Properties struct {
+	Ordinal              int // the device's number among its backend's (WithOrdinal)
 	Name                 string
 	Backend              string
 	DriverVersion        int    // the CUDA driver API version implemented, as cudaDriverGetVersion
@@ -65,6 +66,10 @@ type Option func(*Device)
 // another allocation's memory. Graph allocations are then page-aligned.
 func WithMemCheck() Option { return func(d *Device) { d.memCheck = true } }
 
+// WithOrdinal opens device n of the backend (cudaSetDevice's ordinal;
+// default 0), below DeviceCount.
+func WithOrdinal(n int) Option { return func(d *Device) { d.props.Ordinal = n } }
+
 // hostMemSize is the address space a host device reserves for device memory.
 // Only what is allocated is committed, so this is cheap.
 const hostMemSize = 64 << 30
@@ -72,21 +77,17 @@ const hostMemSize = 64 << 30
 // Open opens a device of the named backend; "" means "host". Each call
 // returns an independent device; Close it when done.
 func Open(backend string, opts ...Option) (*Device, error) {
+	var cfg Device // what the options ask for
+	for _, o := range opts {
+		o(&cfg)
+	}
 	switch backend {
 	case "", BackendHost:
 	case BackendCUDA:
-		d, err := openCUDA()
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range opts {
-			o(d)
-		}
-		if d.memCheck {
-			d.Close()
+		if cfg.memCheck {
 			return nil, newErr("Open", ErrNotSupported, "the checking mode of graph memory is a host backend feature")
 		}
-		return d, nil
+		return openCUDA(cfg.props.Ordinal)
 	default:
 		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
 	}
@@ -105,12 +106,13 @@ func Open(backend string, opts ...Option) (*Device, error) {
 			SharedMemPerBlock:    48 << 10,
 		},
 	}
-	for _, o := range opts {
-		o(d)
-	}
-	h, err := host.NewDevice(host.Config{MemSize: hostMemSize, MinMemSize: 1 << 30, Check: d.memCheck,
+	d.memCheck, d.props.Ordinal = cfg.memCheck, cfg.props.Ordinal
+	h, err := host.NewDevice(host.Config{Ordinal: d.props.Ordinal, MemSize: hostMemSize, MinMemSize: 1 << 30, Check: d.memCheck,
 		Fail: d.failAsync, Failed: func() bool { return d.sticky.Load() != nil }})
 	if err != nil {
+		if isBackendErr(err) {
+			return nil, fromBackend("Open", err)
+		}
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
 	d.be, d.goRun, d.props.TotalMem = h, true, h.Mem.Size()
@@ -199,15 +201,15 @@ const BackendCUDA = "cuda"
 // work and checks what only it knows; this package keeps its view of each
 // graph, mirroring what the driver made (capture, clone) through
 // backend.Inspector.
-func openCUDA() (*Device, error) {
+func openCUDA(ordinal int) (*Device, error) {
 	d := &Device{}
-	cd, p, err := cuda.Open(func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
+	cd, p, err := cuda.Open(ordinal, func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
 	if err != nil {
 		return nil, fromBackend("Open", err)
 	}
 	d.be = cd
 	d.props = Properties{
-		Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
+		Ordinal: p.Ordinal, Name: p.Name, Backend: BackendCUDA, DriverVersion: p.DriverVersion,
 		MemoryPoolsSupported: p.MemoryPoolsSupported,
 		TotalMem:             p.TotalMem,
 		MultiProcessorCount:  p.MultiProcessorCount,
@@ -218,4 +220,87 @@ func openCUDA() (*Device, error) {
 		SharedMemPerBlock:    p.SharedMemPerBlock,
 	}
 	return d, nil
+}
+
+// DeviceCount is the number of devices the backend has
+// (cudaGetDeviceCount): on cuda every GPU the driver reports
+// (CUDA_VISIBLE_DEVICES is the driver's to honour); on host as many as
+// SetHostDeviceCount or the environment variable GPUGRAPH_HOST_DEVICES
+// say, 1 by default. Open any of them with WithOrdinal.
+func DeviceCount(backend string) (int, error) {
+	switch backend {
+	case "", BackendHost:
+		return host.DeviceCount(), nil
+	case BackendCUDA:
+		n, err := cuda.DeviceCount()
+		return n, fromBackend("DeviceCount", err)
+	}
+	return 0, newErr("DeviceCount", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
+}
+
+// SetHostDeviceCount sets how many devices the host backend has, from 1 to
+// 64, for the devices opened from now on (each has its own memory and
+// workers). Devices already open stay as they are.
+func SetHostDeviceCount(n int) error {
+	return fromBackend("SetHostDeviceCount", host.SetDeviceCount(n))
+}
+
+// CanAccessPeer reports whether d can be given access to peer's memory
+// (cudaDeviceCanAccessPeer). A device is not its own peer.
+func (d *Device) CanAccessPeer(peer *Device) (bool, error) {
+	const opName = "Device.CanAccessPeer"
+	ps, err := d.peers(opName, peer)
+	if err != nil {
+		return false, err
+	}
+	ok, err := ps.CanAccessPeer(peer.be)
+	return ok, backendErr(opName, err)
+}
+
+// EnablePeerAccess lets work on d (kernels, copies, memsets, graph nodes)
+// use memory of peer (cudaDeviceEnablePeerAccess). Access is one way;
+// enabling it twice fails with ErrPeerAccessAlreadyEnabled. Copies need no
+// access: the driver copies between devices on its own.
+func (d *Device) EnablePeerAccess(peer *Device) error {
+	const opName = "Device.EnablePeerAccess"
+	ps, err := d.peers(opName, peer)
+	if err != nil {
+		return err
+	}
+	if peer.props.Ordinal == d.props.Ordinal {
+		return newErr(opName, ErrInvalidDevice, "device %d is not its own peer", d.props.Ordinal)
+	}
+	return backendErr(opName, ps.EnablePeerAccess(peer.be))
+}
+
+// DisablePeerAccess revokes what EnablePeerAccess granted
+// (cudaDeviceDisablePeerAccess); without it, ErrPeerAccessNotEnabled.
+func (d *Device) DisablePeerAccess(peer *Device) error {
+	const opName = "Device.DisablePeerAccess"
+	ps, err := d.peers(opName, peer)
+	if err != nil {
+		return err
+	}
+	return backendErr(opName, ps.DisablePeerAccess(peer.be))
+}
+
+// peers checks d and peer for a peer call and returns d's backend's.
+func (d *Device) peers(opName string, peer *Device) (backend.Peers, error) {
+	if err := d.check(opName); err != nil {
+		return nil, err
+	}
+	if peer == nil {
+		return nil, newErr(opName, ErrInvalidDevice, "nil peer device")
+	}
+	if err := peer.check(opName); err != nil {
+		return nil, err
+	}
+	if peer.props.Backend != d.props.Backend {
+		return nil, newErr(opName, ErrInvalidDevice, "a %s device and a %s device", d.props.Backend, peer.props.Backend)
+	}
+	ps, ok := d.be.(backend.Peers)
+	if !ok {
+		return nil, newErr(opName, ErrNotSupported, "the backend has no peer access")
+	}
+	return ps, nil
 }

@@ -29,6 +29,8 @@ var (
 	ErrLossyQuery               = backend.ErrLossyQuery
 	ErrNotReady                 = backend.ErrNotReady
 	ErrIllegalAddress           = backend.ErrIllegalAddress
+	ErrPeerAccessAlreadyEnabled = backend.ErrPeerAccessAlreadyEnabled
+	ErrPeerAccessNotEnabled     = backend.ErrPeerAccessNotEnabled
 	ErrContextIsDestroyed       = backend.ErrContextIsDestroyed
 	ErrLaunchFailure            = backend.ErrLaunchFailure
 	ErrNotPermitted             = backend.ErrNotPermitted

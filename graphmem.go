@@ -90,11 +90,16 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 		if p.Size <= 0 {
 			return newErr(opName, ErrInvalidValue, "allocation of %d bytes", p.Size)
 		}
-		if p.Location != 0 {
+		n, _ := DeviceCount(d.props.Backend)
+		switch {
+		case p.Location < 0 || p.Location >= n:
 			return newErr(opName, ErrInvalidDevice, "device %d does not exist", p.Location)
+		case p.Location != d.props.Ordinal:
+			return newErr(opName, ErrNotSupported, "an allocation resident on device %d in a graph of device %d: "+
+				"a graph's allocations are its device's (graphs of several devices are not supported yet)", p.Location, d.props.Ordinal)
 		}
 		for _, a := range p.Access {
-			if a.Device != 0 {
+			if a.Device < 0 || a.Device >= n {
 				return newErr(opName, ErrInvalidDevice, "access for device %d, which does not exist", a.Device)
 			}
 		}

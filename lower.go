@@ -49,11 +49,21 @@ func (d *Device) lowerLaunch(p *KernelParams, words *[]uint64) (backend.Launch, 
 // lowerCopy checks a copy (device sides inside live allocations of d) and
 // lowers it.
 func (d *Device) lowerCopy(p *MemcpyParams) (backend.Memcpy, *Code, string) {
-	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, d.be.CheckRange(uint64(dev), n) }
+	check := d.be.CheckRange
+	if c, ok := d.be.(copyRanger); ok {
+		check = c.CheckCopyRange // a copy may read or write another device's memory
+	}
+	checkOnly := func(dev DevicePtr, n int) ([]byte, error) { return nil, check(uint64(dev), n) }
 	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
 		return backend.Memcpy{}, ErrInvalidValue, msg
 	}
 	return backend.Memcpy{Dst: uint64(p.Dst), Src: uint64(p.Src), DstHost: p.DstHost, SrcHost: p.SrcHost, Size: p.Size}, nil, ""
+}
+
+// copyRanger is implemented by devices that check the sides of a copy
+// apart from what work on the device may use (host: any device's memory).
+type copyRanger interface {
+	CheckCopyRange(p uint64, n int) error
 }
 
 // lowerMemset checks a memset and lowers it.
@@ -122,6 +132,12 @@ func (d *Device) lowerOp(params NodeParams) (backend.Op, *Code, string) {
 		return backend.Op{Params: params, Type: t, Sems: backendSems(sems), Values: values}, nil, ""
 	}
 	return backend.Op{}, ErrNotSupported, fmt.Sprintf("%v nodes cannot be set this way", params.NodeType())
+}
+
+// isBackendErr reports whether err is a backend's report of a Code.
+func isBackendErr(err error) bool {
+	var be *backend.Error
+	return errors.As(err, &be)
 }
 
 // codeOf is the code and detail of an *Error; nil for nil.

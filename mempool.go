@@ -2,6 +2,8 @@ package gpugraph
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
@@ -56,6 +58,9 @@ type MemPool struct {
 	props     MemPoolProps
 	isDefault bool
 	closed    bool // the default pool of a closed device: it has no memory
+
+	accessMu sync.Mutex
+	access   map[int]AccessFlags // other devices' access, as SetAccess left it
 }
 
 // DefaultMemPool returns the device's default pool
@@ -70,10 +75,10 @@ func (d *Device) DefaultMemPool() *MemPool {
 	if d.closed.Load() {
 		// Close has released the pools, or is about to: this one has no
 		// memory, and every use fails on the closed device.
-		return &MemPool{dev: d, isDefault: true, closed: true}
+		return &MemPool{dev: d, isDefault: true, closed: true, props: MemPoolProps{Location: d.props.Ordinal}}
 	}
 	if d.defPool == nil {
-		d.defPool = &MemPool{dev: d, isDefault: true}
+		d.defPool = &MemPool{dev: d, isDefault: true, props: MemPoolProps{Location: d.props.Ordinal}}
 		if ps, ok := d.be.(backend.Pools); ok {
 			// Without it (the driver's refused, or no address space),
 			// allocations fail with ErrMemoryAllocation.
@@ -212,17 +217,49 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	if p.be == nil {
 		return newErr(opName, ErrMemoryAllocation, "the pool has no memory")
 	}
-	return backendErr(opName, p.be.SetAccess(device, int(flags)))
+	if err := p.be.SetAccess(device, int(flags)); err != nil {
+		return backendErr(opName, err)
+	}
+	if device != p.props.Location {
+		p.accessMu.Lock()
+		if p.access == nil {
+			p.access = map[int]AccessFlags{}
+		}
+		p.access[device] = flags
+		p.accessMu.Unlock()
+	}
+	return nil
 }
 
 // Access returns how device may access the pool's memory
-// (cudaMemPoolGetAccess): read-write for the resident device, none for any
-// other.
+// (cudaMemPoolGetAccess): read-write for the resident device, for any other
+// what SetAccess gave it (none by default).
 func (p *MemPool) Access(device int) AccessFlags {
-	if p == nil || device != p.props.Location {
+	switch {
+	case p == nil:
 		return AccessNone
+	case device == p.props.Location:
+		return AccessReadWrite
 	}
-	return AccessReadWrite
+	p.accessMu.Lock()
+	defer p.accessMu.Unlock()
+	return p.access[device]
+}
+
+// accessDescs are the devices other than the resident one that have
+// read-write access now: what an alloc node captured from the pool gets
+// (seed 001 §7.2: later changes to the pool do not change it).
+func (p *MemPool) accessDescs() []MemAccessDesc {
+	p.accessMu.Lock()
+	defer p.accessMu.Unlock()
+	var descs []MemAccessDesc
+	for dev, f := range p.access {
+		if f == AccessReadWrite {
+			descs = append(descs, MemAccessDesc{Device: dev})
+		}
+	}
+	slices.SortFunc(descs, func(a, b MemAccessDesc) int { return a.Device - b.Device })
+	return descs
 }
 
 // MallocAsync allocates n bytes from the device's default pool in stream
@@ -257,7 +294,7 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	if s.capturing.Load() && n > 0 && p != nil && p.dev == s.dev {
 		// Captured, it becomes an alloc node: its address is the graph
 		// allocation's, usable by the rest of the captured work.
-		node, captured, err := s.captureNode(opName, MemAllocParams{Size: n, Location: p.props.Location})
+		node, captured, err := s.captureNode(opName, MemAllocParams{Size: n, Location: p.props.Location, Access: p.accessDescs()})
 		if captured {
 			if err != nil {
 				return 0, err

@@ -128,6 +128,7 @@ type Memset struct {
 
 // Properties describe a device, as cudaDeviceProp does.
 type Properties struct {
+	Ordinal              int // the device's number among its backend's devices
 	Name                 string
 	DriverVersion        int
 	MemoryPoolsSupported bool
@@ -138,6 +139,16 @@ type Properties struct {
 	MaxGridDim           [3]int
 	WarpSize             int
 	SharedMemPerBlock    int
+}
+
+// Peers is implemented by devices of backends with several devices and
+// peer access between them (cudaDeviceCanAccessPeer,
+// cudaDeviceEnablePeerAccess): access from this device to memory of peer,
+// a device of the same backend.
+type Peers interface {
+	CanAccessPeer(peer Device) (bool, error)
+	EnablePeerAccess(peer Device) error
+	DisablePeerAccess(peer Device) error
 }
 
 // Pools is implemented by devices with stream-ordered allocation

@@ -37,6 +37,8 @@ var (
 	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
 	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
 	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
+	ErrPeerAccessAlreadyEnabled = &Code{704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"}
+	ErrPeerAccessNotEnabled     = &Code{705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"}
 	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
 	ErrLaunchFailure            = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
 	ErrNotPermitted             = &Code{800, "cudaErrorNotPermitted", "operation not permitted"}

@@ -58,9 +58,20 @@ type alloc struct {
 
 var _ backend.Device = (*Device)(nil)
 
-// Open opens device 0 of the driver. fail receives asynchronous failures
-// that no call returns (a host function that panicked).
-func Open(fail func(error)) (*Device, backend.Properties, error) {
+// DeviceCount is the number of devices the driver reports (0 where there
+// is no driver).
+func DeviceCount() (int, error) {
+	drv, err := driver.Load()
+	if err != nil {
+		return 0, nil
+	}
+	n, err := drv.DeviceCount()
+	return n, Err(err)
+}
+
+// Open opens device ordinal of the driver. fail receives asynchronous
+// failures that no call returns (a host function that panicked).
+func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 	var props backend.Properties
 	drv, err := driver.Load()
 	if err != nil {
@@ -70,7 +81,10 @@ func Open(fail func(error)) (*Device, backend.Properties, error) {
 	if err != nil || n == 0 {
 		return nil, props, backend.Errorf(backend.ErrNoDevice, "no CUDA device: %v", err)
 	}
-	dev, err := drv.DeviceGet(0)
+	if ordinal < 0 || ordinal >= n {
+		return nil, props, backend.Errorf(backend.ErrInvalidDevice, "device %d: the driver reports %d", ordinal, n)
+	}
+	dev, err := drv.DeviceGet(ordinal)
 	if err != nil {
 		return nil, props, Err(err)
 	}
@@ -88,7 +102,7 @@ func Open(fail func(error)) (*Device, backend.Properties, error) {
 	name, _ := drv.DeviceName(dev)
 	mem, _ := drv.TotalMem(dev)
 	props = backend.Properties{
-		Name: name, DriverVersion: drv.Version(),
+		Ordinal: ordinal, Name: name, DriverVersion: drv.Version(),
 		MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
 		TotalMem:             mem,
 		MultiProcessorCount:  attr(driver.AttrMultiprocessorCount),
@@ -136,7 +150,7 @@ func Err(err error) error {
 var codes = map[int]*backend.Code{
 	1: backend.ErrInvalidValue, 2: backend.ErrMemoryAllocation, 100: backend.ErrNoDevice, 101: backend.ErrInvalidDevice,
 	400: backend.ErrInvalidResourceHandle, 401: backend.ErrIllegalState, 600: backend.ErrNotReady, 700: backend.ErrIllegalAddress,
-	701: backend.ErrInvalidConfiguration, 709: backend.ErrContextIsDestroyed, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
+	701: backend.ErrInvalidConfiguration, 704: backend.ErrPeerAccessAlreadyEnabled, 705: backend.ErrPeerAccessNotEnabled, 709: backend.ErrContextIsDestroyed, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
 	900: backend.ErrStreamCaptureUnsupported, 901: backend.ErrStreamCaptureInvalidated, 902: backend.ErrStreamCaptureMerge,
 	903: backend.ErrStreamCaptureUnmatched, 904: backend.ErrStreamCaptureUnjoined, 905: backend.ErrStreamCaptureIsolation,
 	906: backend.ErrStreamCaptureImplicit, 907: backend.ErrCapturedEvent, 908: backend.ErrStreamCaptureWrongThread,
@@ -437,3 +451,22 @@ func (d *Device) Context() uintptr { return d.ctx }
 // Close synchronizes the context; the primary context stays retained for
 // the process, as the runtime keeps it.
 func (d *Device) Close() error { return d.Synchronize() }
+
+var _ backend.Peers = (*Device)(nil)
+
+// CanAccessPeer is cuDeviceCanAccessPeer.
+func (d *Device) CanAccessPeer(peer backend.Device) (bool, error) {
+	var ok bool
+	err := d.Do(func() error { var err error; ok, err = d.drv.DeviceCanAccessPeer(d.ord, peer.(*Device).ord); return err })
+	return ok, err
+}
+
+// EnablePeerAccess is cuCtxEnablePeerAccess of peer's context from d's.
+func (d *Device) EnablePeerAccess(peer backend.Device) error {
+	return d.Do(func() error { return d.drv.CtxEnablePeerAccess(peer.(*Device).ctx) })
+}
+
+// DisablePeerAccess is cuCtxDisablePeerAccess.
+func (d *Device) DisablePeerAccess(peer backend.Device) error {
+	return d.Do(func() error { return d.drv.CtxDisablePeerAccess(peer.(*Device).ctx) })
+}

@@ -36,7 +36,7 @@ func TestErrPassesThrough(t *testing.T) {
 }
 
 func TestOpenWithoutDriver(t *testing.T) {
-	d, _, err := Open(func(error) {})
+	d, _, err := Open(0, func(error) {})
 	if err == nil {
 		d.Close()
 		t.Skip("a CUDA driver is present: the GPU tests cover Open")

@@ -22,7 +22,8 @@ type Device struct {
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{}
-	defPool *MemPool // the default pool, once asked for
+	peers   map[int]bool // ordinals of devices whose memory work on d may use
+	defPool *MemPool     // the default pool, once asked for
 	closed  atomic.Bool
 
 	gmMu sync.Mutex
@@ -34,6 +35,8 @@ type Device struct {
 
 // Config is what the gpugraph package gives a host device.
 type Config struct {
+	// Ordinal is the device's number, below DeviceCount.
+	Ordinal int
 	// MemSize bytes of address space are reserved for Malloc, at least
 	// MinMemSize where the system refuses that much.
 	MemSize, MinMemSize uintptr
@@ -47,11 +50,17 @@ type Config struct {
 
 // NewDevice opens a host device.
 func NewDevice(cfg Config) (*Device, error) {
-	mem, err := NewMemory(cfg.MemSize, cfg.MinMemSize)
-	if err != nil {
+	d := &Device{cfg: cfg, streams: map[*Stream]struct{}{}}
+	if err := register(d); err != nil {
 		return nil, err
 	}
-	return &Device{Mem: mem, Pool: sched.Default(), cfg: cfg, streams: map[*Stream]struct{}{}}, nil
+	mem, err := NewMemory(cfg.MemSize, cfg.MinMemSize)
+	if err != nil {
+		unregister(d)
+		return nil, err
+	}
+	d.Mem = mem
+	return d, nil
 }
 
 var (
@@ -146,7 +155,7 @@ func (d *Device) copyOp(p *backend.Memcpy) (op, error) {
 		if p.Size == 0 {
 			return nil, nil
 		}
-		b, err := d.Bytes(dev, p.Size)
+		b, err := d.bytes(dev, p.Size, true)
 		if err != nil {
 			return nil, backend.Errorf(backend.ErrInvalidValue, "%v", err)
 		}
@@ -289,11 +298,36 @@ func (d *Device) Pools() []*Pool {
 
 // Bytes returns the device range [p, p+n) as bytes after checking that it
 // lies inside one live allocation: of Malloc, of a graph (live or not:
-// liveness is a matter of execution order) or of a pool.
-func (d *Device) Bytes(p uint64, n int) ([]byte, error) {
+// liveness is a matter of execution order) or of a pool, of d or, where d
+// has peer access to it, of another device.
+func (d *Device) Bytes(p uint64, n int) ([]byte, error) { return d.bytes(p, n, false) }
+
+// bytes is Bytes; anyPeer accepts any device's memory, access or not (a
+// copy: the driver copies between devices without peer access).
+func (d *Device) bytes(p uint64, n int, anyPeer bool) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("negative size %d", n)
 	}
+	if d.holds(p) {
+		return d.ownBytes(p, n)
+	}
+	if x := d.owner(p); x != nil {
+		if !anyPeer && !d.peerAccess(x.cfg.Ordinal) && !x.grants(p, d.cfg.Ordinal) {
+			return nil, fmt.Errorf("[%#x, +%d) is memory of device %d, which device %d has no peer access to", p, n, x.cfg.Ordinal, d.cfg.Ordinal)
+		}
+		return x.ownBytes(p, n)
+	}
+	return nil, fmt.Errorf("[%#x, +%d) is not device memory of this device", p, n)
+}
+
+// holds reports whether p is in d's memory: Malloc's, graph memory or a
+// pool's.
+func (d *Device) holds(p uint64) bool {
+	return d.Mem.Contains(p, 1) || d.GraphMemIfAny().Contains(p) || d.PoolAt(p) != nil
+}
+
+// ownBytes is Bytes for d's own memory only.
+func (d *Device) ownBytes(p uint64, n int) ([]byte, error) {
 	if d.Mem.Contains(p, n) {
 		return d.Mem.Bytes(p, n)
 	}
@@ -316,6 +350,7 @@ func (d *Device) Bytes(p uint64, n int) ([]byte, error) {
 // caller has waited for all work.
 func (d *Device) Close() error {
 	d.closed.Store(true)
+	unregister(d)
 	for _, s := range d.streamList() {
 		s.shutdown()
 	}
@@ -330,9 +365,17 @@ func (d *Device) Close() error {
 	return d.Mem.Release()
 }
 
-// CheckRange reports whether [p, p+n) lies inside one live allocation.
+// CheckRange reports whether [p, p+n) lies inside one live allocation
+// that work on d may use.
 func (d *Device) CheckRange(p uint64, n int) error {
 	_, err := d.Bytes(p, n)
+	return err
+}
+
+// CheckCopyRange is CheckRange for a side of a copy, which may be memory
+// of any device: the driver copies between devices without peer access.
+func (d *Device) CheckCopyRange(p uint64, n int) error {
+	_, err := d.bytes(p, n, true)
 	return err
 }
 

@@ -141,7 +141,7 @@ func (g *Graph) AddChildGraphNode(child backend.Graph, deps []backend.Node, data
 // graph's address space that overlaps no allocation still possibly live
 // when the node runs, that is, no allocation of the graph other than those
 // whose free node is an ancestor of it (DESIGN.md §3).
-func (g *Graph) AddMemAllocNode(size int, _ []int, deps []backend.Node, data []backend.EdgeData, tag any) (backend.Node, uint64, error) {
+func (g *Graph) AddMemAllocNode(size int, access []int, deps []backend.Node, data []backend.EdgeData, tag any) (backend.Node, uint64, error) {
 	gm, err := g.d.GraphMem()
 	if err != nil {
 		return nil, 0, backend.Errorf(backend.ErrNotSupported, "graph memory: %v", err)
@@ -157,6 +157,7 @@ func (g *Graph) AddMemAllocNode(size int, _ []int, deps []backend.Node, data []b
 	if err != nil {
 		return nil, 0, backend.Errorf(backend.ErrMemoryAllocation, "no address space for %d bytes: %v", size, err)
 	}
+	a.access = append([]int(nil), access...)
 	n.alloc = a
 	g.addLocked(n, deps, data)
 	return n, gm.Ptr(a), nil

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"unsafe"
@@ -82,6 +83,7 @@ type GraphAlloc struct {
 	FreedBy any // the free node in the owning graph (its tag), if any
 
 	freedBy *Node
+	access  []int // other devices the allocation is accessible from (its node's descriptors)
 
 	va          *GraphVA
 	off, span   uintptr // in gm.va; span is the size rounded to the alignment
@@ -773,4 +775,16 @@ func (gm *GraphMem) Layout(b *Binding, as []*GraphAlloc) (ptrs []uint64, offs []
 		}
 	}
 	return ptrs, offs, phys
+}
+
+// accessible reports whether the graph allocation holding p was made
+// accessible from device ord by its node's access descriptors. Where
+// allocations with different access reuse a range, the driver maps it for
+// all of them; relying on that is an error, so the allocation placed there
+// last decides here.
+func (gm *GraphMem) accessible(p uint64, ord int) bool {
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	a := gm.lookupLocked(uintptr(p) - gm.va.Addr())
+	return a != nil && slices.Contains(a.access, ord)
 }

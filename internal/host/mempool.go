@@ -9,7 +9,10 @@ const defaultPoolSize = 64 << 30
 // MemPool is a Pool as a backend.MemPool: a pool resident on device 0, the
 // only device of the host backend. P is nil for a default pool that could
 // not reserve address space: allocations from it fail.
-type MemPool struct{ P *Pool }
+type MemPool struct {
+	P   *Pool
+	Loc int // the resident device
+}
 
 var (
 	_ backend.MemPool = (*MemPool)(nil)
@@ -69,15 +72,18 @@ func (m *MemPool) ResetHigh() error {
 // always has read-write access (revoking it fails with ErrInvalidDevice),
 // read-only access is not supported, and device 0 is the only one.
 func (m *MemPool) SetAccess(device int, flags int) error {
-	switch {
-	case device != 0:
-		return backend.Errorf(backend.ErrInvalidDevice, "device %d: no such device (the host backend has only device 0)", device)
+	switch n := DeviceCount(); {
+	case device < 0 || device >= n:
+		return backend.Errorf(backend.ErrInvalidDevice, "device %d: no such device (the host backend has %d)", device, n)
 	case m.P != nil && m.P.Destroyed():
 		return backend.Errorf(backend.ErrInvalidValue, "memory pool is destroyed")
 	case flags == 1:
 		return backend.Errorf(backend.ErrNotSupported, "memory pools do not support read-only access")
-	case flags == 0:
+	case flags == 0 && device == m.Loc:
 		return backend.Errorf(backend.ErrInvalidDevice, "device %d is the pool's resident device: its access cannot be revoked", device)
+	}
+	if device != m.Loc && m.P != nil {
+		m.P.SetPeerAccess(device, flags == 3)
 	}
 	return nil
 }
@@ -92,7 +98,7 @@ func (d *Device) DefaultMemPool() (backend.MemPool, error) {
 		if err != nil {
 			p = nil // no address space: allocations fail with ErrMemoryAllocation
 		}
-		d.defPool = &MemPool{p}
+		d.defPool = &MemPool{p, d.cfg.Ordinal}
 	}
 	return d.defPool, nil
 }
@@ -101,8 +107,11 @@ func (d *Device) DefaultMemPool() (backend.MemPool, error) {
 // on device location, which must be 0: the driver answers an ordinal with
 // no device with cudaErrorInvalidValue.
 func (d *Device) NewMemPool(location int, maxSize uint64) (backend.MemPool, error) {
-	if location != 0 {
-		return nil, backend.Errorf(backend.ErrInvalidValue, "location %d: no such device", location)
+	if location != d.cfg.Ordinal {
+		if location < 0 || location >= DeviceCount() {
+			return nil, backend.Errorf(backend.ErrInvalidValue, "location %d: no such device", location)
+		}
+		return nil, backend.Errorf(backend.ErrNotSupported, "a pool resident on device %d: create it from that device", location)
 	}
 	if maxSize == 0 {
 		maxSize = defaultPoolSize
@@ -115,7 +124,7 @@ func (d *Device) NewMemPool(location int, maxSize uint64) (backend.MemPool, erro
 		p.Release()
 		return nil, backend.Errorf(backend.ErrContextIsDestroyed, "device is closed")
 	}
-	return &MemPool{p}, nil
+	return &MemPool{p, location}, nil
 }
 
 // MallocAsync allocates n > 0 bytes from mp in s's order: from memory whose

@@ -37,8 +37,31 @@ type Pool struct {
 	size      uint64            // bytes the ranges tile
 	threshold uint64
 	stats     backend.PoolStats
-	destroyed bool // Destroy was called; released once nothing is outstanding
-	released  bool // the reservation is gone
+	destroyed bool         // Destroy was called; released once nothing is outstanding
+	released  bool         // the reservation is gone
+	peers     map[int]bool // other devices given read-write access (cudaMemPoolSetAccess)
+}
+
+// SetPeerAccess gives device dev read-write access to the pool's memory,
+// or takes it away.
+func (p *Pool) SetPeerAccess(dev int, rw bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !rw {
+		delete(p.peers, dev)
+		return
+	}
+	if p.peers == nil {
+		p.peers = map[int]bool{}
+	}
+	p.peers[dev] = true
+}
+
+// PeerAccess reports whether device dev has access to the pool's memory.
+func (p *Pool) PeerAccess(dev int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.peers[dev]
 }
 
 type poolRange struct{ off, size uint64 }

@@ -21,6 +21,23 @@ func (d *Driver) DeviceCount() (int, error) {
 	return int(n), err
 }
 
+// DeviceCanAccessPeer is cuDeviceCanAccessPeer.
+func (d *Driver) DeviceCanAccessPeer(dev, peer int) (bool, error) {
+	var ok int32
+	err := d.call("cuDeviceCanAccessPeer", uintptr(unsafe.Pointer(&ok)), uintptr(dev), uintptr(peer))
+	return ok != 0, err
+}
+
+// CtxEnablePeerAccess lets the current context use the memory of peerCtx.
+func (d *Driver) CtxEnablePeerAccess(peerCtx uintptr) error {
+	return d.call("cuCtxEnablePeerAccess", peerCtx, 0)
+}
+
+// CtxDisablePeerAccess revokes CtxEnablePeerAccess.
+func (d *Driver) CtxDisablePeerAccess(peerCtx uintptr) error {
+	return d.call("cuCtxDisablePeerAccess", peerCtx)
+}
+
 func (d *Driver) TotalMem(dev int) (uint64, error) {
 	var n uint64
 	err := d.call("cuDeviceTotalMem_v2", uintptr(unsafe.Pointer(&n)), uintptr(dev))

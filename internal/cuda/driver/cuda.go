@@ -78,6 +78,7 @@ var driverSymbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuGetErrorName",
 	"cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceTotalMem_v2", "cuDeviceGetAttribute",
 	"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess",
 	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
 	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",

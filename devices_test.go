@@ -1,0 +1,100 @@
+package gpugraph_test
+
+import (
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// twoHostDevices opens host devices 0 and 1 of a two-device host backend.
+func twoHostDevices(t *testing.T) (*gg.Device, *gg.Device) {
+	t.Helper()
+	if err := gg.SetHostDeviceCount(2); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gg.SetHostDeviceCount(1) })
+	open := func(i int) *gg.Device {
+		d, err := gg.Open("host", gg.WithOrdinal(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d
+	}
+	return open(0), open(1)
+}
+
+// TestHostPeerAccessChecked: on host, work of one device that writes
+// memory of another (a memset, a memset node) needs access to it: peer
+// access to the device, the pool's access (MemPool.SetAccess), or the
+// allocation's (an alloc node's descriptors). Without it the call fails,
+// with the error the driver gives an address the device cannot use; a copy
+// needs none.
+func TestHostPeerAccessChecked(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	s0, s1 := must[*gg.Stream](t)(d0.NewStream()), must[*gg.Stream](t)(d1.NewStream())
+
+	a := must[gg.DevicePtr](t)(d0.Malloc(256))
+	isCode(t, s1.Memset(gg.Memset8(a, 7, 256)), gg.ErrInvalidValue)
+	g1 := must[*gg.Graph](t)(d1.NewGraph())
+	_, err := g1.AddMemsetNode(gg.Memset8(a, 7, 256))
+	isCode(t, err, gg.ErrInvalidValue)
+	ok(t, d1.EnablePeerAccess(d0))
+	ok(t, s1.Memset(gg.Memset8(a, 7, 256)))
+	must[*gg.Node](t)(g1.AddMemsetNode(gg.Memset8(a, 9, 128)))
+	ok(t, s1.Synchronize())
+	ok(t, d1.DisablePeerAccess(d0))
+	isCode(t, s1.Memset(gg.Memset8(a, 1, 1)), gg.ErrInvalidValue)
+
+	// Pool memory: the pool's access, not the device's.
+	pool := must[*gg.MemPool](t)(d0.NewMemPool(gg.MemPoolProps{Location: 0}))
+	defer pool.Destroy()
+	p := must[gg.DevicePtr](t)(s0.MallocFromPoolAsync(4096, pool))
+	ok(t, s0.Synchronize())
+	isCode(t, s1.Memset(gg.Memset32(p, 5, 1024)), gg.ErrInvalidValue)
+	ok(t, pool.SetAccess(1, gg.AccessReadWrite))
+	ok(t, s1.Memset(gg.Memset32(p, 5, 1024)))
+	ok(t, s1.Synchronize())
+	ok(t, s0.FreeAsync(p))
+
+	// A graph allocation: its node's access descriptors.
+	g0 := must[*gg.Graph](t)(d0.NewGraph())
+	_, shared, err := g0.AddMemAllocNode(gg.MemAllocParams{Size: 4096, Access: []gg.MemAccessDesc{{Device: 1}}})
+	ok(t, err)
+	_, private, err := g0.AddMemAllocNode(gg.MemAllocParams{Size: 4096})
+	ok(t, err)
+	e := must[*gg.Exec](t)(g0.Instantiate(0))
+	ok(t, e.Launch(s0))
+	ok(t, s0.Synchronize())
+	ok(t, s1.Memset(gg.Memset32(shared, 3, 1024)))
+	isCode(t, s1.Memset(gg.Memset32(private, 3, 1024)), gg.ErrInvalidValue)
+	ok(t, s1.Synchronize())
+	ok(t, s0.FreeAsync(shared))
+	ok(t, s0.FreeAsync(private))
+	ok(t, s0.Synchronize())
+	ok(t, e.Destroy())
+
+	// Copies need none.
+	b := must[gg.DevicePtr](t)(d1.Malloc(256))
+	ok(t, s1.Memcpy(gg.DtoD(b, a, 256)))
+	buf := make([]byte, 256)
+	ok(t, s1.Memcpy(gg.DtoH(buf, b)))
+	ok(t, s1.Synchronize())
+	if buf[0] != 7 || buf[200] != 7 {
+		t.Fatalf("peer copy read %d, %d, want 7 (the memset before the node's)", buf[0], buf[200])
+	}
+}
+
+// TestHostDevicesOwnMemory: each host device has memory of its own; a
+// device frees only its own allocations.
+func TestHostDevicesOwnMemory(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	a := must[gg.DevicePtr](t)(d0.Malloc(64))
+	b := must[gg.DevicePtr](t)(d1.Malloc(64))
+	if d0.Properties().Ordinal != 0 || d1.Properties().Ordinal != 1 {
+		t.Fatal("ordinals")
+	}
+	isCode(t, d1.Free(a), gg.ErrInvalidValue)
+	ok(t, d0.Free(a))
+	ok(t, d1.Free(b))
+}

@@ -1,0 +1,219 @@
+package backendtest
+
+import (
+	"slices"
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// Scenarios of several devices and peer access (seed 001 §7). They run on
+// as many devices as the backend has and skip what needs more.
+
+// OpenOrdinal returns a fresh device of the backend under test with the
+// given ordinal, closed when the test ends.
+type OpenOrdinal func(t testing.TB, ordinal int) *gg.Device
+
+// RunDevices runs the device scenarios as subtests of t on a backend with
+// count devices.
+func RunDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
+	for _, s := range deviceScenarios {
+		t.Run(s.name, func(t *testing.T) {
+			if count < s.need {
+				t.Skipf("needs %d devices, the backend has %d", s.need, count)
+			}
+			s.run(t, backend, count, open)
+		})
+	}
+}
+
+var deviceScenarios = []struct {
+	name string
+	need int
+	run  func(t *testing.T, backend string, count int, open OpenOrdinal)
+}{
+	{"DeviceOrdinals", 1, deviceOrdinals},
+	{"PeerAccessRules", 1, peerAccessRules},
+	{"PeerCopy", 2, peerCopy},
+	{"PoolAccess", 1, poolAccess},
+	{"AllocNodeAccess", 2, allocNodeAccess},
+	{"CapturedPoolAccess", 2, capturedPoolAccess},
+}
+
+// deviceOrdinals: every ordinal below the count opens, with its ordinal in
+// Properties, all at once; the count itself does not.
+func deviceOrdinals(t *testing.T, backend string, count int, open OpenOrdinal) {
+	if n := Must[int](t)(gg.DeviceCount(backend)); n != count {
+		t.Fatalf("DeviceCount = %d, want %d", n, count)
+	}
+	for i := range count {
+		if got := open(t, i).Properties().Ordinal; got != i {
+			t.Fatalf("device %d reports ordinal %d", i, got)
+		}
+	}
+	_, err := gg.Open(backend, gg.WithOrdinal(count))
+	if err == nil {
+		t.Fatalf("opened device %d of %d", count, count)
+	}
+	IsCode(t, err, gg.ErrInvalidDevice)
+}
+
+// peerAccessRules: cudaDeviceCanAccessPeer, Enable and Disable, with the
+// driver's errors for a device's own access and for enabling twice or
+// disabling what is not enabled.
+func peerAccessRules(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0 := open(t, 0)
+	if ok := Must[bool](t)(d0.CanAccessPeer(d0)); ok {
+		t.Fatal("a device can access itself as a peer")
+	}
+	IsCode(t, d0.EnablePeerAccess(d0), gg.ErrInvalidDevice)
+	IsCode(t, d0.EnablePeerAccess(nil), gg.ErrInvalidDevice)
+	if count < 2 {
+		return
+	}
+	d1 := open(t, 1)
+	if !Must[bool](t)(d0.CanAccessPeer(d1)) {
+		t.Skip("the devices cannot access each other")
+	}
+	IsCode(t, d0.DisablePeerAccess(d1), gg.ErrPeerAccessNotEnabled)
+	OK(t, d0.EnablePeerAccess(d1))
+	IsCode(t, d0.EnablePeerAccess(d1), gg.ErrPeerAccessAlreadyEnabled)
+	OK(t, d1.EnablePeerAccess(d0)) // access is one way: the other way is its own
+	OK(t, d0.DisablePeerAccess(d1))
+	IsCode(t, d0.DisablePeerAccess(d1), gg.ErrPeerAccessNotEnabled)
+	OK(t, d1.DisablePeerAccess(d0))
+}
+
+// peerCopy: copies between memory of two devices, in a stream of either
+// and synchronously, need no peer access.
+func peerCopy(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 4096
+	a := Must[gg.DevicePtr](t)(d0.Malloc(n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(n))
+	want := make([]byte, n)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	OK(t, d0.Memcpy(gg.HtoD(a, want)))
+	s1 := NewStream(t, d1)
+	OK(t, s1.Memcpy(gg.DtoD(b, a, n))) // a stream of device 1 reads device 0's memory
+	OK(t, s1.Synchronize())
+	got := make([]byte, n)
+	OK(t, d1.Memcpy(gg.DtoH(got, b)))
+	if !slices.Equal(got, want) {
+		t.Fatal("the peer copy in a stream did not copy")
+	}
+	clear(got)
+	OK(t, d0.Memcpy(gg.DtoD(a, b, n/2))) // and device 0 writes device 1's, synchronously
+	OK(t, d0.Memcpy(gg.DtoH(got[:n/2], a)))
+	if !slices.Equal(got[:n/2], want[:n/2]) {
+		t.Fatal("the synchronous peer copy did not copy")
+	}
+	OK(t, d0.Free(a))
+	OK(t, d1.Free(b))
+}
+
+// poolAccess: cudaMemPoolSetAccess for another device, as the driver
+// answers: read-write or none for a peer, read-only refused, the resident
+// device's access irrevocable, a device that does not exist refused.
+func poolAccess(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0 := open(t, 0)
+	p := Must[*gg.MemPool](t)(d0.NewMemPool(gg.MemPoolProps{Location: 0}))
+	defer p.Destroy()
+	IsCode(t, p.SetAccess(count, gg.AccessReadWrite), gg.ErrInvalidDevice)
+	IsCode(t, p.SetAccess(0, gg.AccessNone), gg.ErrInvalidDevice)
+	if p.Access(0) != gg.AccessReadWrite {
+		t.Fatal("the resident device lost its access")
+	}
+	if count < 2 {
+		return
+	}
+	if p.Access(1) != gg.AccessNone {
+		t.Fatal("a peer has access to a new pool")
+	}
+	IsCode(t, p.SetAccess(1, gg.AccessRead), gg.ErrNotSupported)
+	OK(t, p.SetAccess(1, gg.AccessReadWrite))
+	if p.Access(1) != gg.AccessReadWrite {
+		t.Fatalf("device 1's access is %v after SetAccess", p.Access(1))
+	}
+	OK(t, p.SetAccess(1, gg.AccessNone))
+	if p.Access(1) != gg.AccessNone {
+		t.Fatalf("device 1's access is %v after revoking it", p.Access(1))
+	}
+}
+
+// allocNodeAccess is seed 001 §7.1's sample: an allocation resident on
+// device 1, accessible from devices 0 and 2 (the resident device's access
+// implicit). With two devices, device 0 only.
+func allocNodeAccess(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d1 := open(t, 1)
+	access := []gg.MemAccessDesc{{Device: 0}}
+	if count > 2 {
+		access = append(access, gg.MemAccessDesc{Device: 2})
+	}
+	g := NewGraph(t, d1)
+	n, ptr := must2(t)(g.AddMemAllocNode(gg.MemAllocParams{Size: 1 << 16, Location: 1, Access: access}))
+	p := Must[gg.NodeParams](t)(n.Params()).(gg.MemAllocParams)
+	if p.Location != 1 || !slices.Equal(p.Access, access) || p.Ptr != ptr {
+		t.Fatalf("alloc node params %+v, want resident on 1 with access %v", p, access)
+	}
+	// An allocation of device 0 in a graph of device 1 is not supported
+	// (graphs of several devices are not yet); a device that does not exist
+	// is refused.
+	_, _, err := g.AddMemAllocNode(gg.MemAllocParams{Size: 64, Location: 0})
+	IsCode(t, err, gg.ErrNotSupported)
+	_, _, err = g.AddMemAllocNode(gg.MemAllocParams{Size: 64, Location: 1, Access: []gg.MemAccessDesc{{Device: count}}})
+	IsCode(t, err, gg.ErrInvalidDevice)
+	Must[*gg.Node](t)(g.AddMemFreeNode(ptr, n))
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	s := NewStream(t, d1)
+	OK(t, e.Launch(s))
+	OK(t, s.Synchronize())
+	OK(t, e.Destroy())
+}
+
+// capturedPoolAccess is seed 001 §7.2's sample: a captured MallocAsync
+// records the pool's access at capture; changing the pool afterwards does
+// not change the alloc node of the graph captured before.
+func capturedPoolAccess(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0 := open(t, 0)
+	pool := Must[*gg.MemPool](t)(d0.NewMemPool(gg.MemPoolProps{Location: 0}))
+	defer pool.Destroy()
+	s := NewStream(t, d0)
+	capture := func() gg.MemAllocParams {
+		OK(t, s.BeginCapture(gg.CaptureModeGlobal))
+		p := Must[gg.DevicePtr](t)(s.MallocFromPoolAsync(1<<16, pool))
+		OK(t, s.FreeAsync(p))
+		g := EndOK(t, s)
+		for _, n := range Must[[]*gg.Node](t)(g.Nodes()) {
+			if n.Type() == gg.NodeMemAlloc {
+				if ap, ok := Must[gg.NodeParams](t)(n.Params()).(gg.MemAllocParams); ok {
+					return ap
+				}
+				t.Skip("the driver's alloc node parameters are not read back on this backend")
+			}
+		}
+		t.Fatal("no alloc node captured")
+		return gg.MemAllocParams{}
+	}
+	p1 := capture()
+	OK(t, pool.SetAccess(1, gg.AccessReadWrite))
+	p2 := capture()
+	if len(p1.Access) != 0 {
+		t.Fatalf("dptr1's node has access %v, want device 0's only (implicit)", p1.Access)
+	}
+	if !slices.Equal(p2.Access, []gg.MemAccessDesc{{Device: 1}}) {
+		t.Fatalf("dptr2's node has access %v, want device 1 as well", p2.Access)
+	}
+}
+
+// must2 is Must for the alloc node's two results.
+func must2(t testing.TB) func(*gg.Node, gg.DevicePtr, error) (*gg.Node, gg.DevicePtr) {
+	return func(n *gg.Node, p gg.DevicePtr, err error) (*gg.Node, gg.DevicePtr) {
+		t.Helper()
+		OK(t, err)
+		return n, p
+	}
+}
+
