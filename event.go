@@ -65,6 +65,18 @@ func (e *Event) check(opName string, d *Device) error {
 	return nil
 }
 
+// checkWait checks an event a stream waits on: as cudaStreamWaitEvent,
+// the event may be another device's, of the same backend.
+func (e *Event) checkWait(opName string, s *Stream) error {
+	if err := e.check(opName, nil); err != nil {
+		return err
+	}
+	if e.dev.props.Backend != s.dev.props.Backend {
+		return newErr(opName, ErrInvalidResourceHandle, "an event of a %s device", e.dev.props.Backend)
+	}
+	return nil
+}
+
 // Record captures the work issued to s so far (cudaEventRecord).
 func (s *Stream) Record(e *Event) error {
 	const opName = "Stream.Record"
@@ -112,7 +124,7 @@ func (s *Stream) Wait(e *Event) error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
-	if err := e.check(opName, s.dev); err != nil {
+	if err := e.checkWait(opName, s); err != nil {
 		return err
 	}
 	return s.waitEvent(opName, e, false)
@@ -133,6 +145,10 @@ func (s *Stream) WaitExternal(e *Event) error {
 }
 
 func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
+	if e.dev != s.dev && (s.capturing.Load() || e.inCapture.Load()) {
+		return newErr(opName, ErrNotSupported, "a capture joining streams of several devices is not supported yet: "+
+			"build graphs of several devices with Graph.AddNodeOn")
+	}
 	if s.capturing.Load() || e.inCapture.Load() {
 		if handled, err := s.captureWait(opName, e, external); handled {
 			return err

@@ -41,7 +41,8 @@ type Node struct {
 	typ    NodeType
 	params NodeParams
 	child  *Graph       // embedded graph of a child graph node
-	be     backend.Node // the backend's node (cuda); nil on host
+	be     backend.Node // the backend's node
+	dev    *Device      // the device its work runs on: its graph's, unless added with AddNodeOn
 	conds  *condNode    // handle and bodies of a conditional node
 	deps   []*Node      // dependencies, in the order they were added
 	outs   []*Node      // dependents, in the order they were added
@@ -200,12 +201,51 @@ func (g *Graph) addNode(opName string, p NodeParams, deps []*Node) (*Node, error
 	return g.addNodeEdges(opName, p, deps, nil)
 }
 
+// AddNodeOn adds a node whose work runs on device on, a device of the same
+// backend as g's: a graph of several devices, launched into a stream of
+// g's device, its dependencies across devices honoured. It is what CUDA
+// does with the context of a kernel or copy node (CUDA_KERNEL_NODE_PARAMS'
+// ctx, the current device when the node is added). Kernel, memcpy,
+// memset, host, empty and event nodes can run on another device; memory,
+// conditional and child graph nodes are their graph's device's.
+func (g *Graph) AddNodeOn(on *Device, p NodeParams, deps ...*Node) (*Node, error) {
+	const opName = "Graph.AddNodeOn"
+	if g == nil {
+		return nil, newErr(opName, ErrInvalidValue, "nil graph")
+	}
+	if on == nil {
+		return nil, newErr(opName, ErrInvalidDevice, "nil device")
+	}
+	if err := on.check(opName); err != nil {
+		return nil, err
+	}
+	if on.props.Backend != g.dev.props.Backend {
+		return nil, newErr(opName, ErrInvalidDevice, "a %s device's node in a %s device's graph", on.props.Backend, g.dev.props.Backend)
+	}
+	if p != nil && on != g.dev {
+		switch p.NodeType() {
+		case NodeMemAlloc, NodeMemFree, NodeConditional, NodeChildGraph:
+			return nil, newErr(opName, ErrNotSupported, "%v nodes run on their graph's device", p.NodeType())
+		}
+	}
+	return g.addNodeOn(opName, on, p, deps, nil)
+}
+
+// Device is the device the node's work runs on: its graph's, or the one
+// AddNodeOn named.
+func (n *Node) Device() *Device { return n.dev }
+
 // addNodeEdges adds a node; data, if not nil, holds the data of the edge
 // from each dependency (see EdgeData).
 func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
 	}
+	return g.addNodeOn(opName, g.dev, p, deps, data)
+}
+
+// addNodeOn adds a node whose work runs on device on.
+func (g *Graph) addNodeOn(opName string, on *Device, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if p == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil params")
 	}
@@ -255,7 +295,7 @@ func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []E
 	if err := checkNewEdges(opName, deps, p.NodeType(), data); err != nil {
 		return nil, err
 	}
-	n := &Node{g: g, id: g.nextID, typ: p.NodeType(), params: copyParams(p), child: child,
+	n := &Node{g: g, id: g.nextID, typ: p.NodeType(), params: copyParams(p), child: child, dev: on,
 		deps: append([]*Node(nil), deps...)}
 	if child != nil {
 		n.params = ChildGraphParams{child}
@@ -690,7 +730,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {
-		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink}
+		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink, dev: n.dev}
 		if n.child != nil {
 			cc, inner, err := n.child.clone(opName)
 			if err != nil {

@@ -140,6 +140,20 @@ func isBackendErr(err error) bool {
 	return errors.As(err, &be)
 }
 
+// lowerOp lowers params for node n: checked against the device n runs
+// on, which the op names when it is not its graph's.
+func (n *Node) lowerOp(params NodeParams) (backend.Op, *Code, string) {
+	d := n.dev
+	if d == nil {
+		d = n.g.dev
+	}
+	op, code, msg := d.lowerOp(params)
+	if d != n.g.dev {
+		op.Device = d.be
+	}
+	return op, code, msg
+}
+
 // codeOf is the code and detail of an *Error; nil for nil.
 func codeOf(err error) (*Code, string) {
 	var e *Error
@@ -193,7 +207,7 @@ func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
 			n.conds = &condNode{bodies: gs}
 		}
 	default:
-		op, code, msg := d.lowerOp(n.params)
+		op, code, msg := n.lowerOp(n.params)
 		if code != nil {
 			return newErr("", code, "%s", msg)
 		}
@@ -216,7 +230,7 @@ func (d *Device) setBackendParams(n *Node, params NodeParams) error {
 		p.Graph.be = emb
 		return backendErr("", bindClone(p.Graph))
 	}
-	op, code, msg := d.lowerOp(params)
+	op, code, msg := n.lowerOp(params)
 	if code != nil {
 		return newErr("", code, "%s", msg)
 	}

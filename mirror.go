@@ -58,7 +58,7 @@ func mirror(g *Graph) error {
 			continue
 		}
 		t := NodeType(info.Type)
-		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h}
+		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h, dev: g.dev}
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
@@ -137,7 +137,7 @@ func (g *Graph) nativeClone(opName string) (*Graph, error) {
 			if err != nil {
 				return err
 			}
-			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), be: h, sink: n.sink}
+			m := &Node{g: cl, id: n.id, typ: n.typ, params: copyParams(n.params), be: h, sink: n.sink, dev: n.dev}
 			if n.child != nil {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
 				if m.child.be, err = cl.be.ChildGraph(h); err != nil {

@@ -139,7 +139,7 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 		e.replaceChildUserRefs(n, g)
 		return nil
 	}
-	op, code, msg := e.dev.lowerOp(copyParams(p))
+	op, code, msg := n.lowerOp(copyParams(p))
 	if code != nil {
 		return nodeErr(opName, n, code, "%s", msg)
 	}

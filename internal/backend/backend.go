@@ -262,6 +262,9 @@ type Op struct {
 	// backend keeps with it and gives back as is (a snapshot of an
 	// executable graph's nodes).
 	Params any
+	// Device is the device the op runs on when it is not its graph's
+	// (a graph of several devices); nil otherwise.
+	Device Device
 	Type   NodeType
 	Launch Launch
 	Memcpy Memcpy

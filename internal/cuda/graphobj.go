@@ -83,7 +83,8 @@ func (g *Graph) withEdges(deps []backend.Node, data []backend.EdgeData, add func
 
 // AddNode adds a node for op.
 func (g *Graph) AddNode(op *backend.Op, deps []backend.Node, data []backend.EdgeData, _ any) (backend.Node, error) {
-	n, err := g.withEdges(deps, data, func(deps []uintptr) (uintptr, error) { return g.d.AddNode(g.h, deps, op) })
+	dev := opDevice(g.d, op) // a node of another device: its module, its context
+	n, err := g.withEdges(deps, data, func(deps []uintptr) (uintptr, error) { return dev.AddNode(g.h, deps, op) })
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +154,15 @@ func (g *Graph) AddConditionalNode(c backend.Cond, deps []backend.Node, data []b
 
 // SetParams is cuGraph*NodeSetParams.
 func (g *Graph) SetParams(n backend.Node, op *backend.Op) error {
-	return g.d.SetNodeParams(0, handle(n), op)
+	return opDevice(g.d, op).SetNodeParams(0, handle(n), op)
+}
+
+// opDevice is the device op runs on: the one it names, else d.
+func opDevice(d *Device, op *backend.Op) *Device {
+	if x, ok := op.Device.(*Device); ok && x != nil {
+		return x
+	}
+	return d
 }
 
 // SetChildGraph replaces the embedded graph with the driver's clone of c.
@@ -294,7 +303,7 @@ func (e *Exec) Update(g backend.Graph) (backend.UpdateInfo, error) {
 
 // SetParams is cuGraphExec*NodeSetParams.
 func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
-	return e.d.SetNodeParams(e.h, handle(n), op)
+	return opDevice(e.d, op).SetNodeParams(e.h, handle(n), op)
 }
 
 // SetChildGraph is cuGraphExecChildGraphNodeSetParams.

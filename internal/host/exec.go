@@ -26,6 +26,7 @@ type Exec struct {
 	ops   []op         // one per flattened node; child graphs are inlined
 	nodes []*Node      // the graph node each op came from
 	bops  []backend.Op // its op as lowered; Params nil for child graph entry and exit
+	devs  []*Device    // the device each op runs on, where one is not e's (nil if none)
 	dag   sched.DAG
 	run   *sched.Runner
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
@@ -277,11 +278,18 @@ func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, erro
 			}
 			exit[n] = add(o, n, backend.Op{Type: n.typ, Params: n.op.Params}, ps)
 		default:
-			o, err := e.dev.prepare(&n.op)
+			dev := opDevice(e.dev, &n.op)
+			o, err := dev.prepare(&n.op)
 			if err != nil {
 				return nil, at(err, n.tag)
 			}
 			exit[n] = add(o, n, n.op, ps)
+			if dev != e.dev {
+				for len(e.devs) < len(e.ops) {
+					e.devs = append(e.devs, nil)
+				}
+				e.devs[len(e.ops)-1] = dev
+			}
 		}
 		if len(n.outs) == 0 {
 			sinks = append(sinks, exit[n])
@@ -524,7 +532,11 @@ func (e *Exec) execNode(i int32) {
 	if e.failed.Load() != nil {
 		return
 	}
-	if err := o.run(e.dev); err != nil {
+	d := e.dev
+	if int(i) < len(e.devs) && e.devs[i] != nil {
+		d = e.devs[i] // a node of another device: its workers, its memory's faults
+	}
+	if err := o.run(d); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
 	}
 }

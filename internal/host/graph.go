@@ -35,7 +35,8 @@ type edgeKey struct{ from, to *Node }
 // Node is a node of a host Graph.
 type Node struct {
 	g     *Graph
-	tag   any // the gpugraph package's node
+	tag   any     // the gpugraph package's node
+	dev   *Device // the device its op runs on, when not its graph's
 	id    int
 	typ   backend.NodeType
 	op    backend.Op  // kernel, memcpy, memset, host, empty, event and semaphore nodes
@@ -107,14 +108,26 @@ func (d *Device) checkOp(o *backend.Op) error {
 
 // AddNode adds a node of a simple type.
 func (g *Graph) AddNode(o *backend.Op, deps []backend.Node, data []backend.EdgeData, tag any) (backend.Node, error) {
-	if err := g.d.checkOp(o); err != nil {
+	dev := opDevice(g.d, o)
+	if err := dev.checkOp(o); err != nil {
 		return nil, err
 	}
 	n := &Node{tag: tag, typ: o.Type, op: copyOp(o)}
+	if dev != g.d {
+		n.dev = dev
+	}
 	g.mu.Lock()
 	g.addLocked(n, deps, data)
 	g.mu.Unlock()
 	return n, nil
+}
+
+// opDevice is the device op o runs on: the one it names, else d.
+func opDevice(d *Device, o *backend.Op) *Device {
+	if x, ok := o.Device.(*Device); ok && x != nil {
+		return x
+	}
+	return d
 }
 
 // copyOp keeps o: the arrays it shares with the caller are copied.
@@ -204,7 +217,7 @@ func AllocOf(n backend.Node) any {
 
 // SetParams sets the op of a node of a simple type.
 func (g *Graph) SetParams(bn backend.Node, o *backend.Op) error {
-	if err := g.d.checkOp(o); err != nil {
+	if err := opDevice(g.d, o).checkOp(o); err != nil {
 		return err
 	}
 	n := bn.(*Node)
@@ -317,7 +330,7 @@ func (g *Graph) clone() *Graph {
 	defer g.mu.Unlock()
 	c := &Graph{d: g.d, nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {
-		m := &Node{g: c, tag: n.tag, id: n.id, typ: n.typ, op: n.op, sink: n.sink}
+		m := &Node{g: c, tag: n.tag, dev: n.dev, id: n.id, typ: n.typ, op: n.op, sink: n.sink}
 		if n.child != nil {
 			m.child = n.child.clone()
 			m.child.parent = m

@@ -316,7 +316,7 @@ func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) 
 		if r, why := updatable(&t.bops[c.op], &c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
 		}
-		o, err := e.dev.prepare(&c.p)
+		o, err := opDevice(e.dev, &c.p).prepare(&c.p)
 		if err != nil {
 			return backend.UpdateInfo{Result: updateError, ErrorNode: c.from.tag}, err.Detail, at(err, c.from.tag)
 		}
@@ -345,7 +345,7 @@ func keepInstantiated(o, cur *op) {
 // prepared first; the table is changed in place unless a launch still
 // holds it.
 func (e *Exec) setOne(x int32, p *backend.Op, n *Node) error {
-	o, err := e.dev.prepare(p)
+	o, err := opDevice(e.dev, p).prepare(p)
 	if err != nil {
 		return at(err, n.tag)
 	}

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"encoding/binary"
 	"slices"
 	"testing"
 
@@ -38,6 +39,8 @@ var deviceScenarios = []struct {
 	{"PoolAccess", 1, poolAccess},
 	{"AllocNodeAccess", 2, allocNodeAccess},
 	{"CapturedPoolAccess", 2, capturedPoolAccess},
+	{"MultiDeviceGraph", 2, multiDeviceGraph},
+	{"CrossDeviceEventWait", 2, crossDeviceEventWait},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -217,3 +220,66 @@ func must2(t testing.TB) func(*gg.Node, gg.DevicePtr, error) (*gg.Node, gg.Devic
 	}
 }
 
+
+// multiDeviceGraph: one graph of device 0 with work on device 1
+// (Graph.AddNodeOn), launched into a stream of device 0, its dependencies
+// across devices honoured: device 0 fills a buffer, device 1 copies it into
+// its own memory and adds one.
+func multiDeviceGraph(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	if !Must[bool](t)(d1.CanAccessPeer(d0)) {
+		t.Skip("the devices cannot access each other")
+	}
+	OK(t, d1.EnablePeerAccess(d0))
+	const n = 1024
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	g := NewGraph(t, d0)
+	fill := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(a, 41, n)))
+	cp := Must[*gg.Node](t)(g.AddNodeOn(d1, gg.DtoD(b, a, 4*n), fill))
+	add := Must[*gg.Node](t)(g.AddNodeOn(d1, gg.KernelParams{Kernel: AddOne, Grid: gg.Dim1(n / 256), Block: gg.Dim1(256), Args: []any{b, c, n}}, cp))
+	if fill.Device() != d0 || cp.Device() != d1 || add.Device() != d1 {
+		t.Fatal("nodes do not report the devices they run on")
+	}
+	_, err := g.AddNodeOn(d1, gg.MemAllocParams{Size: 64, Location: 1})
+	IsCode(t, err, gg.ErrNotSupported)
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	s0 := NewStream(t, d0)
+	for range 3 {
+		OK(t, d1.Memset(gg.Memset32(c, 0, n)))
+		OK(t, e.Launch(s0))
+		OK(t, s0.Synchronize())
+		got := make([]byte, 4*n)
+		OK(t, d1.Memcpy(gg.DtoH(got, c)))
+		for i := 0; i < n; i++ {
+			if v := binary.LittleEndian.Uint32(got[4*i:]); v != 42 {
+				t.Fatalf("c[%d] = %d, want 42", i, v)
+			}
+		}
+	}
+	OK(t, e.Destroy())
+	OK(t, d1.DisablePeerAccess(d0))
+}
+
+// crossDeviceEventWait: a stream of device 1 waits on an event recorded in
+// a stream of device 0 (cudaStreamWaitEvent across devices).
+func crossDeviceEventWait(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	ev := Must[*gg.Event](t)(d0.NewEvent(0))
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	OK(t, s0.Memset(gg.Memset32(a, 7, n)))
+	OK(t, s0.Record(ev))
+	OK(t, s1.Wait(ev))
+	OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+	OK(t, s1.Synchronize())
+	got := make([]byte, 4*n)
+	OK(t, d1.Memcpy(gg.DtoH(got, b)))
+	if v := binary.LittleEndian.Uint32(got[4*(n-1):]); v != 7 {
+		t.Fatalf("b[n-1] = %d, want 7: the copy did not wait for the memset", v)
+	}
+	IsCode(t, s1.Record(ev), gg.ErrInvalidResourceHandle) // a record is its device's
+}
