@@ -312,6 +312,39 @@
 // enqueues on a capturing stream is captured too; memory pools are the
 // driver's. Not on cuda: the checking mode of WithMemCheck (ErrNotSupported).
 //
+// # Several devices
+//
+// DeviceCount tells how many devices a backend has; Open with WithOrdinal
+// opens any of them, several at once from any goroutines, and
+// Properties.Ordinal says which. On cuda they are the GPUs the driver
+// reports; on host as many as SetHostDeviceCount or the environment
+// variable GPUGRAPH_HOST_DEVICES say (default 1), each with memory and
+// workers of its own, so programs of several devices and their tests run
+// without a GPU.
+//
+// Peer access is CUDA's (the CUDA guide's graph memory chapter, section
+// Peer Access): Device.EnablePeerAccess lets work of one device use
+// another's memory, one way; enabling it twice fails with
+// ErrPeerAccessAlreadyEnabled, disabling what is not enabled with
+// ErrPeerAccessNotEnabled, and a device is not its own peer
+// (ErrInvalidDevice). Copies between devices need no access. Memory of a
+// pool is accessible where MemPool.SetAccess grants it, a graph
+// allocation where its alloc node's access descriptors do (the resident
+// device's access is implicit); a MallocAsync captured into a graph records
+// the pool's access at that moment, and later changes to the pool do not
+// change the captured node. On host, a memset or memset node of one device
+// on another's memory without access is refused with ErrInvalidValue;
+// kernels reach memory through raw pointers and are not checked.
+//
+// A graph may hold work of several devices: Graph.AddNodeOn adds a kernel,
+// copy, memset, host, empty or event node that runs on another device of
+// the same backend (CUDA keeps this as a node's context). The graph is
+// launched into a stream of its own device; edges across devices are
+// honoured. Memory, conditional and child graph nodes run on their graph's
+// device. Stream.Wait accepts an event of another device; a capture across
+// streams of several devices is not supported yet (ErrNotSupported).
+// examples/peer-pipeline is a two-device pipeline built as one graph.
+//
 // # Kernels
 //
 // A Kernel is defined once, with a Go body for the host backend and CUDA
