@@ -214,6 +214,9 @@ func (p *MemPool) SetAccess(device int, flags AccessFlags) error {
 	default:
 		return newErr(opName, ErrInvalidValue, "unknown access flags %d", int(flags))
 	}
+	if n, _ := DeviceCount(p.dev.props.Backend); device < 0 || device >= n {
+		return newErr(opName, ErrInvalidDevice, "device %d: no such device (the backend has %d)", device, n)
+	}
 	if p.be == nil {
 		return newErr(opName, ErrMemoryAllocation, "the pool has no memory")
 	}
