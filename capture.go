@@ -82,7 +82,9 @@ type captureSeq struct {
 
 var captureIDs atomic.Uint64
 
-// capState is a device's capture state, guarded by its mutex.
+// capState is the capture state of devices whose captures may join
+// streams of each other (every host device of the process), guarded by
+// its mutex.
 type capState struct {
 	mu     sync.Mutex
 	active map[*captureSeq]struct{}
@@ -170,7 +172,7 @@ func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*No
 		}
 		g.mu.Unlock()
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if s.cap != nil {
@@ -203,6 +205,22 @@ func (seq *captureSeq) invalidateLocked(e *Error) {
 }
 
 // endLocked takes every stream out of the capture.
+// hostCaps is the capture state of the host backend's devices: one, so a
+// capture may fork onto a stream of another device and join back.
+var hostCaps capState
+
+// endDeviceCaptures ends the captures begun in streams of d, which is
+// closing: they cannot end now, and must not hold back other devices'.
+func (cs *capState) endDeviceCaptures(d *Device) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for seq := range cs.active {
+		if seq.origin.dev == d {
+			cs.endLocked(seq)
+		}
+	}
+}
+
 func (cs *capState) endLocked(seq *captureSeq) {
 	for _, t := range seq.streams {
 		t.cap, t.capDeps, t.capData = nil, nil, nil
@@ -224,7 +242,7 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	if s.nativeCapture() {
 		return s.nativeEndCapture(opName)
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq := s.cap
@@ -292,7 +310,7 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 	if s.nativeCapture() {
 		return s.nativeCaptureInfo(opName)
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq := s.cap
@@ -331,7 +349,7 @@ func (s *Stream) updateCaptureDependencies(opName string, nodes []*Node, data []
 	if s.nativeCapture() {
 		return s.nativeUpdateCaptureDependencies(opName, nodes, data, flags)
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq := s.cap
@@ -373,7 +391,7 @@ func union(a, b []*Node) []*Node {
 // capture: the captured sequence would lack the work. captured is false
 // when the capture ended meanwhile: the caller runs the work as usual.
 func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured bool, err error) {
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq, err := s.activeLocked(opName)
@@ -384,7 +402,7 @@ func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured boo
 	if p.NodeType() != NodeKernel {
 		data = nil // the driver captures other work behind such half edges as full dependencies
 	}
-	n, err = seq.graph.addNodeEdges(opName, p, s.capDeps, data)
+	n, err = seq.graph.addNodeOn(opName, s.dev, p, s.capDeps, data) // a stream of another device captures work of its device
 	if err != nil {
 		if e, ok := err.(*Error); ok {
 			seq.invalidateLocked(e)
@@ -422,7 +440,7 @@ func prohibit(seqs []*captureSeq, e *Error) error {
 // unsafeCall checks a potentially unsafe call made from scope sc against
 // the active captures, invalidating those it conflicts with.
 func (d *Device) unsafeCall(opName string, sc *Scope, code *Code) error {
-	cs := &d.cap
+	cs := d.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if len(cs.active) == 0 {
@@ -450,7 +468,7 @@ func (d *Device) unsafeCall(opName string, sc *Scope, code *Code) error {
 // captureProhibited fails work that cannot be captured and invalidates the
 // capture. captured is false when the capture ended meanwhile.
 func (s *Stream) captureProhibited(opName string, code *Code, what string) (captured bool, err error) {
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if s.cap == nil {
@@ -464,7 +482,7 @@ func (s *Stream) syncProhibited(opName string) error {
 	if !s.capturing.Load() {
 		return nil
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if s.cap == nil {
@@ -482,7 +500,7 @@ func (s *Stream) captureRecord(opName string, e *Event, external bool) (captured
 		_, captured, err := s.captureNode(opName, EventRecordParams{e})
 		return captured, err
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq, err := s.activeLocked(opName)
@@ -511,7 +529,7 @@ func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, erro
 		_, captured, err := s.captureNode(opName, EventWaitParams{e})
 		return captured, err
 	}
-	cs := &s.dev.cap
+	cs := s.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	seq, eseq := s.cap, e.capSeq
@@ -546,7 +564,7 @@ func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, erro
 // capture: while the capture is active (invalidating it), and after, since
 // a captured record is not work that runs.
 func (e *Event) eventProhibited(opName string, invalidate bool) error {
-	cs := &e.dev.cap
+	cs := e.dev.caps
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if seq := e.capSeq; seq != nil {

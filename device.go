@@ -46,7 +46,7 @@ type Device struct {
 
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
 
-	cap     capState  // stream capture
+	caps    *capState // stream capture: shared by the host backend's devices
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one
 
@@ -115,7 +115,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 		}
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
-	d.be, d.goRun, d.props.TotalMem = h, true, h.Mem.Size()
+	d.be, d.goRun, d.props.TotalMem, d.caps = h, true, h.Mem.Size(), &hostCaps
 	return d, nil
 }
 
@@ -157,6 +157,7 @@ func (d *Device) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
+	d.caps.endDeviceCaptures(d)
 	return backendErr("Device.Close", d.be.Close())
 }
 
@@ -202,7 +203,7 @@ const BackendCUDA = "cuda"
 // graph, mirroring what the driver made (capture, clone) through
 // backend.Inspector.
 func openCUDA(ordinal int) (*Device, error) {
-	d := &Device{}
+	d := &Device{caps: &capState{}} // the driver's captures are per device
 	cd, p, err := cuda.Open(ordinal, func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
 	if err != nil {
 		return nil, fromBackend("Open", err)

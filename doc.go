@@ -341,8 +341,11 @@
 // the same backend (CUDA keeps this as a node's context). The graph is
 // launched into a stream of its own device; edges across devices are
 // honoured. Memory, conditional and child graph nodes run on their graph's
-// device. Stream.Wait accepts an event of another device; a capture across
-// streams of several devices is not supported yet (ErrNotSupported).
+// device. Stream.Wait accepts an event of another device, and so a capture
+// forks onto a stream of another device and joins back through events: the
+// work captured in that stream becomes nodes of its device (the host
+// backend's devices share one capture state, as a process's captures are
+// one in CUDA).
 // examples/peer-pipeline is a two-device pipeline built as one graph.
 //
 // # Kernels

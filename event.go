@@ -28,7 +28,7 @@ type Event struct {
 
 	inCapture atomic.Bool        // capSeq != nil
 	captured  atomic.Bool        // the last record was captured, not run
-	capSeq    *captureSeq        // guarded by dev.cap.mu
+	capSeq    *captureSeq        // guarded by dev.caps.mu
 	capNodes  []*Node            // the nodes the captured record stands for
 	capData   map[*Node]EdgeData // and the data of their half edges, as the driver keeps it
 }
@@ -145,10 +145,6 @@ func (s *Stream) WaitExternal(e *Event) error {
 }
 
 func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
-	if e.dev != s.dev && (s.capturing.Load() || e.inCapture.Load()) {
-		return newErr(opName, ErrNotSupported, "a capture joining streams of several devices is not supported yet: "+
-			"build graphs of several devices with Graph.AddNodeOn")
-	}
 	if s.capturing.Load() || e.inCapture.Load() {
 		if handled, err := s.captureWait(opName, e, external); handled {
 			return err

@@ -22,7 +22,7 @@ type Stream struct {
 
 	capInto   *Graph      // the graph a native BeginCaptureToGraph captures into
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
-	cap       *captureSeq // guarded by dev.cap.mu
+	cap       *captureSeq // guarded by dev.caps.mu
 	capDeps   []*Node     // the capture's dependency set for this stream
 
 	capData map[*Node]EdgeData // non-default data of the edges from capDeps (edgedata_capture.go)

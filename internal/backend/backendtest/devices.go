@@ -41,6 +41,7 @@ var deviceScenarios = []struct {
 	{"CapturedPoolAccess", 2, capturedPoolAccess},
 	{"MultiDeviceGraph", 2, multiDeviceGraph},
 	{"CrossDeviceEventWait", 2, crossDeviceEventWait},
+	{"CaptureAcrossDevices", 2, captureAcrossDevices},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -282,4 +283,45 @@ func crossDeviceEventWait(t *testing.T, backend string, count int, open OpenOrdi
 		t.Fatalf("b[n-1] = %d, want 7: the copy did not wait for the memset", v)
 	}
 	IsCode(t, s1.Record(ev), gg.ErrInvalidResourceHandle) // a record is its device's
+}
+
+// captureAcrossDevices: a capture begun in a stream of device 0 forks onto
+// a stream of device 1 through an event and joins back; the work captured
+// in device 1's stream becomes nodes of device 1 in the one graph.
+func captureAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	const n = 512
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s0.Memset(gg.Memset32(a, 9, n)))
+	OK(t, s0.Record(fork))
+	OK(t, s1.Wait(fork)) // device 1's stream joins the capture
+	OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+	OK(t, s1.Launch(AddOne, gg.Dim1(n/256), gg.Dim1(256), b, c, n))
+	OK(t, s1.Record(join))
+	OK(t, s0.Wait(join)) // and joins back
+	g := EndOK(t, s0)
+	devs := map[gg.NodeType]int{}
+	for _, nd := range Must[[]*gg.Node](t)(g.Nodes()) {
+		if dev := nd.Device(); dev != nil {
+			devs[nd.Type()] = dev.Properties().Ordinal
+		}
+	}
+	if devs[gg.NodeMemset] != 0 || devs[gg.NodeMemcpy] != 1 || devs[gg.NodeKernel] != 1 {
+		t.Skipf("the captured nodes' devices are not read back on this backend: %v", devs)
+	}
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	OK(t, e.Launch(s0))
+	OK(t, s0.Synchronize())
+	got := make([]byte, 4*n)
+	OK(t, d1.Memcpy(gg.DtoH(got, c)))
+	if v := binary.LittleEndian.Uint32(got[4*(n-1):]); v != 10 {
+		t.Fatalf("c[n-1] = %d, want 10", v)
+	}
+	OK(t, e.Destroy())
 }
