@@ -98,3 +98,43 @@ func TestHostDevicesOwnMemory(t *testing.T) {
 	ok(t, d0.Free(a))
 	ok(t, d1.Free(b))
 }
+
+// TestHostKernelPeerAccessChecked: in the checking mode, a kernel on one
+// host device given a pointer to another device's memory that it has no
+// access to fails with ErrIllegalAddress, the fault it would be on a GPU;
+// with peer access it runs.
+func TestHostKernelPeerAccessChecked(t *testing.T) {
+	if err := gg.SetHostDeviceCount(2); err != nil {
+		t.Fatal(err)
+	}
+	defer gg.SetHostDeviceCount(1)
+	d0 := must[*gg.Device](t)(gg.Open("host", gg.WithOrdinal(0), gg.WithMemCheck()))
+	defer d0.Close()
+	fill := &gg.Kernel{Name: "fill", Params: []gg.ParamType{gg.Pointer, gg.Int32}, Go: func(b gg.Block, a gg.Args) {
+		x := gg.Slice[uint32](a.Ptr(0), a.Int(1))
+		for i := range x {
+			x[i] = 3
+		}
+	}}
+	a := must[gg.DevicePtr](t)(d0.Malloc(64))
+	for _, granted := range []bool{false, true} {
+		d1 := must[*gg.Device](t)(gg.Open("host", gg.WithOrdinal(1), gg.WithMemCheck()))
+		if granted {
+			ok(t, d1.EnablePeerAccess(d0))
+		}
+		s1 := must[*gg.Stream](t)(d1.NewStream())
+		ok(t, s1.Launch(fill, gg.Dim1(1), gg.Dim1(1), a, 16))
+		err := s1.Synchronize()
+		if granted {
+			ok(t, err)
+		} else {
+			isCode(t, err, gg.ErrIllegalAddress)
+		}
+		d1.Close()
+	}
+	buf := make([]byte, 4)
+	ok(t, d0.Memcpy(gg.DtoH(buf, a)))
+	if buf[0] != 3 {
+		t.Fatalf("the kernel with access did not write: %v", buf)
+	}
+}

@@ -333,8 +333,11 @@
 // device's access is implicit); a MallocAsync captured into a graph records
 // the pool's access at that moment, and later changes to the pool do not
 // change the captured node. On host, a memset or memset node of one device
-// on another's memory without access is refused with ErrInvalidValue;
-// kernels reach memory through raw pointers and are not checked.
+// on another's memory without access is refused with ErrInvalidValue, and
+// in the checking mode (WithMemCheck) a kernel given a pointer argument to
+// such memory fails with ErrIllegalAddress, the fault it would be on a GPU
+// (what a kernel computes from its pointers is not checked: it reaches
+// memory through raw pointers).
 //
 // A graph may hold work of several devices: Graph.AddNodeOn adds a kernel,
 // copy, memset, host, empty or event node that runs on another device of

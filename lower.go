@@ -22,7 +22,13 @@ func backendErr(opName string, err error) error { return fromBackend(opName, cud
 // keeps what it builds (the cuda backend's module; the host backend calls
 // runBlock with it).
 func lowerKernel(k *Kernel) backend.Kernel {
-	return backend.Kernel{Key: k, Go: goBody(k), Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime}
+	var ptrs uint64
+	for i, t := range k.Params {
+		if t == Pointer && i < 64 {
+			ptrs |= 1 << i
+		}
+	}
+	return backend.Kernel{Key: k, Go: goBody(k), Name: k.Name, Source: k.CUDA, DeviceRuntime: k.DeviceRuntime, Pointers: ptrs}
 }
 
 func dims(d Dim3) [3]uint32 { return [3]uint32{uint32(d.X), uint32(d.Y), uint32(d.Z)} }

@@ -78,6 +78,7 @@ type Kernel struct {
 	Name          string
 	Source        string // CUDA C++, PTX or a cubin image
 	DeviceRuntime bool   // the kernel launches graphs: link the device runtime
+	Pointers      uint64 // bit i: argument i (of the first 64) is a device pointer
 }
 
 // Launch is one launch of a kernel with its arguments marshalled, one

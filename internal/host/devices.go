@@ -161,3 +161,23 @@ func (d *Device) grants(p uint64, ord int) bool {
 	}
 	return false
 }
+
+// checkPointers is the checking mode's test of a kernel's pointer
+// arguments on device d: memory of another device that d has no access
+// to (peer, pool or allocation) fails the kernel with ErrIllegalAddress,
+// the fault it would be on a GPU. Kernels reach memory through raw
+// pointers, so what they compute from their arguments is not checked.
+func (d *Device) checkPointers(o *kernelOp) *backend.Error {
+	for i, p := range o.args {
+		if i >= 16 || o.ptrs&(1<<i) == 0 || p == 0 || d.holds(p) {
+			continue
+		}
+		if x := d.owner(p); x != nil && !d.peerAccess(x.cfg.Ordinal) && !x.grants(p, d.cfg.Ordinal) {
+			err := backend.Errorf(backend.ErrIllegalAddress, "argument %d, %#x, is memory of device %d, which device %d has no access to",
+				i, p, x.cfg.Ordinal, d.cfg.Ordinal)
+			err.Op = "kernel " + o.name
+			return err
+		}
+	}
+	return nil
+}

@@ -43,7 +43,8 @@ type kernelOp struct {
 	name        string
 	grid, block Dim3
 	shared      int32
-	devRT       bool // the kernel launches graphs (backend.Kernel.DeviceRuntime)
+	devRT       bool   // the kernel launches graphs (backend.Kernel.DeviceRuntime)
+	ptrs        uint16 // which of the first 16 arguments are pointers (fits beside devRT: ops stay small)
 	args        []uint64
 	ctx         *kernelCtx // set for kernel nodes of an Exec
 }
@@ -56,10 +57,15 @@ func count(d Dim3) int { return d.X * d.Y * d.Z }
 func kernelOf(l *backend.Launch, args []uint64) kernelOp {
 	body, _ := l.Kernel.Go.(Body)
 	return kernelOp{body: body, name: l.Kernel.Name, grid: dims(l.Grid), block: dims(l.Block),
-		shared: int32(l.Shared), devRT: l.Kernel.DeviceRuntime, args: args}
+		shared: int32(l.Shared), devRT: l.Kernel.DeviceRuntime, ptrs: uint16(l.Kernel.Pointers), args: args}
 }
 
 func (o *kernelOp) run(d *Device) *backend.Error {
+	if o.ptrs != 0 && d.cfg.Check { // ptrs first: a kernel without pointers pays nothing
+		if err := d.checkPointers(o); err != nil {
+			return err
+		}
+	}
 	if pk := o.ctx.pdlKernel(); pk != nil {
 		return o.runEarly(d, pk)
 	}
