@@ -58,6 +58,8 @@ commands:
          --modes LIST     eager,graph, or one of them (default "eager,graph")
          --gemm NAME      auto, kernel or cublas (default "auto": cuBLAS on cuda if found)
          --timeline FILE  write an SVG of the captured step's graph memory to FILE
+         --devices N      data-parallel over N devices of one process, checked against
+                          one device on the same batches (host devices; cuda needs NCCL: not yet)
   demo   run a fan-out/fan-in graph workload end to end and check its result
          --backend NAME   device backend (default "host")
          --dot FILE       also write the graph in Graphviz DOT form to FILE
@@ -102,6 +104,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
+		if err != errUsage { // a usage error with its reason, not already printed by the flag set
+			fmt.Fprintf(stderr, "gpugraph %s: %v\n", args[0], err)
+		}
 		return 2
 	default:
 		fmt.Fprintf(stderr, "gpugraph %s: %v\n", args[0], err)

@@ -35,6 +35,7 @@ type trainConfig struct {
 	Timeline  string
 	GEMM      string // "auto", "kernel" or "cublas"
 	Live      bool   // redraw a progress line in place (a terminal)
+	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 }
 
 // modeResult is what one mode measured.
@@ -65,8 +66,12 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Modes, "modes", cfg.Modes, "eager,graph")
 	fs.StringVar(&cfg.GEMM, "gemm", cfg.GEMM, "auto, kernel or cublas")
 	fs.StringVar(&cfg.Timeline, "timeline", cfg.Timeline, "SVG file for the graph memory timeline")
+	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if cfg.Devices > 1 {
+		return runDataParallel(stdout, cfg, cfg.Devices)
 	}
 	return runTrain(stdout, cfg)
 }

@@ -55,3 +55,24 @@ func TestTrainRejects(t *testing.T) {
 		}
 	}
 }
+
+// train --devices: data-parallel replicas on 2 and 4 host devices, their
+// gradients all-reduced inside the captured step, train as one device on
+// the same global batches (runDataParallel fails otherwise).
+func TestTrainDataParallel(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		var out bytes.Buffer
+		cfg := trainTestConfig()
+		cfg.Devices = n
+		if err := runDataParallel(&out, cfg, n); err != nil {
+			t.Fatalf("%d devices: %v\n%s", n, err, out.String())
+		}
+		if s := out.String(); !strings.Contains(s, "train as one") || !strings.Contains(s, "device 1:") {
+			t.Errorf("%d devices: output lacks the verdict or the per-device memory:\n%s", n, s)
+		}
+	}
+	var out bytes.Buffer
+	if err := runDataParallel(&out, trainTestConfig(), 3); !errors.Is(err, errUsage) {
+		t.Errorf("3 devices for a batch of 128: %v, want a usage error", err)
+	}
+}

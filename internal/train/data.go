@@ -116,6 +116,24 @@ func (st *Static) ReadLoss(s *gg.Stream) (float32, error) {
 	return readLoss(s, st.Loss)
 }
 
+// LoadShard copies rank's share of batch i of d, a data set of batches
+// ranks times st's: rows [rank·Batch, (rank+1)·Batch) of the global batch,
+// for data-parallel training.
+func (st *Static) LoadShard(s *gg.Stream, d *Dataset, i, rank, ranks int) error {
+	b := st.cfg.Batch
+	if d.In != st.cfg.In || d.Batch != b*ranks || rank < 0 || rank >= ranks {
+		return &gg.Error{Op: "train.Static.LoadShard", Code: gg.ErrInvalidValue,
+			Detail: fmt.Sprintf("rank %d of %d: data set of %d×%d batches, buffers for %d×%d", rank, ranks, d.Batch, d.In, b, st.cfg.In)}
+	}
+	x, y := d.At(i)
+	x, y = x[rank*b*d.In:(rank+1)*b*d.In], y[rank*b:(rank+1)*b]
+	if err := s.Memcpy(gg.HtoD(st.X, gg.Bytes(x))); err != nil {
+		return err
+	}
+	return s.Memcpy(gg.HtoD(st.Y, gg.Bytes(y)))
+}
+
+
 // readLoss synchronizes s and reads one float32 at p.
 func readLoss(s *gg.Stream, p gg.DevicePtr) (float32, error) {
 	var v [1]float32

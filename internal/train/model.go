@@ -21,6 +21,13 @@ type Model struct {
 	// it before the first Step (or before capturing one).
 	GEMM GEMM
 
+	// GradSync, if not nil, is called with each layer's gradient (floats
+	// float32s at g) as soon as the backward pass has it and before the
+	// optimizer uses it: data-parallel training all-reduces it there
+	// (averaging over the ranks), a bucket per layer overlapping the rest
+	// of the backward pass as PyTorch DDP's buckets do.
+	GradSync func(s *gg.Stream, g gg.DevicePtr, floats int) error
+
 	cfg     Config
 	dev     *gg.Device
 	in, out []int
@@ -288,6 +295,11 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 		if err := free(dZ); err != nil {
 			return err
+		}
+		if m.GradSync != nil {
+			if err := m.GradSync(s, g, m.layerSize(l)); err != nil {
+				return err
+			}
 		}
 		if err := m.update(s, l, g); err != nil {
 			return err
