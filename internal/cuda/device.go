@@ -457,7 +457,11 @@ var _ backend.Peers = (*Device)(nil)
 // CanAccessPeer is cuDeviceCanAccessPeer.
 func (d *Device) CanAccessPeer(peer backend.Device) (bool, error) {
 	var ok bool
-	err := d.Do(func() error { var err error; ok, err = d.drv.DeviceCanAccessPeer(d.ord, peer.(*Device).ord); return err })
+	err := d.Do(func() error {
+		var err error
+		ok, err = d.drv.DeviceCanAccessPeer(d.ord, peer.(*Device).ord)
+		return err
+	})
 	return ok, err
 }
 

@@ -133,7 +133,6 @@ func (st *Static) LoadShard(s *gg.Stream, d *Dataset, i, rank, ranks int) error 
 	return s.Memcpy(gg.HtoD(st.Y, gg.Bytes(y)))
 }
 
-
 // readLoss synchronizes s and reads one float32 at p.
 func readLoss(s *gg.Stream, p gg.DevicePtr) (float32, error) {
 	var v [1]float32

@@ -221,7 +221,6 @@ func must2(t testing.TB) func(*gg.Node, gg.DevicePtr, error) (*gg.Node, gg.Devic
 	}
 }
 
-
 // multiDeviceGraph: one graph of device 0 with work on device 1
 // (Graph.AddNodeOn), launched into a stream of device 0, its dependencies
 // across devices honoured: device 0 fills a buffer, device 1 copies it into
