@@ -24,6 +24,7 @@ var (
 	ErrInvalidDeviceFunction    = backend.ErrInvalidDeviceFunction
 	ErrNoDevice                 = backend.ErrNoDevice
 	ErrInvalidDevice            = backend.ErrInvalidDevice
+	ErrSharedObjectInitFailed   = backend.ErrSharedObjectInitFailed
 	ErrInvalidResourceHandle    = backend.ErrInvalidResourceHandle
 	ErrIllegalState             = backend.ErrIllegalState
 	ErrLossyQuery               = backend.ErrLossyQuery
@@ -45,6 +46,7 @@ var (
 	ErrCapturedEvent            = backend.ErrCapturedEvent
 	ErrStreamCaptureWrongThread = backend.ErrStreamCaptureWrongThread
 	ErrGraphExecUpdateFailure   = backend.ErrGraphExecUpdateFailure
+	ErrUnknown                  = backend.ErrUnknown
 )
 
 // Error is what the API returns: the operation, the node it concerns (if

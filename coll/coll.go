@@ -4,19 +4,30 @@
 // group calls.
 //
 // Every call is a stream operation: it runs in stream order and, issued to
-// a capturing stream, is captured into the graph like a kernel and run
-// again by every launch, which is how training and inference put their
-// collectives inside the step's graph. As with NCCL, every rank must issue
-// the same collectives in the same order; a rank that sends to and receives
-// from another issues both inside GroupStart and GroupEnd.
+// a capturing stream, is captured into the graph and run again by every
+// launch, which is how training and inference put their collectives inside
+// the step's graph. As with NCCL, every rank must issue the same
+// collectives in the same order; a rank that sends to and receives from
+// another issues both inside GroupStart and GroupEnd, and one goroutine
+// driving several devices issues all their calls in one group.
+//
+// On the cuda backend the communicators are NCCL's (libnccl.so.2, loaded
+// at run time; ErrSharedObjectInitFailed naming the library where it is
+// absent): InitAll is ncclCommInitAll, each call is the NCCL call on the
+// stream's native handle, and NCCL's own capture support puts its kernels
+// in the graph. NCCL has no timeout: a rank that never arrives hangs the
+// others, as it does in C.
 //
 // On the host backend a communicator spans host devices of one process
 // (gpugraph.SetHostDeviceCount): the collectives run in shared memory on
 // the devices' workers, and a rank that does not arrive within the
 // communicator's timeout fails the others' calls with ErrLaunchFailure
 // (the device's sticky error, as an aborted NCCL communicator leaves it),
-// never a hang. NCCL on the cuda backend is not here yet: InitAll refuses a
-// cuda device with ErrNotSupported.
+// never a hang.
+//
+// A group is process-wide, not per thread as in NCCL: the outermost
+// GroupEnd issues the calls every goroutine made since the outermost
+// GroupStart. Open groups from one goroutine at a time.
 package coll
 
 import (
@@ -75,9 +86,10 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // Comm is one rank's communicator (ncclComm_t): rank i of the devices
 // InitAll was given, on the i-th of them.
 type Comm struct {
-	dev   *gg.Device
-	rank  int
-	group *host.CommGroup
+	dev        *gg.Device
+	rank, size int
+	group      *host.CommGroup // host backend
+	nc         *ncclComm       // cuda backend
 
 	mu        sync.Mutex
 	plans     []uint64 // captured calls, kept for the graphs that replay them
@@ -85,7 +97,9 @@ type Comm struct {
 }
 
 // InitAll creates one communicator per device, rank i on devs[i]
-// (ncclCommInitAll). The devices are distinct devices of one backend.
+// (ncclCommInitAll). The devices are distinct devices of one backend: host
+// devices, or GPUs of the cuda backend, where the communicators are
+// NCCL's (libnccl.so.2, loaded at the first call).
 func InitAll(devs []*gg.Device, opts ...Option) ([]*Comm, error) {
 	const opName = "coll.InitAll"
 	cfg := config{timeout: DefaultTimeout}
@@ -96,23 +110,35 @@ func InitAll(devs []*gg.Device, opts ...Option) ([]*Comm, error) {
 		return nil, errorf(opName, gg.ErrInvalidValue, "no devices")
 	}
 	seen := map[int]bool{}
+	ords := make([]int, len(devs))
 	for i, d := range devs {
 		if d == nil {
 			return nil, errorf(opName, gg.ErrInvalidDevice, "device %d is nil", i)
 		}
 		p := d.Properties()
-		if p.Backend != gg.BackendHost {
-			return nil, errorf(opName, gg.ErrNotSupported, "collectives on the %s backend (NCCL) are not supported yet", p.Backend)
+		if be := devs[0].Properties().Backend; p.Backend != be {
+			return nil, errorf(opName, gg.ErrInvalidDevice, "devices of two backends (%s and %s)", be, p.Backend)
 		}
 		if seen[p.Ordinal] {
 			return nil, errorf(opName, gg.ErrInvalidDevice, "device %d appears twice", p.Ordinal)
 		}
 		seen[p.Ordinal] = true
+		ords[i] = p.Ordinal
+	}
+	comms := make([]*Comm, len(devs))
+	if devs[0].Properties().Backend == gg.BackendCUDA {
+		ncs, err := ncclInitAll(opName, ords)
+		if err != nil {
+			return nil, err
+		}
+		for i, d := range devs {
+			comms[i] = &Comm{dev: d, rank: i, size: len(devs), nc: ncs[i]}
+		}
+		return comms, nil
 	}
 	g := host.NewCommGroup(len(devs), cfg.timeout)
-	comms := make([]*Comm, len(devs))
 	for i, d := range devs {
-		comms[i] = &Comm{dev: d, rank: i, group: g}
+		comms[i] = &Comm{dev: d, rank: i, size: len(devs), group: g}
 	}
 	return comms, nil
 }
@@ -121,7 +147,7 @@ func InitAll(devs []*gg.Device, opts ...Option) ([]*Comm, error) {
 func (c *Comm) Rank() int { return c.rank }
 
 // Size is the number of ranks.
-func (c *Comm) Size() int { return c.group.Size() }
+func (c *Comm) Size() int { return c.size }
 
 // Device is the device the rank runs on.
 func (c *Comm) Device() *gg.Device { return c.dev }
@@ -135,6 +161,9 @@ func (c *Comm) Destroy() error {
 		return errorf("Comm.Destroy", gg.ErrInvalidValue, "communicator already destroyed")
 	}
 	c.destroyed = true
+	if c.nc != nil {
+		return c.nc.destroy("Comm.Destroy")
+	}
 	for _, id := range c.plans {
 		plans.Delete(id)
 	}
@@ -265,6 +294,9 @@ var collective = &gg.Kernel{
 
 // launch queues calls as one collective kernel in s.
 func (c *Comm) launch(opName string, s *gg.Stream, calls []host.Call) error {
+	if c.nc != nil {
+		return c.nc.post(opName, s, calls)
+	}
 	st, err := s.IsCapturing()
 	if err != nil {
 		return err
@@ -323,6 +355,19 @@ func GroupEnd() error {
 	pending := groups.pending
 	groups.pending = nil
 	groups.mu.Unlock()
+	// NCCL's calls are posted together, in one ncclGroupStart/End on one
+	// thread, as a single goroutine driving several GPUs must.
+	var native []pendingCall
+	for _, p := range pending {
+		if p.c.nc != nil {
+			native = append(native, p)
+		}
+	}
+	if len(native) > 0 {
+		if err := ncclGroup("coll.GroupEnd", native); err != nil {
+			return err
+		}
+	}
 	type key struct {
 		c *Comm
 		s *gg.Stream
@@ -330,6 +375,9 @@ func GroupEnd() error {
 	var order []key
 	calls := map[key][]host.Call{}
 	for _, p := range pending {
+		if p.c.nc != nil {
+			continue
+		}
 		k := key{p.c, p.s}
 		if _, ok := calls[k]; !ok {
 			order = append(order, k)

@@ -21,10 +21,17 @@ func ranks(t *testing.T, n int, opts ...coll.Option) ([]*coll.Comm, []*gg.Stream
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gg.SetHostDeviceCount(1) })
+	return ranksOn(t, "host", n, opts...)
+}
+
+// ranksOn opens devices 0 to n-1 of a backend with a stream each and a
+// communicator over them.
+func ranksOn(t *testing.T, backend string, n int, opts ...coll.Option) ([]*coll.Comm, []*gg.Stream) {
+	t.Helper()
 	devs := make([]*gg.Device, n)
 	streams := make([]*gg.Stream, n)
 	for i := range n {
-		d, err := gg.Open("host", gg.WithOrdinal(i))
+		d, err := gg.Open(backend, gg.WithOrdinal(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,18 +145,50 @@ var types = []coll.DataType{coll.Int32, coll.Int64, coll.Float16, coll.BFloat16,
 // TestCollectives runs every collective on 1 to 4 ranks, issued to streams
 // and captured into graphs replayed several times, against a CPU
 // reference.
+// capture modes of the runs: not captured, and captured in each mode.
+var modes = []struct {
+	name     string
+	captured bool
+	mode     gg.CaptureMode
+}{{"issued", false, 0}, {"captured-global", true, gg.CaptureModeGlobal}, {"captured-relaxed", true, gg.CaptureModeRelaxed}}
+
 func TestCollectives(t *testing.T) {
 	for n := 1; n <= 4; n++ {
-		for _, captured := range []bool{false, true} {
-			t.Run(fmt.Sprintf("ranks=%d/captured=%v", n, captured), func(t *testing.T) {
-				runAll(t, n, captured)
+		for _, m := range modes {
+			t.Run(fmt.Sprintf("ranks=%d/%s", n, m.name), func(t *testing.T) {
+				comms, streams := ranks(t, n)
+				runAll(t, comms, streams, m.captured, m.mode)
 			})
 		}
 	}
 }
 
-func runAll(t *testing.T, n int, captured bool) {
-	comms, streams := ranks(t, n)
+// TestCollectivesCUDA runs the same collectives on NCCL, on every GPU
+// count the machine has, from one goroutine (calls of all ranks in one
+// group, as NCCL asks of a thread driving several GPUs).
+func TestCollectivesCUDA(t *testing.T) {
+	n := gpus(t)
+	for k := 1; k <= n; k++ {
+		for _, m := range modes {
+			t.Run(fmt.Sprintf("ranks=%d/%s", k, m.name), func(t *testing.T) {
+				comms, streams := ranksOn(t, "cuda", k)
+				runAll(t, comms, streams, m.captured, m.mode)
+			})
+		}
+	}
+}
+
+// gpus is the number of GPUs, skipping the test where there is none.
+func gpus(t *testing.T) int {
+	n, err := gg.DeviceCount("cuda")
+	if err != nil || n == 0 {
+		t.Skipf("no GPU: %v", err)
+	}
+	return n
+}
+
+func runAll(t *testing.T, comms []*coll.Comm, streams []*gg.Stream, captured bool, mode gg.CaptureMode) {
+	n := len(comms)
 	const count = 96 // divisible by 1..4 for reduce-scatter
 	for _, dt := range types {
 		size := dt.Size()
@@ -244,13 +283,18 @@ func runAll(t *testing.T, n int, captured bool) {
 				if !captured || round == 0 {
 					if captured {
 						for r := range comms {
-							ok(t, streams[r].BeginCapture(gg.CaptureModeRelaxed))
+							ok(t, streams[r].BeginCapture(mode))
 						}
 					}
+					coll.GroupStart()
 					for r := range comms {
 						if err := st.issue(r); err != nil {
+							coll.GroupEnd()
 							t.Fatalf("%v %s, rank %d: %v", dt, st.name, r, err)
 						}
+					}
+					if err := coll.GroupEnd(); err != nil {
+						t.Fatalf("%v %s: %v", dt, st.name, err)
 					}
 				}
 				if captured {
@@ -347,4 +391,77 @@ func ok(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCollectiveInConditionalCUDA records what NCCL does inside a
+// conditional body (issue 14: current NCCL fails there), with two ranks
+// where there are two GPUs. Whatever step fails must fail with an error; a
+// graph that launches must have run the all-reduce.
+func TestCollectiveInConditionalCUDA(t *testing.T) {
+	k := min(gpus(t), 2)
+	comms, streams := ranksOn(t, "cuda", k)
+	send, recv := make([]gg.DevicePtr, k), make([]gg.DevicePtr, k)
+	graphs := make([]*gg.Graph, k)
+	for r, c := range comms {
+		d := c.Device()
+		send[r], recv[r] = must(t)(d.Malloc(64)), must(t)(d.Malloc(64))
+		ok(t, d.Memcpy(gg.HtoD(send[r], encode(coll.Float32, []float64{1, 2, 3, 4}))))
+		ok(t, d.Memset(gg.Memset8(recv[r], 0, 64)))
+		g, err := d.NewGraph()
+		ok(t, err)
+		h, err := g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault)
+		ok(t, err)
+		n, err := g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1})
+		ok(t, err)
+		bodies, err := n.ConditionalBodies()
+		ok(t, err)
+		ok(t, streams[r].BeginCaptureToGraph(bodies[0], nil, gg.CaptureModeGlobal))
+		graphs[r] = g
+	}
+	coll.GroupStart()
+	for r, c := range comms {
+		if err := c.AllReduce(streams[r], send[r], recv[r], 4, coll.Float32, coll.Sum); err != nil {
+			t.Logf("rank %d: AllReduce into a conditional body: %v", r, err)
+		}
+	}
+	groupErr := coll.GroupEnd()
+	var failed bool
+	for r := range comms {
+		_, endErr := streams[r].EndCapture()
+		t.Logf("rank %d of %d: GroupEnd: %v; EndCapture: %v", r, k, groupErr, endErr)
+		failed = failed || groupErr != nil || endErr != nil
+	}
+	if failed {
+		return
+	}
+	execs := make([]*gg.Exec, k)
+	for r, g := range graphs {
+		e, err := g.Instantiate(0)
+		t.Logf("rank %d: Instantiate: %v", r, err)
+		if err != nil {
+			return
+		}
+		defer e.Destroy()
+		execs[r] = e
+	}
+	for r, e := range execs {
+		lerr := e.Launch(streams[r])
+		t.Logf("rank %d: Launch: %v", r, lerr)
+		if lerr != nil {
+			return
+		}
+	}
+	want := float64(k)
+	for r, c := range comms {
+		if err := streams[r].Synchronize(); err != nil {
+			t.Logf("rank %d: Synchronize: %v", r, err)
+			return
+		}
+		b := make([]byte, 16)
+		ok(t, c.Device().Memcpy(gg.DtoH(b, recv[r])))
+		if got := decode(coll.Float32, b); got[3] != 4*want {
+			t.Fatalf("rank %d: every step succeeded but the all-reduce wrote %v, want [1 2 3 4]×%d", r, got, k)
+		}
+	}
+	t.Logf("an all-reduce of %d ranks ran in a conditional body", k)
 }

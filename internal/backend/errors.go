@@ -32,6 +32,7 @@ var (
 	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
 	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
 	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
+	ErrSharedObjectInitFailed   = &Code{303, "cudaErrorSharedObjectInitFailed", "shared object initialization failed"}
 	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
 	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
 	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
@@ -53,6 +54,7 @@ var (
 	ErrCapturedEvent            = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
 	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
 	ErrGraphExecUpdateFailure   = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
+	ErrUnknown                  = &Code{999, "cudaErrorUnknown", "unknown error"}
 )
 
 // Error is how a backend reports a failure: a Code and what was wrong. The

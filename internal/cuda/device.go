@@ -156,6 +156,7 @@ var codes = map[int]*backend.Code{
 	906: backend.ErrStreamCaptureImplicit, 907: backend.ErrCapturedEvent, 908: backend.ErrStreamCaptureWrongThread,
 	402: backend.ErrLossyQuery, 800: backend.ErrNotPermitted, 910: backend.ErrGraphExecUpdateFailure,
 	500: backend.ErrInvalidDeviceFunction, 218: backend.ErrInvalidDeviceFunction, 209: backend.ErrInvalidDeviceFunction,
+	303: backend.ErrSharedObjectInitFailed, 999: backend.ErrUnknown,
 }
 
 // contextError reports a driver error that a current context would fix.

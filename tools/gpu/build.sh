@@ -11,6 +11,8 @@ go test -c -o .gpu/cuda.test ./internal/cuda
 go test -c -o .gpu/driver.test ./internal/cuda/driver
 go test -c -o .gpu/cublas.test ./internal/cublas
 go test -c -o .gpu/train.test ./internal/train
+go test -c -o .gpu/coll.test ./coll
+go test -c -o .gpu/nccl.test ./internal/nccl
 go build -o .gpu/gpugraph ./cmd/gpugraph
 if [ -n "${BASE:-}" ]; then
   wt=$(mktemp -d)

@@ -12,6 +12,8 @@ grep -E '^(--- FAIL|FAIL|ok|PASS)|    --- FAIL' $OUT/conformance.txt | head -20
 echo "cuda scenarios passed: $(grep -c -- '--- PASS: TestConformanceCUDA/' $OUT/conformance.txt)"
 grep -E 'allocations per launch' $OUT/conformance.txt
 echo "== cublas"; .gpu/cublas.test -test.v > $OUT/cublas.txt 2>&1; tail -1 $OUT/cublas.txt
+echo "== nccl, coll"; .gpu/nccl.test -test.v > $OUT/nccl.txt 2>&1; tail -1 $OUT/nccl.txt
+.gpu/coll.test -test.run CUDA -test.v > $OUT/coll.txt 2>&1; grep -cE -- "--- PASS" $OUT/coll.txt; grep -E "^(--- FAIL|FAIL|ok)" $OUT/coll.txt
 echo "== train"; .gpu/train.test -test.run CUDA -test.v > $OUT/train.txt 2>&1; tail -1 $OUT/train.txt
 echo "== demo, train"; .gpu/gpugraph demo --backend cuda > $OUT/demo.txt 2>&1; tail -1 $OUT/demo.txt
 .gpu/gpugraph train --backend cuda > $OUT/train-cmd.txt 2>&1; tail -3 $OUT/train-cmd.txt
