@@ -6,6 +6,7 @@
 //	gpugraph demo  [--backend host] [--dot FILE] [--n N] [--launches L]
 //	gpugraph bench [--backend host] [--count N] [--benchtime D]
 //	gpugraph mem   [--backend host]
+//	gpugraph launch --nproc N [--nnodes M --node-rank K --master H:P] COMMAND...
 //	gpugraph help
 //
 // train trains a multi-layer perceptron on a synthetic data set twice, op by
@@ -26,6 +27,11 @@
 // mem builds graphs with memory nodes (chains, diamonds, the seed's
 // figures, a training step of a 12-layer perceptron), launches them, and
 // prints the graph memory reserved against the lower bound of each.
+//
+// launch starts a job of several processes, one per device, as torchrun
+// does, each with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
+// set; train started that way trains data-parallel across the processes
+// (NCCL on the cuda backend).
 //
 // bench measures launch overhead: N empty kernels issued one by one into a
 // stream against one launch of an N-node graph, for several DAG shapes and
@@ -71,6 +77,14 @@ commands:
          --benchtime D    time per run, or Nx iterations, as go test -benchtime (default 1s)
   mem    print graph memory reserved against its lower bound, per scenario
          --backend NAME   device backend (default "host")
+  launch start a job of several processes, one per device, as torchrun does
+         --nproc N        processes on this machine (default 1)
+         --nnodes M       machines in the job (default 1), each running launch
+         --node-rank K    this machine's number (default 0)
+         --master H:P     where rank 0 hands out the communicator's id
+                          (default 127.0.0.1 and a free port; needed when M > 1)
+         COMMAND...       a gpugraph command (train ...) or a program; each process
+                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
   help   print this message
 `
 
@@ -96,6 +110,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = benchMain(rest, stdout, stderr)
 	case "mem":
 		err = memMain(rest, stdout, stderr)
+	case "launch":
+		err = launchMain(rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "gpugraph: unknown command %q\n\n%s", cmd, usage)
 		return 2

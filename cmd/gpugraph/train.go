@@ -11,6 +11,7 @@ import (
 	"time"
 
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/coll"
 	"github.com/gpugraph/gpugraph/internal/footprint"
 	"github.com/gpugraph/gpugraph/internal/train"
 )
@@ -69,6 +70,12 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// Started as a rank of a job (gpugraph launch, torchrun, Slurm)?
+	if env, ok, err := coll.EnvFromOS(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	} else if ok {
+		return runDistributed(stdout, cfg, env)
 	}
 	if cfg.Devices > 1 {
 		return runDataParallel(stdout, cfg, cfg.Devices)

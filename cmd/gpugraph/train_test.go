@@ -67,7 +67,7 @@ func TestTrainDataParallel(t *testing.T) {
 		if err := runDataParallel(&out, cfg, n); err != nil {
 			t.Fatalf("%d devices: %v\n%s", n, err, out.String())
 		}
-		if s := out.String(); !strings.Contains(s, "train as one") || !strings.Contains(s, "device 1:") {
+		if s := out.String(); !strings.Contains(s, "train as one") || !strings.Contains(s, "device 1 (rank 1):") {
 			t.Errorf("%d devices: output lacks the verdict or the per-device memory:\n%s", n, s)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -13,29 +14,58 @@ import (
 	"github.com/gpugraph/gpugraph/internal/train"
 )
 
-// train --devices N: data-parallel training in one process. Each of N
-// devices holds a replica of the model and trains on its 1/N of every
-// global batch; each layer's gradient is all-reduced (averaged) across the
-// devices as soon as the backward pass has it, and every replica applies
-// the same update. The whole step, all-reduces included, is captured once
-// per device and replayed. A single-device model trains on the same global
-// batches beside it, and the losses and final parameters are compared:
-// they agree within float rounding (the reduction order differs), checked.
+// Data-parallel training. Each rank holds a replica of the model and
+// trains on its 1/N of every global batch; each layer's gradient is
+// all-reduced (averaged) across the ranks as soon as the backward pass has
+// it, and every replica applies the same update. The whole step,
+// all-reduces included, is captured once per rank and replayed. The ranks
+// are either N devices of one process (train --devices N) or one device in
+// each process of a job (gpugraph launch --nproc N train, or torchrun).
+// Global rank 0 also trains a single-device model on the same global
+// batches, and the losses and final parameters are compared: they agree
+// within float rounding (the reduction order differs), checked.
 
 // dpTolerance bounds the relative difference of the data-parallel loss
 // from the single-device one at every report.
 const dpTolerance = 1e-4
 
+// replica is one rank's model, buffers and captured step.
+type replica struct {
+	rank   int // global rank: its shard of every batch
+	dev    *gg.Device
+	s      *gg.Stream
+	comm   *coll.Comm
+	model  *train.Model
+	static *train.Static
+	exec   *gg.Exec
+	avg    gg.DevicePtr // the loss averaged over the ranks
+}
+
+// job is the ranks this process drives.
+type job struct {
+	world int
+	reps  []*replica
+	dist  bool // one rank of a job of several processes
+}
+
+// each runs f for every local replica, one goroutine each: NCCL wants a
+// thread per GPU (or one group) when one process drives several.
+func (j *job) each(f func(r *replica) error) error {
+	if len(j.reps) == 1 {
+		return f(j.reps[0])
+	}
+	errs := make([]error, len(j.reps))
+	var wg sync.WaitGroup
+	for i, r := range j.reps {
+		wg.Go(func() { errs[i] = f(r) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
-	tc, err := trainPreset(cfg)
-	if err != nil {
+	if err := checkSteps(cfg); err != nil {
 		return err
-	}
-	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
-		return fmt.Errorf("%w: need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1", errUsage)
-	}
-	if n < 1 || tc.Batch%n != 0 {
-		return fmt.Errorf("%w: %d devices do not divide the global batch of %d", errUsage, n, tc.Batch)
 	}
 	if cfg.Backend == gg.BackendHost {
 		if err := gg.SetHostDeviceCount(n); err != nil {
@@ -45,125 +75,195 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 	if have, err := gg.DeviceCount(cfg.Backend); err != nil || have < n {
 		return fmt.Errorf("the %s backend has %d devices, --devices asks for %d (%v)", cfg.Backend, have, n, err)
 	}
-	local := tc
-	local.Batch = tc.Batch / n
-	ds, err := train.NewDataset(tc, cfg.Batches)
-	if err != nil {
-		return err
-	}
+	j := &job{world: n}
 	devs := make([]*gg.Device, n)
-	streams := make([]*gg.Stream, n)
 	for i := range devs {
 		if devs[i], err = gg.Open(cfg.Backend, gg.WithOrdinal(i)); err != nil {
 			return fmt.Errorf("open device %d: %w", i, err)
 		}
 		d := devs[i]
 		defer func() { err = errors.Join(err, d.Close()) }()
-		if err := d.DefaultMemPool().SetReleaseThreshold(math.MaxUint64); err != nil {
-			return err
-		}
-		if streams[i], err = d.NewStream(); err != nil {
-			return err
-		}
+		j.reps = append(j.reps, &replica{rank: i, dev: d})
 	}
 	comms, err := coll.InitAll(devs)
 	if err != nil {
 		return err
+	}
+	for i, c := range comms {
+		j.reps[i].comm = c
 	}
 	defer func() {
 		for _, c := range comms {
 			err = errors.Join(err, c.Destroy())
 		}
 	}()
-	fmt.Fprintf(w, "gpugraph train --devices %d: %v\n  backend %s, %d replicas of %d samples each per global batch of %d, %d steps\n",
-		n, tc, cfg.Backend, n, local.Batch, tc.Batch, cfg.Steps)
-	fmt.Fprintf(w, "  each layer's gradient is all-reduced (average) as the backward pass produces it; the step is captured per device\n")
+	return j.train(w, cfg)
+}
 
-	// The replicas, and the single-device reference on device 0.
-	models := make([]*train.Model, n)
-	statics := make([]*train.Static, n)
-	for r := range n {
-		if models[r], err = train.NewModel(streams[r], local); err != nil {
+// runDistributed trains as one rank of a job of several processes, on the
+// device numbered by the rank's local rank.
+func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
+	if err := checkSteps(cfg); err != nil {
+		return err
+	}
+	if cfg.Devices > 1 {
+		return fmt.Errorf("%w: --devices %d inside a job of %d processes: one device per process", errUsage, cfg.Devices, env.World)
+	}
+	// The local rank picks the GPU; host devices belong to their process,
+	// so each process's is its device 0.
+	ord := env.LocalRank
+	if cfg.Backend != gg.BackendCUDA {
+		ord = 0
+	}
+	d, err := gg.Open(cfg.Backend, gg.WithOrdinal(ord))
+	if err != nil {
+		return fmt.Errorf("rank %d: open device %d: %w", env.Rank, ord, err)
+	}
+	defer func() { err = errors.Join(err, d.Close()) }()
+	c, err := coll.InitFromEnv(d, env)
+	if err != nil {
+		return fmt.Errorf("rank %d of %d: %w", env.Rank, env.World, err)
+	}
+	defer func() { err = errors.Join(err, c.Destroy()) }()
+	j := &job{world: env.World, dist: true, reps: []*replica{{rank: env.Rank, dev: d, comm: c}}}
+	if env.Rank != 0 {
+		w = io.Discard // rank 0 reports for the job
+	}
+	err = j.train(w, cfg)
+	if env.Rank != 0 && err == nil {
+		st, _ := d.MemoryStats()
+		fmt.Fprintf(w, "rank %d, device %d: %s\n", env.Rank, env.LocalRank, memLine(st))
+	}
+	return err
+}
+
+func checkSteps(cfg trainConfig) error {
+	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
+		return fmt.Errorf("%w: need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1", errUsage)
+	}
+	return nil
+}
+
+// train trains the job's replicas; the process holding global rank 0 also
+// trains the single-device reference and checks the replicas against it.
+func (j *job) train(w io.Writer, cfg trainConfig) (err error) {
+	tc, err := trainPreset(cfg)
+	if err != nil {
+		return err
+	}
+	n := j.world
+	if tc.Batch%n != 0 {
+		return fmt.Errorf("%w: %d ranks do not divide the global batch of %d", errUsage, n, tc.Batch)
+	}
+	local := tc
+	local.Batch = tc.Batch / n
+	ds, err := train.NewDataset(tc, cfg.Batches)
+	if err != nil {
+		return err
+	}
+	how := fmt.Sprintf("--devices %d", n)
+	if j.dist {
+		how = fmt.Sprintf("in a job of %d processes", n)
+	}
+	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %d replicas of %d samples each per global batch of %d, %d steps\n",
+		how, tc, cfg.Backend, n, local.Batch, tc.Batch, cfg.Steps)
+	fmt.Fprintf(w, "  each layer's gradient is all-reduced (average) as the backward pass produces it; the step is captured per rank\n")
+
+	for _, r := range j.reps {
+		// The pool keeps what a step frees for the next one.
+		if err := r.dev.DefaultMemPool().SetReleaseThreshold(math.MaxUint64); err != nil {
 			return err
 		}
-		m, c := models[r], comms[r]
+		if r.s, err = r.dev.NewStream(); err != nil {
+			return err
+		}
+		if r.model, err = train.NewModel(r.s, local); err != nil {
+			return err
+		}
+		m, c := r.model, r.comm
 		defer func() { err = errors.Join(err, m.Destroy()) }()
 		m.GradSync = func(s *gg.Stream, g gg.DevicePtr, floats int) error {
 			return c.AllReduce(s, g, g, floats, coll.Float32, coll.Avg)
 		}
-		if statics[r], err = train.NewStatic(streams[r], local); err != nil {
+		if r.static, err = train.NewStatic(r.s, local); err != nil {
 			return err
 		}
-		st, s := statics[r], streams[r]
+		st, s := r.static, r.s
 		defer func() { err = errors.Join(err, st.Free(s)) }()
-	}
-	refStream, err := devs[0].NewStream()
-	if err != nil {
-		return err
-	}
-	ref, err := train.NewModel(refStream, tc)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, ref.Destroy()) }()
-	refStatic, err := train.NewStatic(refStream, tc)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, refStatic.Free(refStream)) }()
-
-	step := 0
-	load := func() error {
-		for r := range n {
-			if err := statics[r].LoadShard(streams[r], ds, step%ds.Batches(), r, n); err != nil {
-				return err
-			}
-		}
-		return refStatic.Load(refStream, ds, step%ds.Batches())
-	}
-	eager := func() error {
-		if err := load(); err != nil {
+		if r.avg, err = r.dev.Malloc(4); err != nil {
 			return err
 		}
-		step++
-		for r := range n {
-			if err := models[r].Step(streams[r], statics[r].X, statics[r].Y, statics[r].Loss); err != nil {
-				return err
-			}
+		d, p := r.dev, r.avg
+		defer func() { err = errors.Join(err, d.Free(p)) }()
+	}
+
+	// The single-device reference, beside global rank 0.
+	var ref *train.Model
+	var refStatic *train.Static
+	var refStream *gg.Stream
+	if r0 := j.reps[0]; r0.rank == 0 {
+		if refStream, err = r0.dev.NewStream(); err != nil {
+			return err
+		}
+		if ref, err = train.NewModel(refStream, tc); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, ref.Destroy()) }()
+		if refStatic, err = train.NewStatic(refStream, tc); err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, refStatic.Free(refStream)) }()
+	}
+	refStep := func(batch int) error {
+		if ref == nil {
+			return nil
+		}
+		if err := refStatic.Load(refStream, ds, batch); err != nil {
+			return err
 		}
 		return ref.Step(refStream, refStatic.X, refStatic.Y, refStatic.Loss)
 	}
-	for step < cfg.Warmup {
-		if err := eager(); err != nil {
+
+	step := 0
+	for ; step < cfg.Warmup; step++ {
+		batch := step % ds.Batches()
+		if err := j.each(func(r *replica) error {
+			if err := r.static.LoadShard(r.s, ds, batch, r.rank, n); err != nil {
+				return err
+			}
+			return r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
+		}); err != nil {
+			return err
+		}
+		if err := refStep(batch); err != nil {
 			return err
 		}
 	}
-	// Capture the step on every device: each capture holds its replica's
-	// kernels and its all-reduces, in the same order on every device.
-	execs := make([]*gg.Exec, n)
-	for r := range n {
-		if err := streams[r].BeginCapture(gg.CaptureModeRelaxed); err != nil {
+	// Capture the step on every rank: each capture holds its replica's
+	// kernels and its all-reduces, in the same order on every rank.
+	if err := j.each(func(r *replica) error {
+		if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
 			return err
 		}
-	}
-	for r := range n {
-		if err := models[r].Step(streams[r], statics[r].X, statics[r].Y, statics[r].Loss); err != nil {
-			return err
-		}
-	}
-	for r := range n {
-		g, err := streams[r].EndCapture()
-		if err != nil {
+		serr := r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
+		g, err := r.s.EndCapture()
+		if err = errors.Join(serr, err); err != nil {
 			return err
 		}
 		defer g.Destroy()
-		if execs[r], err = g.Instantiate(gg.InstantiateAutoFreeOnLaunch); err != nil {
-			return err
-		}
-		e := execs[r]
-		defer func() { err = errors.Join(err, e.Destroy()) }()
+		r.exec, err = g.Instantiate(gg.InstantiateAutoFreeOnLaunch)
+		return err
+	}); err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "  warm-up: %d steps op by op; then the captured step per device, replayed\n\n", cfg.Warmup)
+	defer func() {
+		for _, r := range j.reps {
+			if r.exec != nil {
+				err = errors.Join(err, r.exec.Destroy())
+			}
+		}
+	}()
+	fmt.Fprintf(w, "  warm-up: %d steps op by op; then the captured step per rank, replayed\n\n", cfg.Warmup)
 	fmt.Fprintf(w, "%6s  %14s  %14s  %10s\n", "step", "data-parallel", "one device", "rel. diff")
 
 	var perStep []float64
@@ -171,43 +271,76 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 	for step < cfg.Steps {
 		chunk := min(cfg.Every-step%cfg.Every, cfg.Steps-step)
 		start := time.Now()
-		for range chunk {
-			if err := load(); err != nil {
-				return err
-			}
-			step++
-			for r := range n {
-				if err := execs[r].Launch(streams[r]); err != nil {
+		first := step
+		if err := j.each(func(r *replica) error {
+			for k := range chunk {
+				if err := r.static.LoadShard(r.s, ds, (first+k)%ds.Batches(), r.rank, n); err != nil {
+					return err
+				}
+				if err := r.exec.Launch(r.s); err != nil {
 					return err
 				}
 			}
-			if err := ref.Step(refStream, refStatic.X, refStatic.Y, refStatic.Loss); err != nil {
-				return err
-			}
-			for r := range n {
-				if err := streams[r].Synchronize(); err != nil {
-					return err
-				}
-			}
+			return r.s.Synchronize()
+		}); err != nil {
+			return err
 		}
 		perStep = append(perStep, float64(time.Since(start))/float64(chunk))
-		var dp float64
-		for r := range n {
-			l, err := statics[r].ReadLoss(streams[r])
-			if err != nil {
+		for k := range chunk {
+			if err := refStep((first + k) % ds.Batches()); err != nil {
 				return err
 			}
-			dp += float64(l) / float64(n)
+		}
+		step += chunk
+		if refStream != nil {
+			if err := refStream.Synchronize(); err != nil {
+				return err
+			}
+		}
+		// The data-parallel loss is the replicas' losses averaged, by an
+		// all-reduce: every rank takes part, rank 0 reads it.
+		var dp float32
+		if err := j.each(func(r *replica) error {
+			if err := r.comm.AllReduce(r.s, r.static.Loss, r.avg, 1, coll.Float32, coll.Avg); err != nil {
+				return err
+			}
+			var v [1]float32
+			if err := r.s.Memcpy(gg.DtoH(gg.Bytes(v[:]), r.avg)); err != nil {
+				return err
+			}
+			if err := r.s.Synchronize(); err != nil {
+				return err
+			}
+			if r.rank == 0 {
+				dp = v[0]
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if ref == nil {
+			continue
 		}
 		one, err := refStatic.ReadLoss(refStream)
 		if err != nil {
 			return err
 		}
-		diff := math.Abs(dp-float64(one)) / math.Max(math.Abs(float64(one)), 1e-12)
+		diff := math.Abs(float64(dp)-float64(one)) / math.Max(math.Abs(float64(one)), 1e-12)
 		worst = max(worst, diff)
 		fmt.Fprintf(w, "%6d  %14.6f  %14.6f  %10.2e\n", step, dp, one, diff)
 	}
-	p0, err := models[0].ReadParams(streams[0])
+	slices.Sort(perStep)
+	fmt.Fprintf(w, "\ndata-parallel step time (median over chunks, load and launch to synchronize): %s\n",
+		fmtDur(time.Duration(perStep[len(perStep)/2])))
+	for _, r := range j.reps {
+		st, _ := r.dev.MemoryStats()
+		fmt.Fprintf(w, "device %d (rank %d): %s\n", r.dev.Properties().Ordinal, r.rank, memLine(st))
+	}
+	if ref == nil {
+		return nil
+	}
+	r0 := j.reps[0]
+	p0, err := r0.model.ReadParams(r0.s)
 	if err != nil {
 		return err
 	}
@@ -219,17 +352,10 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 	for i := range p0 {
 		maxDiff = max(maxDiff, math.Abs(float64(p0[i]-pr[i])))
 	}
-	slices.Sort(perStep)
-	fmt.Fprintf(w, "\nstep time (median over chunks, all devices and the single-device step): %s\n",
-		fmtDur(time.Duration(perStep[len(perStep)/2])))
-	for r, d := range devs {
-		st, _ := d.MemoryStats()
-		fmt.Fprintf(w, "device %d: %s\n", r, memLine(st))
-	}
 	if worst > dpTolerance {
 		return fmt.Errorf("data-parallel loss differs from one device's by %.2e (tolerance %.0e)", worst, dpTolerance)
 	}
-	fmt.Fprintf(w, "verdict: %d devices train as one on the same global batches: losses within %.1e (tolerance %.0e), parameters within %.1e\n",
+	fmt.Fprintf(w, "verdict: %d rank(s) train as one device on the same global batches: losses within %.1e (tolerance %.0e), parameters within %.1e\n",
 		n, worst, dpTolerance, maxDiff)
 	return nil
 }

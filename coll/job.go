@@ -1,0 +1,205 @@
+package coll
+
+import (
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+	"github.com/gpugraph/gpugraph/internal/host"
+	"github.com/gpugraph/gpugraph/internal/nccl"
+	"github.com/gpugraph/gpugraph/internal/rendezvous"
+)
+
+// One process per device: a job of several processes (on one machine or
+// many), each driving one device, as torchrun and Slurm start them. Rank 0
+// makes a UniqueID and hands it to the others; every rank passes it to
+// InitRank. InitFromEnv does both from the launcher's environment.
+
+// UniqueID is what ties the ranks of one communicator together
+// (ncclUniqueId): made by rank 0, handed to every other rank.
+type UniqueID [128]byte
+
+// NewUniqueID makes a UniqueID for a communicator on the named backend
+// (ncclGetUniqueId on cuda; random bytes on host).
+func NewUniqueID(backend string) (UniqueID, error) {
+	const opName = "coll.NewUniqueID"
+	var id UniqueID
+	switch backend {
+	case gg.BackendCUDA:
+		l, err := lib(opName)
+		if err != nil {
+			return id, err
+		}
+		nid, err := l.GetUniqueID()
+		if err != nil {
+			return id, ncclErr(opName, err)
+		}
+		return UniqueID(nid), nil
+	case gg.BackendHost:
+		rand.Read(id[:])
+		return id, nil
+	}
+	return id, errorf(opName, gg.ErrInvalidValue, "unknown backend %q", backend)
+}
+
+// InitRank creates rank's communicator of a job of world ranks, one per
+// process (or per goroutine), on dev (ncclCommInitRank). Every rank calls
+// it with the same id; it returns when all have. Host devices cannot reach
+// another process: on host, world must be 1 (ErrNotSupported otherwise);
+// several host devices of one process use InitAll.
+func InitRank(dev *gg.Device, world, rank int, id UniqueID, opts ...Option) (*Comm, error) {
+	const opName = "coll.InitRank"
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case dev == nil:
+		return nil, errorf(opName, gg.ErrInvalidDevice, "nil device")
+	case world < 1 || rank < 0 || rank >= world:
+		return nil, errorf(opName, gg.ErrInvalidValue, "rank %d of %d", rank, world)
+	}
+	p := dev.Properties()
+	if p.Backend != gg.BackendCUDA {
+		if world > 1 {
+			return nil, errorf(opName, gg.ErrNotSupported,
+				"host devices share memory within one process only: a job of %d processes needs the cuda backend (NCCL); for several host devices in one process use coll.InitAll", world)
+		}
+		return &Comm{dev: dev, rank: 0, size: 1, group: host.NewCommGroup(1, cfg.timeout)}, nil
+	}
+	l, err := lib(opName)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := driver.Load()
+	if err != nil {
+		return nil, errorf(opName, gg.ErrNoDevice, "%v", err)
+	}
+	nid := nccl.UniqueID(id)
+	h, err := l.InitRank(p.Ordinal, world, rank, &nid, func() error {
+		// NCCL takes the device from the runtime's current one, which is
+		// the thread's current context: the device's primary context.
+		return drv.SetCurrent(dev.NativeContext())
+	})
+	if err != nil {
+		return nil, ncclErr(opName, err)
+	}
+	return &Comm{dev: dev, rank: rank, size: world, nc: &ncclComm{lib: l, comm: h}}, nil
+}
+
+// Env is a process's place in a job, as its launcher describes it.
+type Env struct {
+	Rank, World int
+	// LocalRank is the rank among the job's processes on this machine:
+	// the ordinal of the device the process drives.
+	LocalRank int
+	// Addr is where rank 0 hands out the UniqueID (host:port).
+	Addr string
+}
+
+// EnvFromOS reads the job from the environment: RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR and MASTER_PORT as gpugraph launch and torchrun
+// set them, or Slurm's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID (with
+// MASTER_ADDR and MASTER_PORT from the job script). ok is false when the
+// process was not started as part of a job.
+func EnvFromOS() (env Env, ok bool, err error) {
+	get := func(names ...string) (string, bool) {
+		for _, n := range names {
+			if v, ok := os.LookupEnv(n); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	num := func(v string, name string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, fmt.Errorf("coll: %s=%q is not a number", name, v)
+		}
+		return n, nil
+	}
+	rs, hasRank := get("RANK", "SLURM_PROCID")
+	ws, hasWorld := get("WORLD_SIZE", "SLURM_NTASKS")
+	if !hasRank && !hasWorld {
+		return Env{}, false, nil
+	}
+	if !hasRank || !hasWorld {
+		return Env{}, true, fmt.Errorf("coll: RANK and WORLD_SIZE must both be set (or SLURM_PROCID and SLURM_NTASKS)")
+	}
+	if env.Rank, err = num(rs, "RANK"); err != nil {
+		return Env{}, true, err
+	}
+	if env.World, err = num(ws, "WORLD_SIZE"); err != nil {
+		return Env{}, true, err
+	}
+	env.LocalRank = env.Rank
+	if ls, ok := get("LOCAL_RANK", "SLURM_LOCALID"); ok {
+		if env.LocalRank, err = num(ls, "LOCAL_RANK"); err != nil {
+			return Env{}, true, err
+		}
+	}
+	if env.World < 1 || env.Rank < 0 || env.Rank >= env.World || env.LocalRank < 0 {
+		return Env{}, true, fmt.Errorf("coll: rank %d (local %d) of a job of %d", env.Rank, env.LocalRank, env.World)
+	}
+	addr, hasAddr := get("MASTER_ADDR")
+	port, hasPort := get("MASTER_PORT")
+	if env.World > 1 && (!hasAddr || !hasPort) {
+		return Env{}, true, fmt.Errorf("coll: a job of %d ranks needs MASTER_ADDR and MASTER_PORT (where rank 0 hands out the id)", env.World)
+	}
+	if hasAddr || hasPort {
+		env.Addr = net.JoinHostPort(addr, port)
+	}
+	return env, true, nil
+}
+
+// InitFromEnv creates this process's communicator of the job env describes
+// on dev: rank 0 makes the UniqueID and hands it to the others over TCP at
+// env.Addr (waiting for all of them at most the communicator's timeout),
+// and every rank calls InitRank.
+func InitFromEnv(dev *gg.Device, env Env, opts ...Option) (*Comm, error) {
+	const opName = "coll.InitFromEnv"
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if dev == nil {
+		return nil, errorf(opName, gg.ErrInvalidDevice, "nil device")
+	}
+	if env.World > 1 && dev.Properties().Backend != gg.BackendCUDA {
+		// Refused before any socket is opened.
+		return InitRank(dev, env.World, env.Rank, UniqueID{}, opts...)
+	}
+	deadline := time.Now().Add(cfg.timeout)
+	var id UniqueID
+	switch {
+	case env.World == 1:
+		var err error
+		if id, err = NewUniqueID(dev.Properties().Backend); err != nil {
+			return nil, err
+		}
+	case env.Rank == 0:
+		ln, err := net.Listen("tcp", env.Addr)
+		if err != nil {
+			return nil, errorf(opName, gg.ErrInvalidValue, "rank 0 cannot listen at %s: %v", env.Addr, err)
+		}
+		if id, err = NewUniqueID(dev.Properties().Backend); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		if err := rendezvous.Serve(ln, env.World, id, deadline); err != nil {
+			return nil, errorf(opName, gg.ErrUnknown, "%v", err)
+		}
+	default:
+		got, err := rendezvous.Fetch(env.Addr, env.Rank, env.World, deadline)
+		if err != nil {
+			return nil, errorf(opName, gg.ErrUnknown, "%v", err)
+		}
+		id = got
+	}
+	return InitRank(dev, env.World, env.Rank, id, opts...)
+}

@@ -1,0 +1,167 @@
+package coll_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/coll"
+)
+
+func TestEnvFromOS(t *testing.T) {
+	vars := []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want coll.Env
+		ok   bool
+		err  string
+	}{
+		{name: "not a job"},
+		{"torchrun", map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+			coll.Env{Rank: 3, World: 4, LocalRank: 1, Addr: "127.0.0.1:29500"}, true, ""},
+		{"slurm", map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1234"},
+			coll.Env{Rank: 1, World: 2, LocalRank: 0, Addr: "127.0.0.1:1234"}, true, ""},
+		{"one rank, no address", map[string]string{"RANK": "0", "WORLD_SIZE": "1"}, coll.Env{World: 1}, true, ""},
+		{"no local rank: the rank", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"},
+			coll.Env{Rank: 1, World: 2, LocalRank: 1, Addr: "127.0.0.1:1"}, true, ""},
+		{"rank without world", map[string]string{"RANK": "0"}, coll.Env{}, true, "must both be set"},
+		{"rank out of range", map[string]string{"RANK": "2", "WORLD_SIZE": "2"}, coll.Env{}, true, "rank 2 (local 2) of a job of 2"},
+		{"not a number", map[string]string{"RANK": "x", "WORLD_SIZE": "2"}, coll.Env{}, true, `RANK="x"`},
+		{"two ranks, no address", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, coll.Env{}, true, "MASTER_ADDR and MASTER_PORT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, v := range vars {
+				t.Setenv(v, "")
+				unsetenv(t, v)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			env, ok, err := coll.EnvFromOS()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || ok != tc.ok || env != tc.want {
+				t.Fatalf("got %+v, %v, %v; want %+v, %v", env, ok, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// A job of several processes cannot use host devices: refused before any
+// socket is opened (the address here is never listened on or dialled).
+func TestInitAcrossProcessesHostRefused(t *testing.T) {
+	d, err := gg.Open("host")
+	ok(t, err)
+	defer d.Close()
+	if _, err := coll.InitRank(d, 2, 0, coll.UniqueID{}); !errors.Is(err, gg.ErrNotSupported) {
+		t.Fatalf("InitRank: %v, want ErrNotSupported", err)
+	}
+	_, err = coll.InitFromEnv(d, coll.Env{Rank: 1, World: 2, Addr: "127.0.0.1:1"})
+	if !errors.Is(err, gg.ErrNotSupported) || !strings.Contains(err.Error(), "cuda backend (NCCL)") {
+		t.Fatalf("InitFromEnv: %v, want ErrNotSupported naming the cuda backend", err)
+	}
+	for _, bad := range [][2]int{{0, 0}, {2, 2}, {2, -1}} {
+		if _, err := coll.InitRank(d, bad[0], bad[1], coll.UniqueID{}); !errors.Is(err, gg.ErrInvalidValue) {
+			t.Errorf("rank %d of %d: %v", bad[1], bad[0], err)
+		}
+	}
+}
+
+// A job of one process works on either backend.
+func TestInitFromEnvOneRank(t *testing.T) {
+	d, err := gg.Open("host")
+	ok(t, err)
+	defer d.Close()
+	allReduceJob(t, []*gg.Device{d}, "")
+}
+
+// TestInitFromEnvCUDA: one goroutine per GPU, each a rank of a job handed
+// its UniqueID over loopback TCP, as processes of a job are.
+func TestInitFromEnvCUDA(t *testing.T) {
+	n := gpus(t)
+	devs := make([]*gg.Device, n)
+	for i := range devs {
+		d, err := gg.Open("cuda", gg.WithOrdinal(i))
+		ok(t, err)
+		defer d.Close()
+		devs[i] = d
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ok(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	allReduceJob(t, devs, addr)
+}
+
+// allReduceJob makes each device a rank of one job and all-reduces.
+func allReduceJob(t *testing.T, devs []*gg.Device, addr string) {
+	n := len(devs)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, d := range devs {
+		wg.Go(func() {
+			errs[r] = func() error {
+				c, err := coll.InitFromEnv(d, coll.Env{Rank: r, World: n, LocalRank: r, Addr: addr}, coll.WithTimeout(30*time.Second))
+				if err != nil {
+					return err
+				}
+				defer c.Destroy()
+				s, err := d.NewStream()
+				if err != nil {
+					return err
+				}
+				send, err := d.Malloc(16)
+				if err != nil {
+					return err
+				}
+				recv, err := d.Malloc(16)
+				if err != nil {
+					return err
+				}
+				if err := d.Memcpy(gg.HtoD(send, encode(coll.Int32, []float64{1, 2, 3, float64(r)}))); err != nil {
+					return err
+				}
+				if err := c.AllReduce(s, send, recv, 4, coll.Int32, coll.Sum); err != nil {
+					return err
+				}
+				if err := s.Synchronize(); err != nil {
+					return err
+				}
+				b := make([]byte, 16)
+				if err := d.Memcpy(gg.DtoH(b, recv)); err != nil {
+					return err
+				}
+				got, want := decode(coll.Int32, b), []float64{float64(n), float64(2 * n), float64(3 * n), float64(n * (n - 1) / 2)}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					return fmt.Errorf("rank %d: %v, want %v", r, got, want)
+				}
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d of %d: %v", r, n, err)
+		}
+	}
+}
+
+// unsetenv removes v for the test; t.Setenv first registered its restore.
+func unsetenv(t *testing.T, v string) {
+	t.Helper()
+	if err := os.Unsetenv(v); err != nil {
+		t.Fatal(err)
+	}
+}
