@@ -65,7 +65,11 @@ commands:
          --gemm NAME      auto, kernel or cublas (default "auto": cuBLAS on cuda if found)
          --timeline FILE  write an SVG of the captured step's graph memory to FILE
          --devices N      data-parallel over N devices of one process, checked against
-                          one device on the same batches (host devices; cuda needs NCCL: not yet)
+                          one device on the same batches (host devices, or GPUs with NCCL);
+                          under gpugraph launch, one device per process
+         --sync LIST      data-parallel gradient all-reduce: overlap (per layer, on a second
+                          stream, as DDP's buckets), inline, after (one call after backward),
+                          or a comma-separated list to compare (default "overlap")
   demo   run a fan-out/fan-in graph workload end to end and check its result
          --backend NAME   device backend (default "host")
          --dot FILE       also write the graph in Graphviz DOT form to FILE

@@ -37,6 +37,7 @@ type trainConfig struct {
 	GEMM      string // "auto", "kernel" or "cublas"
 	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
+	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
 }
 
 // modeResult is what one mode measured.
@@ -55,7 +56,7 @@ type modeResult struct {
 
 func trainMain(args []string, stdout, stderr io.Writer) error {
 	cfg := trainConfig{Backend: "host", Model: "small", Steps: 300, Every: 50, Warmup: 3, Batches: 32,
-		Modes: "eager,graph", GEMM: "auto", Live: isTerminal(stdout)}
+		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Live: isTerminal(stdout)}
 	fs := newFlagSet("train", stderr)
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "small or reference")
@@ -68,6 +69,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.GEMM, "gemm", cfg.GEMM, "auto, kernel or cublas")
 	fs.StringVar(&cfg.Timeline, "timeline", cfg.Timeline, "SVG file for the graph memory timeline")
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
+	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

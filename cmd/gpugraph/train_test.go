@@ -11,7 +11,7 @@ import (
 
 func trainTestConfig() trainConfig {
 	return trainConfig{Backend: "host", Model: "small", Steps: 40, Every: 20, Warmup: 3, Batches: 8,
-		Modes: "eager,graph", GEMM: "auto"}
+		Modes: "eager,graph", GEMM: "auto", Sync: "overlap"}
 }
 
 // Both modes train the same model on the same batches: the loss falls and
@@ -64,10 +64,11 @@ func TestTrainDataParallel(t *testing.T) {
 		var out bytes.Buffer
 		cfg := trainTestConfig()
 		cfg.Devices = n
+		cfg.Sync = "overlap,inline,after"
 		if err := runDataParallel(&out, cfg, n); err != nil {
 			t.Fatalf("%d devices: %v\n%s", n, err, out.String())
 		}
-		if s := out.String(); !strings.Contains(s, "train as one") || !strings.Contains(s, "device 1 (rank 1):") {
+		if s := out.String(); strings.Count(s, "train as one") != 3 || !strings.Contains(s, "device 1 (rank 1):") || !strings.Contains(s, "side by side") {
 			t.Errorf("%d devices: output lacks the verdict or the per-device memory:\n%s", n, s)
 		}
 	}

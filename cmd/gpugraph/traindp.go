@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,52 @@ import (
 // from the single-device one at every report.
 const dpTolerance = 1e-4
 
+// syncWords says what each mode does, for the report.
+var syncWords = map[train.SyncMode]string{
+	train.SyncInline:  "each layer's as the backward pass produces it, on the step's stream",
+	train.SyncOverlap: "each layer's on a second stream, overlapping the rest of the backward pass (DDP's buckets)",
+	train.SyncAfter:   "all in one call after the backward pass",
+}
+
+// parseSync reads --sync: a comma-separated list of modes.
+func parseSync(list string) ([]train.SyncMode, error) {
+	var modes []train.SyncMode
+	for _, name := range strings.Split(list, ",") {
+		m, ok := map[string]train.SyncMode{"inline": train.SyncInline, "overlap": train.SyncOverlap, "after": train.SyncAfter}[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown --sync mode %q (overlap, inline, after)", errUsage, name)
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
+}
+
+// trainModes trains the job once per --sync mode, side by side in one run,
+// and compares their step times.
+func (j *job) trainModes(w io.Writer, cfg trainConfig) error {
+	modes, err := parseSync(cfg.Sync)
+	if err != nil {
+		return err
+	}
+	times := make([]time.Duration, len(modes))
+	for i, m := range modes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := j.train(w, cfg, m); err != nil {
+			return fmt.Errorf("--sync %v: %w", m, err)
+		}
+		times[i] = j.stepTime
+	}
+	if len(modes) > 1 {
+		fmt.Fprintf(w, "\ngradient all-reduce, step time side by side:\n")
+		for i, m := range modes {
+			fmt.Fprintf(w, "  %-8v %10s  %.2f× %v\n", m, fmtDur(times[i]), float64(times[i])/float64(times[0]), modes[0])
+		}
+	}
+	return nil
+}
+
 // replica is one rank's model, buffers and captured step.
 type replica struct {
 	rank   int // global rank: its shard of every batch
@@ -39,6 +86,7 @@ type replica struct {
 	static *train.Static
 	exec   *gg.Exec
 	avg    gg.DevicePtr // the loss averaged over the ranks
+	side   *gg.Stream   // SyncOverlap: where the gradients are all-reduced
 }
 
 // job is the ranks this process drives.
@@ -46,6 +94,8 @@ type job struct {
 	world int
 	reps  []*replica
 	dist  bool // one rank of a job of several processes
+	// stepTime is the median step time train measured.
+	stepTime time.Duration
 }
 
 // each runs f for every local replica, one goroutine each: NCCL wants a
@@ -97,7 +147,7 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 			err = errors.Join(err, c.Destroy())
 		}
 	}()
-	return j.train(w, cfg)
+	return j.trainModes(w, cfg)
 }
 
 // runDistributed trains as one rank of a job of several processes, on the
@@ -129,7 +179,7 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 	if env.Rank != 0 {
 		w = io.Discard // rank 0 reports for the job
 	}
-	err = j.train(w, cfg)
+	err = j.trainModes(w, cfg)
 	if env.Rank != 0 && err == nil {
 		st, _ := d.MemoryStats()
 		fmt.Fprintf(w, "rank %d, device %d: %s\n", env.Rank, env.LocalRank, memLine(st))
@@ -146,7 +196,7 @@ func checkSteps(cfg trainConfig) error {
 
 // train trains the job's replicas; the process holding global rank 0 also
 // trains the single-device reference and checks the replicas against it.
-func (j *job) train(w io.Writer, cfg trainConfig) (err error) {
+func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err error) {
 	tc, err := trainPreset(cfg)
 	if err != nil {
 		return err
@@ -167,7 +217,7 @@ func (j *job) train(w io.Writer, cfg trainConfig) (err error) {
 	}
 	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %d replicas of %d samples each per global batch of %d, %d steps\n",
 		how, tc, cfg.Backend, n, local.Batch, tc.Batch, cfg.Steps)
-	fmt.Fprintf(w, "  each layer's gradient is all-reduced (average) as the backward pass produces it; the step is captured per rank\n")
+	fmt.Fprintf(w, "  gradients all-reduced (average), %s; the step is captured per rank\n", syncWords[mode])
 
 	for _, r := range j.reps {
 		// The pool keeps what a step frees for the next one.
@@ -184,6 +234,15 @@ func (j *job) train(w io.Writer, cfg trainConfig) (err error) {
 		defer func() { err = errors.Join(err, m.Destroy()) }()
 		m.GradSync = func(s *gg.Stream, g gg.DevicePtr, floats int) error {
 			return c.AllReduce(s, g, g, floats, coll.Float32, coll.Avg)
+		}
+		m.SyncMode = mode
+		if mode == train.SyncOverlap {
+			if r.side, err = r.dev.NewStream(); err != nil {
+				return err
+			}
+			side := r.side
+			defer func() { err = errors.Join(err, side.Destroy()) }()
+			m.SyncStream = r.side
 		}
 		if r.static, err = train.NewStatic(r.s, local); err != nil {
 			return err
@@ -330,8 +389,8 @@ func (j *job) train(w io.Writer, cfg trainConfig) (err error) {
 		fmt.Fprintf(w, "%6d  %14.6f  %14.6f  %10.2e\n", step, dp, one, diff)
 	}
 	slices.Sort(perStep)
-	fmt.Fprintf(w, "\ndata-parallel step time (median over chunks, load and launch to synchronize): %s\n",
-		fmtDur(time.Duration(perStep[len(perStep)/2])))
+	j.stepTime = time.Duration(perStep[len(perStep)/2])
+	fmt.Fprintf(w, "\ndata-parallel step time (median over chunks, load and launch to synchronize): %s\n", fmtDur(j.stepTime))
 	for _, r := range j.reps {
 		st, _ := r.dev.MemoryStats()
 		fmt.Fprintf(w, "device %d (rank %d): %s\n", r.dev.Properties().Ordinal, r.rank, memLine(st))

@@ -28,6 +28,12 @@ type Model struct {
 	// of the backward pass as PyTorch DDP's buckets do.
 	GradSync func(s *gg.Stream, g gg.DevicePtr, floats int) error
 
+	// SyncMode says where GradSync runs and when the gradients are applied;
+	// SyncOverlap needs SyncStream, a second stream of the model's device.
+	SyncMode   SyncMode
+	SyncStream *gg.Stream
+	syncEv     *gg.Event // SyncOverlap: the step's stream → SyncStream, and back
+
 	cfg     Config
 	dev     *gg.Device
 	in, out []int
@@ -36,6 +42,37 @@ type Model struct {
 	count   gg.DevicePtr   // Adam: the step count, an int32
 	acts    []gg.DevicePtr // scratch for Step: activations
 	live    []gg.DevicePtr // scratch for Step: step-local buffers not yet freed
+}
+
+// SyncMode is where data-parallel training synchronizes gradients.
+type SyncMode uint8
+
+// The gradient synchronization modes.
+const (
+	// SyncInline syncs each layer's gradient on the step's stream as soon
+	// as the backward pass has it, then applies it: the backward pass
+	// waits for every sync.
+	SyncInline SyncMode = iota
+	// SyncOverlap syncs each layer's gradient, and applies it, on
+	// SyncStream while the step's stream goes on with the backward pass
+	// of the layers below, as PyTorch DDP's buckets overlap it; the step's
+	// stream waits for SyncStream at the end of the step.
+	SyncOverlap
+	// SyncAfter writes every layer's gradient into one buffer, syncs it
+	// with one call after the backward pass, then applies it.
+	SyncAfter
+)
+
+func (m SyncMode) String() string {
+	switch m {
+	case SyncInline:
+		return "inline"
+	case SyncOverlap:
+		return "overlap"
+	case SyncAfter:
+		return "after"
+	}
+	return fmt.Sprintf("SyncMode(%d)", uint8(m))
 }
 
 // Layer describes one linear layer's parameters in device memory.
@@ -179,6 +216,12 @@ func (m *Model) Destroy() error {
 		}
 	}
 	m.params, m.mom, m.count = nil, nil, 0
+	if m.syncEv != nil {
+		if err := m.syncEv.Destroy(); err != nil && first == nil {
+			first = err
+		}
+		m.syncEv = nil
+	}
 	return first
 }
 
@@ -200,7 +243,10 @@ func (m *Model) Destroy() error {
 //	          if l > 0: dA *= (aₗ > 0); free aₗ; dZ = dA
 //
 // Updating layer l as soon as its gradient exists (its weights are not
-// read again) keeps one layer's gradient live at a time.
+// read again) keeps one layer's gradient live at a time. With GradSync set,
+// SyncMode moves the sync and the update: SyncOverlap onto SyncStream
+// (the gradient is freed there), SyncAfter after the loop, from one
+// gradient buffer of every layer.
 //
 // Under stream capture each allocation becomes an alloc node and each
 // free a free node; the captured graph replays the whole step, reading x
@@ -216,6 +262,19 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	gemm := m.GEMM
 	if gemm == nil {
 		gemm = KernelGEMM
+	}
+	side := m.SyncStream
+	overlap := m.GradSync != nil && m.SyncMode == SyncOverlap
+	after := m.GradSync != nil && m.SyncMode == SyncAfter
+	if overlap {
+		if side == nil || side.Device() != s.Device() || side == s {
+			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrInvalidValue, Detail: "SyncOverlap needs SyncStream, another stream of the model's device"}
+		}
+		if m.syncEv == nil {
+			if m.syncEv, err = m.dev.NewEvent(gg.EventDisableTiming); err != nil {
+				return err
+			}
+		}
 	}
 	cfg, B := m.cfg, m.cfg.Batch
 	n := len(m.params)
@@ -271,11 +330,26 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 	}
 
-	// Backward, updating each layer once its gradients exist.
+	// Backward, updating each layer once its gradients exist (SyncAfter:
+	// once all exist, in one buffer).
+	var flat gg.DevicePtr
+	var offs []int
+	if after {
+		total := 0
+		for l := range n {
+			offs = append(offs, total)
+			total += m.layerSize(l)
+		}
+		if flat, err = alloc(total); err != nil {
+			return err
+		}
+	}
 	for l := n - 1; l >= 0; l-- {
 		in, out := m.in[l], m.out[l]
-		g, err := alloc(m.layerSize(l))
-		if err != nil {
+		var g gg.DevicePtr
+		if after {
+			g = flat + gg.DevicePtr(4*offs[l])
+		} else if g, err = alloc(m.layerSize(l)); err != nil {
 			return err
 		}
 		if err := gemm(s, true, false, out, in, B, 1, dZ, out, acts[l], in, 0, g, in); err != nil {
@@ -296,16 +370,41 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := free(dZ); err != nil {
 			return err
 		}
-		if m.GradSync != nil {
-			if err := m.GradSync(s, g, m.layerSize(l)); err != nil {
+		switch {
+		case after:
+		case overlap:
+			// The gradient goes to the sync stream, which syncs it,
+			// applies it and frees it.
+			if err := s.Record(m.syncEv); err != nil {
 				return err
 			}
-		}
-		if err := m.update(s, l, g); err != nil {
-			return err
-		}
-		if err := free(g); err != nil {
-			return err
+			if err := side.Wait(m.syncEv); err != nil {
+				return err
+			}
+			if err := m.GradSync(side, g, m.layerSize(l)); err != nil {
+				return err
+			}
+			if err := m.update(side, l, g); err != nil {
+				return err
+			}
+			if i := slices.Index(m.live, g); i >= 0 {
+				m.live = slices.Delete(m.live, i, i+1)
+			}
+			if err := side.FreeAsync(g); err != nil {
+				return err
+			}
+		default:
+			if m.GradSync != nil {
+				if err := m.GradSync(s, g, m.layerSize(l)); err != nil {
+					return err
+				}
+			}
+			if err := m.update(s, l, g); err != nil {
+				return err
+			}
+			if err := free(g); err != nil {
+				return err
+			}
 		}
 		if l > 0 {
 			if err := launchReluBwd(s, dA, acts[l], B*in); err != nil {
@@ -316,6 +415,25 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 			}
 			dZ = dA
 		}
+	}
+	switch {
+	case after:
+		total := offs[n-1] + m.layerSize(n-1)
+		if err := m.GradSync(s, flat, total); err != nil {
+			return err
+		}
+		for l := range n {
+			if err := m.update(s, l, flat+gg.DevicePtr(4*offs[l])); err != nil {
+				return err
+			}
+		}
+		return free(flat)
+	case overlap:
+		// The step ends when the sync stream has applied every layer.
+		if err := side.Record(m.syncEv); err != nil {
+			return err
+		}
+		return s.Wait(m.syncEv)
 	}
 	return nil
 }
