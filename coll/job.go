@@ -81,15 +81,20 @@ func InitRank(dev *gg.Device, world, rank int, id UniqueID, opts ...Option) (*Co
 		return nil, errorf(opName, gg.ErrNoDevice, "%v", err)
 	}
 	nid := nccl.UniqueID(id)
+	// Nonblocking, so that a rank that never joins ends in an error within
+	// the timeout: the communicator is aborted, not waited on forever.
 	h, err := l.InitRank(p.Ordinal, world, rank, &nid, func() error {
 		// NCCL takes the device from the runtime's current one, which is
 		// the thread's current context: the device's primary context.
 		return drv.SetCurrent(dev.NativeContext())
-	})
+	}, false)
 	if err != nil {
 		return nil, ncclErr(opName, err)
 	}
-	return &Comm{dev: dev, rank: rank, size: world, nc: &ncclComm{lib: l, comm: h}}, nil
+	if err := l.Wait(h, "ncclCommInitRankScalable", time.Now().Add(cfg.timeout)); err != nil {
+		return nil, ncclErr(opName, fmt.Errorf("rank %d of %d: %w", rank, world, err))
+	}
+	return &Comm{dev: dev, rank: rank, size: world, nc: &ncclComm{lib: l, comm: h, timeout: cfg.timeout}}, nil
 }
 
 // Env is a process's place in a job, as its launcher describes it.

@@ -165,3 +165,34 @@ func unsetenv(t *testing.T, v string) {
 		t.Fatal(err)
 	}
 }
+
+// TestRankMissingCUDA: a job of two ranks of which only rank 0 starts
+// ends in an error within the timeout, at the rendezvous (InitFromEnv) and
+// in NCCL's own initialisation (InitRank with an id no one else has).
+func TestRankMissingCUDA(t *testing.T) {
+	gpus(t)
+	d, err := gg.Open("cuda")
+	ok(t, err)
+	defer d.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ok(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	const timeout = 2 * time.Second
+	start := time.Now()
+	_, err = coll.InitFromEnv(d, coll.Env{Rank: 0, World: 2, Addr: addr}, coll.WithTimeout(timeout))
+	if err == nil || !strings.Contains(err.Error(), "never joined") || time.Since(start) > timeout+5*time.Second {
+		t.Fatalf("rendezvous: %v after %v", err, time.Since(start))
+	}
+	t.Logf("rendezvous, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	id, err := coll.NewUniqueID("cuda")
+	ok(t, err)
+	start = time.Now()
+	_, err = coll.InitRank(d, 2, 0, id, coll.WithTimeout(timeout))
+	if !errors.Is(err, gg.ErrUnknown) || !strings.Contains(err.Error(), "did not arrive") || time.Since(start) > timeout+10*time.Second {
+		t.Fatalf("InitRank: %v after %v", err, time.Since(start))
+	}
+	t.Logf("InitRank, after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	// The device still works, and so does a communicator made after.
+	allReduceJob(t, []*gg.Device{d}, "")
+}

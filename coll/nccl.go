@@ -3,6 +3,7 @@ package coll
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/host"
@@ -17,6 +18,19 @@ import (
 type ncclComm struct {
 	lib  *nccl.Lib
 	comm uintptr
+	// timeout bounds how long a call of a nonblocking communicator (one
+	// made by InitRank) may stay in progress: init, and the connection
+	// set-up NCCL does at a communicator's first collectives, wait for
+	// every rank. Past it the communicator is aborted.
+	timeout time.Duration
+}
+
+// settle waits out a nonblocking call that returned ncclInProgress.
+func (n *ncclComm) settle(call string, err error) error {
+	if !nccl.IsInProgress(err) {
+		return err
+	}
+	return n.lib.Wait(n.comm, call, time.Now().Add(n.timeout))
 }
 
 // lib loads libnccl, reporting its absence as ErrSharedObjectInitFailed
@@ -48,6 +62,12 @@ func ncclInitAll(opName string, ords []int) ([]*ncclComm, error) {
 // ncclErr turns an NCCL failure into an *gg.Error with the CUDA code
 // nearest its meaning; the detail keeps NCCL's result and words.
 func ncclErr(opName string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, nccl.ErrTimedOut) {
+		return &gg.Error{Op: opName, Code: gg.ErrUnknown, Detail: err.Error() + " (a rank did not arrive in time)"}
+	}
 	var e *nccl.Error
 	if !errors.As(err, &e) {
 		return err
@@ -63,7 +83,7 @@ func ncclErr(opName string, err error) error {
 }
 
 func (n *ncclComm) destroy(opName string) error {
-	if err := n.lib.Destroy(n.comm); err != nil {
+	if err := n.lib.Destroy(n.comm); err != nil && !nccl.IsInProgress(err) {
 		return ncclErr(opName, err)
 	}
 	return nil
@@ -72,30 +92,42 @@ func (n *ncclComm) destroy(opName string) error {
 // post issues calls of one rank on s: one call alone, several in a group.
 func (n *ncclComm) post(opName string, s *gg.Stream, calls []host.Call) error {
 	if len(calls) == 1 {
-		return ncclErr(opName, n.call(s.NativeStream(), calls[0]))
+		return ncclErr(opName, n.settle(calls[0].Kind.String(), n.call(s.NativeStream(), calls[0])))
 	}
-	return ncclErr(opName, n.lib.Group(func() error {
+	return ncclErr(opName, n.settle("group", n.lib.Group(func() error {
 		for _, c := range calls {
-			if err := n.call(s.NativeStream(), c); err != nil {
+			if err := n.settle(c.Kind.String(), n.call(s.NativeStream(), c)); err != nil {
 				return err
 			}
 		}
 		return nil
-	}))
+	})))
 }
 
 // ncclGroup posts the NCCL calls of a group, of any communicators, in one
 // NCCL group.
 func ncclGroup(opName string, calls []pendingCall) error {
 	l := calls[0].c.nc.lib
-	return ncclErr(opName, l.Group(func() error {
+	err := l.Group(func() error {
 		for _, p := range calls {
-			if err := p.c.nc.call(p.s.NativeStream(), p.call); err != nil {
+			if err := p.c.nc.settle(p.call.Kind.String(), p.c.nc.call(p.s.NativeStream(), p.call)); err != nil {
 				return err
 			}
 		}
 		return nil
-	}))
+	})
+	if nccl.IsInProgress(err) {
+		// Every communicator of the group finishes, or is aborted.
+		err = nil
+		seen := map[*ncclComm]bool{}
+		for _, p := range calls {
+			if n := p.c.nc; !seen[n] {
+				seen[n] = true
+				err = errors.Join(err, n.lib.Wait(n.comm, "group", time.Now().Add(n.timeout)))
+			}
+		}
+	}
+	return ncclErr(opName, err)
 }
 
 // call makes one NCCL call.

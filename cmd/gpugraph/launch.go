@@ -18,8 +18,8 @@ import (
 // launch --nproc N COMMAND...: starts a job of N processes on this machine
 // (times --nnodes machines), as torchrun does: each runs COMMAND with
 // RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and
-// MASTER_PORT set, so coll.InitFromEnv makes it one rank of a
-// communicator. COMMAND is a gpugraph command (train, demo, ...) or any
+// MASTER_PORT set (and NCCL_NVLS_ENABLE=0 unless set), so
+// coll.InitFromEnv makes it one rank of a communicator. COMMAND is a gpugraph command (train, demo, ...) or any
 // program. Output lines carry the rank. When a rank fails the others are
 // stopped, and launch fails naming it.
 
@@ -97,6 +97,11 @@ func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 			"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(world),
 			"LOCAL_RANK="+strconv.Itoa(local), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.NProc),
 			"MASTER_ADDR="+addr, "MASTER_PORT="+port)
+		if _, set := os.LookupEnv("NCCL_NVLS_ENABLE"); !set {
+			// NVLink SHARP multicast is off unless asked for: on shared
+			// machines it can put GPUs out of service.
+			c.Env = append(c.Env, "NCCL_NVLS_ENABLE=0")
+		}
 		if self {
 			c.Env = append(c.Env, selfEnv...)
 		}

@@ -45,15 +45,17 @@ func TestLaunchProgramEnv(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
+	t.Setenv("NCCL_NVLS_ENABLE", "") // restored after the test
+	os.Unsetenv("NCCL_NVLS_ENABLE")  // launch sets it to 0 for the ranks
 	var out, errOut bytes.Buffer
 	err := runLaunch(launchConfig{NProc: 3, NNodes: 2, NodeRank: 1, Master: "127.0.0.1:29999",
-		Command: []string{"sh", "-c", "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT"}}, &out, &errOut)
+		Command: []string{"sh", "-c", "echo $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT ${NCCL_NVLS_ENABLE-unset}"}}, &out, &errOut)
 	if err != nil {
 		t.Fatal(err, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	slices.Sort(lines)
-	want := []string{"[rank 3] 3 6 0 3 127.0.0.1:29999", "[rank 4] 4 6 1 3 127.0.0.1:29999", "[rank 5] 5 6 2 3 127.0.0.1:29999"}
+	want := []string{"[rank 3] 3 6 0 3 127.0.0.1:29999 0", "[rank 4] 4 6 1 3 127.0.0.1:29999 0", "[rank 5] 5 6 2 3 127.0.0.1:29999 0"}
 	if !slices.Equal(lines, want) {
 		t.Fatalf("got %q, want %q", lines, want)
 	}

@@ -1,12 +1,14 @@
 package nccl
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -149,11 +151,29 @@ func (l *Lib) InitAll(ords []int) ([]uintptr, error) {
 // CanInitRank reports whether InitRank is available (NCCL 2.23 or newer).
 func (l *Lib) CanInitRank() bool { return l.initRankScalable != 0 }
 
+// config is an ncclConfig_t as NCCL 2.14 laid it out: NCCL reads the
+// size and version first and takes every later field from its defaults,
+// so one layout serves every NCCL since.
+type config struct {
+	size                                       uint64
+	magic, version                             uint32
+	blocking, cgaClusterSize, minCTAs, maxCTAs int32
+	netName                                    uintptr
+	splitShare                                 int32
+	_                                          int32
+}
+
+// undefInt is NCCL_CONFIG_UNDEF_INT: "NCCL's default".
+const undefInt = -1 << 31
+
 // InitRank creates rank's communicator of nranks ranks, one per process or
 // thread, on device ordinal ord (ncclCommInitRankScalable with one id,
-// after cudaSetDevice(ord) as NCCL asks). Every rank calls it with the
-// same id; it returns when all have.
-func (l *Lib) InitRank(ord, nranks, rank int, id *UniqueID, setDevice func() error) (uintptr, error) {
+// after setDevice, which makes ord the thread's current device as NCCL
+// asks). Every rank calls it with the same id. A blocking communicator
+// returns when all ranks have joined; a nonblocking one
+// (ncclConfig_t.blocking = 0) returns at once, and Wait tells when it has
+// formed, as it does after every call of such a communicator.
+func (l *Lib) InitRank(ord, nranks, rank int, id *UniqueID, setDevice func() error, blocking bool) (uintptr, error) {
 	const call = "ncclCommInitRankScalable"
 	if l.initRankScalable == 0 {
 		return 0, &Error{Call: call, Result: InvalidUsage, Detail: l.Path + " predates NCCL 2.23; one process per GPU needs ncclCommInitRankScalable"}
@@ -163,13 +183,54 @@ func (l *Lib) InitRank(ord, nranks, rank int, id *UniqueID, setDevice func() err
 	if err := setDevice(); err != nil {
 		return 0, err
 	}
+	cfg := &config{size: uint64(unsafe.Sizeof(config{})), magic: 0xcafebeef, version: 21400,
+		blocking: 1, cgaClusterSize: undefInt, minCTAs: undefInt, maxCTAs: undefInt, splitShare: undefInt}
+	if !blocking {
+		cfg.blocking = 0
+	}
 	var comm uintptr
 	r, _, _ := purego.SyscallN(l.initRankScalable, uintptr(unsafe.Pointer(&comm)), uintptr(nranks), uintptr(rank),
-		1, uintptr(unsafe.Pointer(id)), 0)
+		1, uintptr(unsafe.Pointer(id)), uintptr(unsafe.Pointer(cfg)))
+	if Result(int32(r)) == InProgress {
+		return comm, nil
+	}
 	if err := l.check(call, r, 0); err != nil {
 		return 0, err
 	}
 	return comm, nil
+}
+
+// IsInProgress reports whether err is a nonblocking communicator's "not done
+// yet" (ncclInProgress), after which the caller Waits.
+func IsInProgress(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Result == InProgress
+}
+
+// ErrTimedOut is what Wait returns (wrapped) when the deadline passed.
+var ErrTimedOut = errors.New("nccl: deadline passed")
+
+// Wait polls a nonblocking communicator (ncclCommGetAsyncError) until its
+// last operation has left ncclInProgress, or the deadline passes: then it
+// aborts the communicator (ncclCommAbort), which is unusable after, and
+// returns ErrTimedOut. call names what is waited for.
+func (l *Lib) Wait(comm uintptr, call string, deadline time.Time) error {
+	for pause := 10 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
+		res, err := l.AsyncError(comm)
+		if err != nil {
+			return err
+		}
+		switch {
+		case res == Success:
+			return nil
+		case res != InProgress:
+			return l.check(call, uintptr(res), comm)
+		case time.Now().After(deadline):
+			l.Abort(comm)
+			return fmt.Errorf("%w: %s still in progress; communicator aborted", ErrTimedOut, call)
+		}
+		time.Sleep(pause)
+	}
 }
 
 // Destroy frees a communicator after its work is done (ncclCommDestroy).
