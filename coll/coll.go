@@ -15,8 +15,12 @@
 // at run time; ErrSharedObjectInitFailed naming the library where it is
 // absent): InitAll is ncclCommInitAll, each call is the NCCL call on the
 // stream's native handle, and NCCL's own capture support puts its kernels
-// in the graph. NCCL has no timeout: a rank that never arrives hangs the
-// others, as it does in C.
+// in the graph. A job of one process per GPU starts with InitFromEnv (or
+// NewUniqueID and InitRank); its communicators are nonblocking, so a rank
+// that never arrives at start-up or at a communicator's first collectives
+// fails the others after the timeout (the communicator is aborted). A rank
+// that dies while the others' NCCL kernels wait for it is not detected
+// yet.
 //
 // On the host backend a communicator spans host devices of one process
 // (gpugraph.SetHostDeviceCount): the collectives run in shared memory on
@@ -80,7 +84,9 @@ type Option func(*config)
 type config struct{ timeout time.Duration }
 
 // WithTimeout sets how long a rank waits for the others before its call
-// fails (the communicator is aborted, as ncclCommAbort does).
+// fails: at a host collective, at the rendezvous of InitFromEnv, and in a
+// nonblocking NCCL communicator's start-up and calls (then aborted with
+// ncclCommAbort).
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Comm is one rank's communicator (ncclComm_t): rank i of the devices

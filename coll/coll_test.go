@@ -272,7 +272,7 @@ func runAll(t *testing.T, comms []*coll.Comm, streams []*gg.Stream, captured boo
 		}
 		for _, st := range steps {
 			// Inputs change between replays: a replay reads them anew.
-			for round := range 3 {
+			for round := range 6 {
 				for r, c := range comms {
 					for i := range vals[r] {
 						vals[r][i] = value(r+round, i)
