@@ -19,7 +19,8 @@ func TestCudaErr(t *testing.T) {
 	}{
 		{"success", nil, nil, ""},
 		{"driver result", &driver.Result{Code: 400, Name: "CUDA_ERROR_INVALID_HANDLE", Call: "cuStreamQuery"}, ErrInvalidResourceHandle, "cuStreamQuery"},
-		{"unmapped driver result", &driver.Result{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Call: "cuX"}, nil, "cuX"},
+		{"unknown", &driver.Result{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Call: "cuY"}, ErrUnknown, "cuY"},
+		{"unmapped driver result", &driver.Result{Code: 304, Name: "CUDA_ERROR_OPERATING_SYSTEM", Call: "cuX"}, nil, "cuX"},
 		{"backend error", backend.Errorf(ErrNotSupported, "no"), ErrNotSupported, "no"},
 		{"an *Error", newErr("inner", ErrInvalidValue, "bad"), ErrInvalidValue, "bad"},
 		{"anything else", errors.New("boom"), ErrLaunchFailure, "boom"},
@@ -39,7 +40,7 @@ func TestCudaErr(t *testing.T) {
 		if c.want != nil && e.Code != c.want {
 			t.Errorf("%s: code %s, want %s", c.name, e.Code.Name(), c.want.Name())
 		}
-		if c.want == nil && e.Code.Name() != "CUDA_ERROR_UNKNOWN" {
+		if c.want == nil && e.Code.Name() != "CUDA_ERROR_OPERATING_SYSTEM" {
 			t.Errorf("%s: code %s, want the driver's name", c.name, e.Code.Name())
 		}
 	}
