@@ -58,7 +58,7 @@ type measurements struct {
 // notes to progress.
 func runBench(w, progress io.Writer, cfg benchConfig) error {
 	if cfg.Count < 1 || len(cfg.Sizes) == 0 {
-		return fmt.Errorf("need count >= 1 and at least one size")
+		return usagef("need count >= 1 and at least one size")
 	}
 	restore, err := setBenchtime(cfg.Benchtime)
 	if err != nil {

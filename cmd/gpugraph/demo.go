@@ -160,7 +160,7 @@ type demoBuffers struct {
 // against a CPU reference, and reports to w. It ends with "OK" on success.
 func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
 	if cfg.N < 1 || cfg.N > math.MaxInt32 || cfg.Launches < 1 {
-		return fmt.Errorf("need 1 <= n <= %d and launches >= 1, have n=%d launches=%d", math.MaxInt32, cfg.N, cfg.Launches)
+		return usagef("need 1 <= n <= %d and launches >= 1, have n=%d launches=%d", math.MaxInt32, cfg.N, cfg.Launches)
 	}
 	dev, err := gg.Open(backend)
 	if err != nil {

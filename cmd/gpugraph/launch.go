@@ -56,17 +56,17 @@ func launchMain(args []string, stdout, stderr io.Writer) error {
 func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 	switch {
 	case len(cfg.Command) == 0:
-		return fmt.Errorf("%w: no command to launch", errUsage)
+		return usagef("no command to launch")
 	case cfg.NProc < 1 || cfg.NNodes < 1 || cfg.NodeRank < 0 || cfg.NodeRank >= cfg.NNodes:
-		return fmt.Errorf("%w: --nproc %d --nnodes %d --node-rank %d", errUsage, cfg.NProc, cfg.NNodes, cfg.NodeRank)
+		return usagef("--nproc %d --nnodes %d --node-rank %d", cfg.NProc, cfg.NNodes, cfg.NodeRank)
 	case cfg.NNodes > 1 && cfg.Master == "":
-		return fmt.Errorf("%w: a job of %d machines needs --master host:port (reachable from all of them)", errUsage, cfg.NNodes)
+		return usagef("a job of %d machines needs --master host:port (reachable from all of them)", cfg.NNodes)
 	}
 	addr, port := "127.0.0.1", ""
 	if cfg.Master != "" {
 		var err error
 		if addr, port, err = net.SplitHostPort(cfg.Master); err != nil {
-			return fmt.Errorf("%w: --master %q: %v", errUsage, cfg.Master, err)
+			return usagef("--master %q: %v", cfg.Master, err)
 		}
 	} else {
 		// A free port on the loopback address: the job is on this machine.

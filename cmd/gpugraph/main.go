@@ -47,6 +47,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	gg "github.com/gpugraph/gpugraph"
 )
 
 const usage = `usage: gpugraph <command> [flags]
@@ -125,7 +128,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errUsage):
 		if err != errUsage { // a usage error with its reason, not already printed by the flag set
-			fmt.Fprintf(stderr, "gpugraph %s: %v\n", args[0], err)
+			fmt.Fprintf(stderr, "gpugraph %s: %v\n\n%s", args[0], err, usage)
 		}
 		return 2
 	default:
@@ -136,6 +139,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // errUsage reports bad flags, already described to the user by the flag set.
 var errUsage = errors.New("usage")
+
+// usageError is a bad flag value, with what is wrong: run prints it and the
+// usage, and exits 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string        { return e.msg }
+func (e usageError) Is(target error) bool { return target == errUsage }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// outputFlags are flags naming a file the command writes: parseFlags checks
+// that it can be written before any work starts.
+var outputFlags = []string{"timeline", "dot"}
 
 // newFlagSet returns a flag set for a subcommand that reports errors to
 // stderr instead of exiting, so run decides the exit status.
@@ -155,8 +171,33 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return errUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return errUsage
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if f := fs.Lookup("backend"); f != nil {
+		if b := f.Value.String(); b != gg.BackendHost && b != gg.BackendCUDA {
+			return usagef("unknown backend %q (host, cuda)", b)
+		}
+	}
+	for _, name := range outputFlags {
+		if f := fs.Lookup(name); f != nil && f.Value.String() != "" {
+			if err := writable(f.Value.String()); err != nil {
+				return usagef("--%s: %v", name, err)
+			}
+		}
 	}
 	return nil
+}
+
+// writable reports whether path can be created or overwritten as a file,
+// by creating a scratch file beside it.
+func writable(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".gpugraph-*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %v", path, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

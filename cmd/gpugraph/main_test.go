@@ -136,11 +136,27 @@ func TestRun(t *testing.T) {
 		{[]string{"help"}, 0, "usage:", ""},
 		{[]string{"frob"}, 2, "", "usage:"},
 		{[]string{"demo", "--bogus"}, 2, "", "usage:"},
-		{[]string{"demo", "--backend", "nope"}, 1, "", "ErrorNoDevice"},
-		{[]string{"bench", "--count", "0"}, 1, "", "count"},
+		{[]string{"demo", "--backend", "nope"}, 2, "", `gpugraph demo: unknown backend "nope" (host, cuda)`},
+		{[]string{"mem", "--backend", "nope"}, 2, "", `unknown backend "nope"`},
+		{[]string{"bench", "--count", "0"}, 2, "", "gpugraph bench: need count >= 1"},
+		{[]string{"demo", "--n", "-1"}, 2, "", "gpugraph demo: need 1 <= n"},
+		{[]string{"demo", "--dot", "/nonexistent-dir/d.dot"}, 2, "", "gpugraph demo: --dot: cannot write /nonexistent-dir/d.dot"},
+		{[]string{"train", "--model", "nosuch"}, 2, "", `gpugraph train: unknown model "nosuch" (small, reference)`},
+		{[]string{"train", "--steps", "-5"}, 2, "", "gpugraph train: need steps >= 1"},
+		{[]string{"train", "--optimizer", "rmsprop"}, 2, "", "gpugraph train: "},
+		{[]string{"train", "--modes", "eager,lazy"}, 2, "", `unknown mode "lazy"`},
+		{[]string{"train", "--sync", "never", "--devices", "2"}, 2, "", `unknown --sync mode "never"`},
+		{[]string{"train", "--timeline", "/nonexistent-dir/t.svg"}, 2, "", "gpugraph train: --timeline: cannot write /nonexistent-dir/t.svg"},
+		{[]string{"train", "--timeline", "."}, 2, "", "is a directory"},
+		{[]string{"train", "extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"launch", "--nproc", "0", "demo"}, 2, "", "gpugraph launch: --nproc 0"},
+		{[]string{"launch"}, 2, "", "gpugraph launch: no command to launch"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
+		if code == 2 && !strings.Contains(stderr.String(), "usage: gpugraph") {
+			t.Errorf("run(%q): exit 2 without the usage:\n%s", tc.args, stderr.String())
+		}
 		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
 			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want %d, stdout with %q, stderr with %q",
 				tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)

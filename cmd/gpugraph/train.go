@@ -75,7 +75,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	}
 	// Started as a rank of a job (gpugraph launch, torchrun, Slurm)?
 	if env, ok, err := coll.EnvFromOS(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return usagef("%v", err)
 	} else if ok {
 		return runDistributed(stdout, cfg, env)
 	}
@@ -91,12 +91,12 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		return err
 	}
 	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
-		return fmt.Errorf("%w: need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1", errUsage)
+		return usagef("need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1")
 	}
 	modes := strings.Split(cfg.Modes, ",")
 	for _, m := range modes {
 		if m != "eager" && m != "graph" {
-			return fmt.Errorf("%w: unknown mode %q (eager, graph)", errUsage, m)
+			return usagef("unknown mode %q (eager, graph)", m)
 		}
 	}
 	dev, err := gg.Open(cfg.Backend)
@@ -153,7 +153,7 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 	case "reference":
 		tc = train.Reference()
 	default:
-		return tc, fmt.Errorf("%w: unknown model %q (small, reference)", errUsage, cfg.Model)
+		return tc, usagef("unknown model %q (small, reference)", cfg.Model)
 	}
 	if cfg.Optimizer != "" {
 		tc.Optimizer = cfg.Optimizer
@@ -162,7 +162,7 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 		}
 	}
 	if err := tc.Validate(); err != nil {
-		return tc, fmt.Errorf("%w: %v", errUsage, err)
+		return tc, usagef("%v", err)
 	}
 	return tc, nil
 }

@@ -43,7 +43,7 @@ func parseSync(list string) ([]train.SyncMode, error) {
 	for _, name := range strings.Split(list, ",") {
 		m, ok := map[string]train.SyncMode{"inline": train.SyncInline, "overlap": train.SyncOverlap, "after": train.SyncAfter}[name]
 		if !ok {
-			return nil, fmt.Errorf("%w: unknown --sync mode %q (overlap, inline, after)", errUsage, name)
+			return nil, usagef("unknown --sync mode %q (overlap, inline, after)", name)
 		}
 		modes = append(modes, m)
 	}
@@ -157,7 +157,7 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 		return err
 	}
 	if cfg.Devices > 1 {
-		return fmt.Errorf("%w: --devices %d inside a job of %d processes: one device per process", errUsage, cfg.Devices, env.World)
+		return usagef("--devices %d inside a job of %d processes: one device per process", cfg.Devices, env.World)
 	}
 	// The local rank picks the GPU; host devices belong to their process,
 	// so each process's is its device 0.
@@ -189,7 +189,7 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 
 func checkSteps(cfg trainConfig) error {
 	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
-		return fmt.Errorf("%w: need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1", errUsage)
+		return usagef("need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1")
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	n := j.world
 	if tc.Batch%n != 0 {
-		return fmt.Errorf("%w: %d ranks do not divide the global batch of %d", errUsage, n, tc.Batch)
+		return usagef("%d ranks do not divide the global batch of %d", n, tc.Batch)
 	}
 	local := tc
 	local.Batch = tc.Batch / n

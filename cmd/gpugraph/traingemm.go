@@ -28,11 +28,11 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 		return kernel("")
 	case "auto", "cublas":
 	default:
-		return nil, "", nil, fmt.Errorf("%w: unknown GEMM %q (auto, kernel, cublas)", errUsage, name)
+		return nil, "", nil, usagef("unknown GEMM %q (auto, kernel, cublas)", name)
 	}
 	if dev.Properties().Backend != gg.BackendCUDA {
 		if name == "cublas" {
-			return nil, "", nil, fmt.Errorf("%w: --gemm cublas needs --backend cuda", errUsage)
+			return nil, "", nil, usagef("--gemm cublas needs --backend cuda")
 		}
 		return kernel("")
 	}
