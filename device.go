@@ -158,7 +158,29 @@ func (d *Device) Close() error {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
 	d.caps.endDeviceCaptures(d)
+	d.uobj.releaseAll()
 	return backendErr("Device.Close", d.be.Close())
+}
+
+// MemGetInfo reports the device's free and total memory (cudaMemGetInfo).
+// On host, free is the total less what the device holds: Malloc
+// allocations, the memory pools' and graph memory's reservations.
+func (d *Device) MemGetInfo() (free, total uint64, err error) {
+	const opName = "Device.MemGetInfo"
+	if err := d.check(opName); err != nil {
+		return 0, 0, err
+	}
+	if m, ok := d.be.(interface{ MemGetInfo() (uint64, uint64, error) }); ok {
+		free, total, err = m.MemGetInfo()
+		return free, total, backendErr(opName, err)
+	}
+	st, err := d.MemoryStats()
+	if err != nil {
+		return 0, 0, withOp(opName, err)
+	}
+	total = d.props.TotalMem
+	held := st.Malloc + st.Reserved + st.GraphReserved
+	return total - min(total, held), total, nil
 }
 
 // check returns the error every call on a closed or failed device gets.

@@ -84,6 +84,7 @@ type userObjectState struct {
 	mu      sync.Mutex
 	queue   []func()
 	running bool
+	live    map[*UserObject]bool // objects this package counts, not yet destroyed
 }
 
 // NewUserObject creates a user object with the destructor destroy and
@@ -110,6 +111,13 @@ func (d *Device) NewUserObject(destroy func(), initialRefs int, flags UserObject
 		}
 	} else if flags != UserObjectNoDestructorSync {
 		return nil, newErr(op, ErrInvalidValue, "flags %#x: UserObjectNoDestructorSync is required and the only flag", uint(flags))
+	} else {
+		d.uobj.mu.Lock()
+		if d.uobj.live == nil {
+			d.uobj.live = map[*UserObject]bool{}
+		}
+		d.uobj.live[o] = true
+		d.uobj.mu.Unlock()
 	}
 	d.uobj.used.Store(true)
 	return o, nil
@@ -281,7 +289,30 @@ func (o *UserObject) settledLocked() {
 		return
 	}
 	o.done = true
+	s := &o.dev.uobj
+	s.mu.Lock()
+	delete(s.live, o)
+	s.mu.Unlock()
 	o.dev.scheduleDestructor(o.destroy)
+}
+
+// releaseAll ends every user object this package counts for the device,
+// at Close: the references of the caller, of graphs and of executable
+// graphs all die with the device, so each destructor runs. (The driver's
+// objects are the backend's to release.)
+func (s *userObjectState) releaseAll() {
+	s.mu.Lock()
+	objs := make([]*UserObject, 0, len(s.live))
+	for o := range s.live {
+		objs = append(objs, o)
+	}
+	s.mu.Unlock()
+	for _, o := range objs {
+		o.mu.Lock()
+		o.refs, o.held, o.pending = 0, 0, 0
+		o.settledLocked()
+		o.mu.Unlock()
+	}
 }
 
 // Graph-owned references.

@@ -45,6 +45,8 @@ type Device struct {
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
 
+	owned owned // what Close releases
+
 	mu     sync.Mutex
 	funcs  map[any]uintptr
 	fast   sync.Map // Kernel.Key -> uintptr, read without the lock on every launch
@@ -214,6 +216,7 @@ func (d *Device) function(k *backend.Kernel) (uintptr, error) {
 		if err != nil {
 			return err
 		}
+		d.own(kindModule, mod)
 		f, err = d.drv.ModuleGetFunction(mod, k.Name)
 		return err
 	})
@@ -276,6 +279,7 @@ func (d *Device) Malloc(n int) (uint64, error) {
 		return 0, err
 	}
 	d.track(p, n)
+	d.ownMem(p, true)
 	return p, nil
 }
 
@@ -284,6 +288,7 @@ func (d *Device) Malloc(n int) (uint64, error) {
 // live).
 func (d *Device) Free(p uint64) error {
 	d.untrack(p)
+	d.ownMem(p, false)
 	return d.Do(func() error { return d.drv.MemFree(p) })
 }
 
@@ -354,6 +359,7 @@ func (d *Device) NewStream() (backend.Stream, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.own(kindStream, s.h)
 	return s, nil
 }
 
@@ -368,6 +374,7 @@ func (d *Device) NewEvent(flags backend.EventFlags) (backend.Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.own(kindEvent, e.h)
 	return e, nil
 }
 
@@ -451,7 +458,6 @@ func (d *Device) Context() uintptr { return d.ctx }
 
 // Close synchronizes the context; the primary context stays retained for
 // the process, as the runtime keeps it.
-func (d *Device) Close() error { return d.Synchronize() }
 
 var _ backend.Peers = (*Device)(nil)
 

@@ -48,11 +48,13 @@ func (d *Device) ImportExternalSemaphoreFD(kind, fd int) (backend.ExternalSemaph
 	if err != nil {
 		return nil, err
 	}
+	d.own(kindExtSem, s.h)
 	return s, nil
 }
 
 // Destroy is cuDestroyExternalSemaphore.
 func (s *ExternalSemaphore) Destroy() error {
+	s.d.disown(kindExtSem, s.h)
 	return s.d.Do(func() error { return s.d.drv.DestroyExternalSemaphore(s.h) })
 }
 
@@ -122,6 +124,7 @@ func (d *Device) NewUserObject(destroy func(), refs int, flags uint) (backend.Us
 		userObjects.Delete(o.id)
 		return nil, err
 	}
+	d.userRefs(o, refs)
 	return o, nil
 }
 
@@ -130,10 +133,18 @@ func (o *UserObject) Native() uintptr { return o.h }
 
 // Retain is cuUserObjectRetain.
 func (o *UserObject) Retain(n int) error {
-	return o.d.Do(func() error { return o.d.drv.UserObjectRetain(o.h, uint32(n)) })
+	err := o.d.Do(func() error { return o.d.drv.UserObjectRetain(o.h, uint32(n)) })
+	if err == nil {
+		o.d.userRefs(o, n)
+	}
+	return err
 }
 
 // Release is cuUserObjectRelease.
 func (o *UserObject) Release(n int) error {
-	return o.d.Do(func() error { return o.d.drv.UserObjectRelease(o.h, uint32(n)) })
+	err := o.d.Do(func() error { return o.d.drv.UserObjectRelease(o.h, uint32(n)) })
+	if err == nil {
+		o.d.userRefs(o, -n)
+	}
+	return err
 }

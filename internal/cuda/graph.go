@@ -15,11 +15,13 @@ import (
 func (d *Device) newGraph() (uintptr, error) {
 	var g uintptr
 	err := d.Do(func() error { var err error; g, err = d.drv.GraphCreate(); return err })
+	d.own(kindGraph, g)
 	return g, err
 }
 
 // DestroyGraph is cuGraphDestroy.
 func (d *Device) DestroyGraph(g uintptr) error {
+	d.disown(kindGraph, g)
 	return d.Do(func() error { return d.drv.GraphDestroy(g) })
 }
 
@@ -272,6 +274,7 @@ func (d *Device) DestroyNode(n uintptr) error {
 func (d *Device) CloneGraph(g uintptr) (uintptr, error) {
 	var c uintptr
 	err := d.Do(func() error { var err error; c, err = d.drv.GraphClone(g); return err })
+	d.own(kindGraph, c)
 	return c, err
 }
 
@@ -367,6 +370,7 @@ func (d *Device) Instantiate(g uintptr, flags uint64, upload backend.Stream) (ex
 		ip.UploadStream = upload.(*Stream).h
 	}
 	err = d.Do(func() error { var err error; exec, err = d.drv.InstantiateWithParams(g, &ip); return err })
+	d.own(kindExec, exec)
 	return exec, int(ip.Result), ip.ErrNode, err
 }
 
@@ -413,6 +417,7 @@ func (d *Device) Enabled(exec, n uintptr) (bool, error) {
 
 // DestroyExec is cuGraphExecDestroy.
 func (d *Device) DestroyExec(exec uintptr) error {
+	d.disown(kindExec, exec)
 	return d.Do(func() error { return d.drv.GraphExecDestroy(exec) })
 }
 
@@ -449,6 +454,7 @@ func (s *Stream) EndCapture() (backend.Graph, error) {
 	if err != nil {
 		return nil, Err(err)
 	}
+	s.d.own(kindGraph, g)
 	return s.d.graphOf(g), nil
 }
 

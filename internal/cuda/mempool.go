@@ -54,6 +54,7 @@ func (d *Device) NewMemPool(location int, maxSize uint64) (backend.MemPool, erro
 	if err != nil {
 		return nil, err
 	}
+	d.own(kindPool, p.h)
 	return p, nil
 }
 
@@ -70,16 +71,21 @@ func (d *Device) MallocAsync(s backend.Stream, n int, p backend.MemPool) (uint64
 		return 0, err
 	}
 	d.track(ptr, n)
+	d.ownMem(ptr, true)
 	return ptr, nil
 }
 
 // FreeAsync is cuMemFreeAsync.
 func (d *Device) FreeAsync(s backend.Stream, ptr uint64) error {
+	d.ownMem(ptr, false)
 	return d.Do(func() error { return d.drv.MemFreeAsync(ptr, s.(*Stream).h) })
 }
 
 // Destroy is cuMemPoolDestroy.
-func (p *MemPool) Destroy() error { return p.d.Do(func() error { return p.d.drv.MemPoolDestroy(p.h) }) }
+func (p *MemPool) Destroy() error {
+	p.d.disown(kindPool, p.h)
+	return p.d.Do(func() error { return p.d.drv.MemPoolDestroy(p.h) })
+}
 
 // TrimTo is cuMemPoolTrimTo.
 func (p *MemPool) TrimTo(keep uint64) error {

@@ -87,7 +87,10 @@ func (s *Stream) Synchronize() error {
 func (s *Stream) Query() error { return s.call(func() error { return s.d.drv.StreamQuery(s.h) }) }
 
 // Destroy is cuStreamDestroy.
-func (s *Stream) Destroy() error { return s.d.Do(func() error { return s.d.drv.StreamDestroy(s.h) }) }
+func (s *Stream) Destroy() error {
+	s.d.disown(kindStream, s.h)
+	return s.d.Do(func() error { return s.d.drv.StreamDestroy(s.h) })
+}
 
 // call makes a stream-bound driver call without making the context current
 // (the driver takes it from the stream, as for launches), and again with
@@ -118,7 +121,10 @@ func (e *Event) Synchronize() error {
 func (e *Event) Query() error { return e.d.Do(func() error { return e.d.drv.EventQuery(e.h) }) }
 
 // Destroy is cuEventDestroy.
-func (e *Event) Destroy() error { return e.d.Do(func() error { return e.d.drv.EventDestroy(e.h) }) }
+func (e *Event) Destroy() error {
+	e.d.disown(kindEvent, e.h)
+	return e.d.Do(func() error { return e.d.drv.EventDestroy(e.h) })
+}
 
 // ElapsedTime is cuEventElapsedTime from start to e.
 func (e *Event) ElapsedTime(start backend.Event) (time.Duration, error) {

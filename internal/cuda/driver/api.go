@@ -52,6 +52,28 @@ func (d *Driver) PrimaryContext(dev int) (uintptr, error) {
 	return ctx, err
 }
 
+// PrimaryContextRelease releases one retain of the device's primary
+// context; the last release destroys it.
+func (d *Driver) PrimaryContextRelease(dev int) error {
+	return d.call("cuDevicePrimaryCtxRelease_v2", uintptr(dev))
+}
+
+// PrimaryContextReset destroys every resource of the device's primary
+// context and resets it, for every retainer in the process: the way out of
+// a sticky error.
+func (d *Driver) PrimaryContextReset(dev int) error {
+	return d.call("cuDevicePrimaryCtxReset_v2", uintptr(dev))
+}
+
+// MemGetInfo reports free and total memory of the current context's device.
+func (d *Driver) MemGetInfo() (free, total uint64, err error) {
+	err = d.call("cuMemGetInfo_v2", uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total)))
+	return free, total, err
+}
+
+// ModuleUnload unloads a module loaded by ModuleLoadData.
+func (d *Driver) ModuleUnload(mod uintptr) error { return d.call("cuModuleUnload", mod) }
+
 func (d *Driver) SetCurrent(ctx uintptr) error { return d.call("cuCtxSetCurrent", ctx) }
 
 // CtxSynchronize waits for all work of the current context.

@@ -66,6 +66,16 @@ func (m *CMem) Params(args []uint64) uintptr {
 
 func unix_Munmap(m *CMem) { unix.Munmap(m.buf) }
 
+// FreeCMem unmaps an arena; it must not be used after.
+func FreeCMem(m *CMem) {
+	m.Lock()
+	defer m.Unlock()
+	if m.buf != nil {
+		unix.Munmap(m.buf)
+		m.buf = nil
+	}
+}
+
 // zeroed returns n zeroed bytes of the arena: the driver's structs have
 // reserved fields and padding that must be zero.
 func (m *CMem) zeroed(n uintptr) unsafe.Pointer {

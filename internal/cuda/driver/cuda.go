@@ -77,7 +77,8 @@ func Load() (*Driver, error) {
 var driverSymbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuGetErrorName",
 	"cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceTotalMem_v2", "cuDeviceGetAttribute",
-	"cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxReset_v2", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuMemGetInfo_v2", "cuModuleUnload",
 	"cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess",
 	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
 	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
