@@ -80,8 +80,11 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 		return nil, props, backend.Errorf(backend.ErrNoDevice, "%v", err)
 	}
 	n, err := drv.DeviceCount()
-	if err != nil || n == 0 {
-		return nil, props, backend.Errorf(backend.ErrNoDevice, "no CUDA device: %v", err)
+	if err != nil {
+		return nil, props, Err(err)
+	}
+	if n == 0 {
+		return nil, props, backend.Errorf(backend.ErrNoDevice, "the driver reports no CUDA device")
 	}
 	if ordinal < 0 || ordinal >= n {
 		return nil, props, backend.Errorf(backend.ErrInvalidDevice, "device %d: the driver reports %d", ordinal, n)
@@ -94,15 +97,28 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 	if err != nil {
 		return nil, props, Err(err)
 	}
-	cm, err := driver.NewCMem(1 << 20)
-	if err != nil {
-		return nil, props, backend.Errorf(backend.ErrMemoryAllocation, "%v", err)
+	// From here a failure releases the retain.
+	fails := func(err error) (*Device, backend.Properties, error) {
+		drv.PrimaryContextRelease(dev)
+		return nil, backend.Properties{}, Err(err)
 	}
-	d := &Device{drv: drv, ord: dev, ctx: ctx, cm: cm, fail: fail, funcs: map[any]uintptr{}}
-	attr := func(a int) int { v, _ := drv.Attribute(a, dev); return v }
-	d.major, d.minor = attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
-	name, _ := drv.DeviceName(dev)
-	mem, _ := drv.TotalMem(dev)
+	var qerr error // the first failed query: a device described wrong is worse than none
+	attr := func(a int) int {
+		v, err := drv.Attribute(a, dev)
+		if err != nil && qerr == nil {
+			qerr = err
+		}
+		return v
+	}
+	major, minor := attr(driver.AttrComputeCapMajor), attr(driver.AttrComputeCapMinor)
+	name, err := drv.DeviceName(dev)
+	if err != nil {
+		return fails(err)
+	}
+	mem, err := drv.TotalMem(dev)
+	if err != nil {
+		return fails(err)
+	}
 	props = backend.Properties{
 		Ordinal: ordinal, Name: name, DriverVersion: drv.Version(),
 		MemoryPoolsSupported: attr(driver.AttrMemoryPoolsSupported) != 0,
@@ -114,6 +130,15 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 		WarpSize:             attr(driver.AttrWarpSize),
 		SharedMemPerBlock:    attr(driver.AttrMaxSharedPerBlock),
 	}
+	if qerr != nil {
+		return fails(qerr)
+	}
+	cm, err := driver.NewCMem(1 << 20)
+	if err != nil {
+		drv.PrimaryContextRelease(dev)
+		return nil, props, backend.Errorf(backend.ErrMemoryAllocation, "%v", err)
+	}
+	d := &Device{drv: drv, ord: dev, ctx: ctx, cm: cm, fail: fail, funcs: map[any]uintptr{}, major: major, minor: minor}
 	return d, props, nil
 }
 
@@ -172,16 +197,33 @@ func contextError(err error) bool {
 
 // Function returns k's CUDA function, compiling k.Source (CUDA C++ with
 // NVRTC; PTX text and cubin images load as they are) on first use on this
-// device. An error has code ErrInvalidDeviceFunction.
+// device. A source that does not compile or load is ErrInvalidDeviceFunction;
+// a driver failure (out of memory loading the module) keeps its own code.
 func (d *Device) Function(k *backend.Kernel) (uintptr, error) {
 	if f, ok := d.fast.Load(k.Key); ok {
 		return f.(uintptr), nil
 	}
 	f, err := d.function(k)
 	if err != nil {
+		var r *driver.Result
+		if errors.As(err, &r) && !moduleError(r.Code) {
+			return 0, Err(r)
+		}
 		return 0, backend.Errorf(backend.ErrInvalidDeviceFunction, "%s", err.Error())
 	}
 	return f, nil
+}
+
+// moduleError reports the CUresults that say a module or its function is
+// wrong (CUDA_ERROR_INVALID_IMAGE, _INVALID_PTX, _NO_BINARY_FOR_GPU,
+// _UNSUPPORTED_PTX_VERSION, _NOT_FOUND, _INVALID_SOURCE,
+// _JIT_COMPILER_NOT_FOUND, ...): those are the kernel's fault.
+func moduleError(code int) bool {
+	switch code {
+	case 200, 209, 218, 221, 222, 300, 301, 302, 303, 500:
+		return true
+	}
+	return false
 }
 
 func (d *Device) function(k *backend.Kernel) (uintptr, error) {

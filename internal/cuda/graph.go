@@ -74,6 +74,11 @@ func (d *Device) calls(op *backend.Op) (nodeCalls, error) {
 		p := &op.Memset
 		mp := driver.MemsetNodeParams{Dst: p.Dst, Pitch: uint64(p.Pitch), Value: p.Value,
 			ElementSize: uint32(p.ElementSize), Width: uint64(p.Width), Height: uint64(p.Height)}
+		if mp.Height <= 1 && mp.Pitch == 0 {
+			// One row: its pitch is its width (cuGraphExecMemsetNodeSetParams
+			// refuses a zero pitch that cuGraphAddMemsetNode accepts).
+			mp.Pitch = mp.Width * uint64(mp.ElementSize)
+		}
 		return nodeCalls{
 			add: func(g uintptr, deps []uintptr) (uintptr, error) {
 				return drv.GraphAddMemsetNode(cm, g, deps, mp, d.ctx)

@@ -122,6 +122,10 @@ var driverSymbols = []string{
 //
 //go:uintptrescapes
 func (d *Driver) call(name string, args ...uintptr) error {
+	fault.calls.Add(1)
+	if injected() {
+		return &Result{Code: int(fault.code.Load()), Name: "CUDA_ERROR_INJECTED", Call: name + " (failure injected by a test)"}
+	}
 	f := d.fn[name]
 	if f == 0 {
 		return &Result{Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Call: name + " (not exported by this driver)"}

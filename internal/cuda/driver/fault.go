@@ -1,0 +1,34 @@
+package driver
+
+import "sync/atomic"
+
+// Fault injection, for tests of error paths: every entry point but the two
+// launch fast paths goes through call, which counts the calls and, when
+// armed, fails the n-th one from now with a CUresult of the test's choice
+// instead of calling the driver.
+
+var fault struct {
+	calls atomic.Int64 // calls made through call
+	left  atomic.Int64 // calls until the injected failure; 0: disarmed
+	code  atomic.Int64
+}
+
+// Calls is the number of driver calls made so far through the binding
+// (the launch fast paths excepted).
+func Calls() int64 { return fault.calls.Load() }
+
+// InjectFault makes the n-th call from now (n ≥ 1) fail with CUresult code
+// (named CUDA_ERROR_INJECTED in the Result); n = 0 disarms. The failure
+// happens once.
+func InjectFault(n int64, code int) {
+	fault.code.Store(int64(code))
+	fault.left.Store(n)
+}
+
+// injected reports whether this call is the one to fail.
+func injected() bool {
+	if fault.left.Load() == 0 {
+		return false
+	}
+	return fault.left.Add(-1) == 0
+}
