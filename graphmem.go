@@ -90,7 +90,10 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 		if p.Size <= 0 {
 			return newErr(opName, ErrInvalidValue, "allocation of %d bytes", p.Size)
 		}
-		n, _ := DeviceCount(d.props.Backend)
+		n, err := DeviceCount(d.props.Backend)
+		if err != nil {
+			return withOp(opName, err)
+		}
 		switch {
 		case p.Location < 0 || p.Location >= n:
 			return newErr(opName, ErrInvalidDevice, "device %d does not exist", p.Location)

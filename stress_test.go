@@ -1,6 +1,7 @@
 package gpugraph_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -78,6 +79,7 @@ func stressWant(seed uint32, bumped bool) uint32 {
 
 // stressGraph is one stream's executable graph and the nodes it changes.
 type stressGraph struct {
+	g                     *gg.Graph // kept: the executable graph's nodes are named by its nodes
 	e                     *gg.Exec
 	zero, fill, sum, bump *gg.Node
 	buf                   gg.DevicePtr // the graph allocation
@@ -85,8 +87,7 @@ type stressGraph struct {
 
 func newStressGraph(t *testing.T, d *gg.Device, slot gg.DevicePtr) stressGraph {
 	g := must[*gg.Graph](t)(d.NewGraph())
-	defer g.Destroy()
-	var sg stressGraph
+	sg := stressGraph{g: g}
 	sg.zero = must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(slot, 0, 1)))
 	a, p, err := g.AddMemAllocNode(gg.MemAllocParams{Size: 4 * stressN})
 	ok(t, err)
@@ -164,7 +165,7 @@ func stress(t *testing.T, d *gg.Device, launches int) {
 				defer s.Destroy()
 				base := slots + gg.DevicePtr(4*window*si)
 				sg := newStressGraph(t, d, base)
-				defer func() { sg.e.Destroy() }()
+				defer func() { sg.e.Destroy(); sg.g.Destroy() }()
 				want := make([]uint32, window)
 				got := make([]uint32, window)
 				for i := range launches {
@@ -180,7 +181,7 @@ func stress(t *testing.T, d *gg.Device, launches int) {
 					if i%500 == 250 {
 						// Destroy with the launch in flight, and go on with a
 						// new executable graph: the launch completes.
-						if err := sg.e.Destroy(); err != nil {
+						if err := errors.Join(sg.e.Destroy(), sg.g.Destroy()); err != nil {
 							return fmt.Errorf("destroy in flight: %w", err)
 						}
 						sg = newStressGraph(t, d, base)
@@ -224,4 +225,27 @@ func stress(t *testing.T, d *gg.Device, launches int) {
 	if st.ReservedCurrent != 0 || st.UsedCurrent != 0 {
 		t.Fatalf("graph memory left after trim: %+v", st)
 	}
+}
+
+// The nodes of a destroyed graph cannot name nodes of an executable graph
+// instantiated from it: the driver names them by the graph's handles, which
+// die with the graph. Refused on both backends alike.
+func TestExecNodeOfDestroyedGraph(t *testing.T) {
+	d := open(t)
+	slot := must[gg.DevicePtr](t)(d.Malloc(4))
+	sg := newStressGraph(t, d, slot)
+	defer sg.e.Destroy()
+	ok(t, sg.g.Destroy())
+	for name, err := range map[string]error{
+		"SetParams":  sg.e.SetParams(sg.zero, gg.Memset32(slot, 0, 1)),
+		"SetEnabled": sg.e.SetEnabled(sg.bump, false),
+		"Enabled":    func() error { _, err := sg.e.Enabled(sg.bump); return err }(),
+	} {
+		if !errors.Is(err, gg.ErrInvalidValue) {
+			t.Errorf("%s: %v, want ErrInvalidValue", name, err)
+		}
+	}
+	s := must[*gg.Stream](t)(d.NewStream())
+	ok(t, sg.e.Launch(s)) // the executable graph itself lives on
+	ok(t, s.Synchronize())
 }

@@ -121,6 +121,10 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	if n.be == nil {
 		return nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
 	}
+	if n.dead {
+		// The driver names nodes by the graph's handles: they die with it.
+		return nodeErr(opName, n, ErrInvalidValue, "a node of a destroyed graph")
+	}
 	if cp, isChild := p.(ChildGraphParams); isChild {
 		g := cp.Graph
 		if g == nil {
@@ -193,6 +197,9 @@ func (e *Exec) enableable(opName string, n *Node) error {
 	}
 	if n.be == nil {
 		return nodeErr(opName, n, ErrInvalidValue, "not a node of the graph the executable graph was instantiated from")
+	}
+	if n.dead {
+		return nodeErr(opName, n, ErrInvalidValue, "a node of a destroyed graph")
 	}
 	return nil
 }

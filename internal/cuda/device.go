@@ -329,9 +329,12 @@ func (d *Device) Malloc(n int) (uint64, error) {
 // MallocAsync memory, which the driver checks (it refuses what is not
 // live).
 func (d *Device) Free(p uint64) error {
+	if err := d.Do(func() error { return d.drv.MemFree(p) }); err != nil {
+		return err // still live: Close frees it
+	}
 	d.untrack(p)
 	d.ownMem(p, false)
-	return d.Do(func() error { return d.drv.MemFree(p) })
+	return nil
 }
 
 // Memcpy copies after all work in the context, in the legacy default
