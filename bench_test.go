@@ -28,3 +28,25 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLaunchQueued is BenchmarkLaunch's graphs launched bench.Queue
+// times back to back before one Synchronize: the engine's own cost per
+// node, with the workers' wake-up spread over the launches. Run with
+//
+//	go test -run '^$' -bench LaunchQueued -count 6 .
+func BenchmarkLaunchQueued(b *testing.B) {
+	d, err := gg.Open("host")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range bench.Sizes {
+		for _, shape := range bench.Shapes {
+			b.Run(bench.Name("graph-"+shape.Name, n), bench.GraphLaunchQueued(s, shape, n, bench.Queue))
+		}
+	}
+}

@@ -52,6 +52,7 @@ type sample struct {
 type measurements struct {
 	stream [][]sample
 	graph  [][][]sample
+	queued [][][]sample // graph launched bench.Queue times per wait
 }
 
 // runBench measures and prints the launch-overhead table to w, with progress
@@ -98,7 +99,8 @@ func setBenchtime(d string) (restore func(), err error) {
 func printBenchHeader(w io.Writer, dev *gg.Device, cfg benchConfig) {
 	p := dev.Properties()
 	fmt.Fprintln(w, "gpugraph bench: launch overhead with empty kernels")
-	fmt.Fprintln(w, "  stream: N kernel launches into a stream + Synchronize; graph: one launch of an N-node graph + Synchronize")
+	fmt.Fprintln(w, "  stream: N kernel launches into a stream + Synchronize; graph: one launch of an N-node graph + Synchronize;")
+	fmt.Fprintf(w, "  queued: %d launches of the graph + Synchronize\n", bench.Queue)
 	fmt.Fprintf(w, "date:   %s\n", time.Now().Format("2006-01-02 15:04:05 MST"))
 	fmt.Fprintf(w, "device: %s, backend %s\n", p.Name, p.Backend)
 	fmt.Fprintf(w, "go:     %s %s/%s, GOMAXPROCS %d, %d CPUs\n",
@@ -113,6 +115,7 @@ func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements,
 	m := measurements{
 		stream: make([][]sample, len(cfg.Sizes)),
 		graph:  make([][][]sample, len(cfg.Sizes)),
+		queued: make([][][]sample, len(cfg.Sizes)),
 	}
 	// One stream for every measurement, as in the native reference (see
 	// bench.StreamLaunches for why it matters on a GPU).
@@ -123,6 +126,7 @@ func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements,
 	defer stream.Destroy()
 	for i := range m.graph {
 		m.graph[i] = make([][]sample, len(cfg.Shapes))
+		m.queued[i] = make([][]sample, len(cfg.Shapes))
 	}
 	for r := range cfg.Count {
 		fmt.Fprintf(progress, "bench: round %d/%d\n", r+1, cfg.Count)
@@ -138,6 +142,10 @@ func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements,
 					return m, err
 				}
 				m.graph[i][j] = append(m.graph[i][j], s)
+				if s, err = run1(bench.Name("queued-"+shape.Name, n), bench.GraphLaunchQueued(stream, shape, n, bench.Queue)); err != nil {
+					return m, err
+				}
+				m.queued[i][j] = append(m.queued[i][j], s)
 			}
 		}
 	}
@@ -180,6 +188,26 @@ func printBenchTable(w io.Writer, cfg benchConfig, m measurements) error {
 		return err
 	}
 	fmt.Fprintln(w, "  (ratio: graph ns/node over stream ns/op, of medians; below 1 means the graph launches a node for less)")
+
+	// Queued: the engine's own cost per node, the wake-up spread out.
+	fmt.Fprintf(w, "\nqueued: %d launches of the graph, then one Synchronize (ns/node, medians)\n", bench.Queue)
+	head = []string{"N"}
+	for _, s := range cfg.Shapes {
+		head = append(head, s.Name, "vs one")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for i, n := range cfg.Sizes {
+		row := []string{fmt.Sprint(n)}
+		for j := range cfg.Shapes {
+			q, one := median(nsPerNode(m.queued[i][j])), median(nsPerNode(m.graph[i][j]))
+			row = append(row, fmt.Sprintf("%.0f", q), fmt.Sprintf("%.2f", q/one))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "  (vs one: queued ns/node over one launch + Synchronize ns/node)")
 	printTenNode(w, cfg, m)
 	return nil
 }

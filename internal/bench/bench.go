@@ -137,9 +137,25 @@ func StreamLaunches(s *gg.Stream, n int) func(b *testing.B) {
 	}
 }
 
+// Queue is how many launches GraphLaunchQueued queues before it waits, as
+// Taskflow's run_n(taskflow, 100).wait() does in the side-by-side run.
+const Queue = 100
+
 // GraphLaunch measures one launch into s of an instantiated graph of shape
 // followed by Synchronize.
 func GraphLaunch(s *gg.Stream, shape Shape, n int) func(b *testing.B) {
+	return graphLaunch(s, shape, n, 1)
+}
+
+// GraphLaunchQueued measures q launches into s of one instantiated graph
+// of shape, back to back, followed by one Synchronize: what an inference
+// loop or a simulation does, with the wake-up of the workers spread over
+// the q launches. ns/node is per node of every launch.
+func GraphLaunchQueued(s *gg.Stream, shape Shape, n, q int) func(b *testing.B) {
+	return graphLaunch(s, shape, n, q)
+}
+
+func graphLaunch(s *gg.Stream, shape Shape, n, q int) func(b *testing.B) {
 	return func(b *testing.B) {
 		g, count, err := BuildGraph(s.Device(), shape, n)
 		if err != nil {
@@ -153,14 +169,16 @@ func GraphLaunch(s *gg.Stream, shape Shape, n int) func(b *testing.B) {
 		defer ex.Destroy()
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := ex.Launch(s); err != nil {
-				b.Fatal(err)
+			for range q {
+				if err := ex.Launch(s); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if err := s.Synchronize(); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(count), "ns/node")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(count*q), "ns/node")
 	}
 }
 
