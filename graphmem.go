@@ -27,9 +27,13 @@ func (MemAllocParams) NodeType() NodeType { return NodeMemAlloc }
 func (MemFreeParams) NodeType() NodeType  { return NodeMemFree }
 
 // GraphMemStats report the device's graph memory
-// (cudaDeviceGetGraphMemAttribute): Used is physical memory currently
-// associated with graphs or live graph allocations, Reserved is that plus
-// memory cached for reuse; High values are high-water marks.
+// (cudaDeviceGetGraphMemAttribute): Used is physical memory that graphs
+// map (the memory of the streams they were launched or uploaded into, live
+// graph allocations, and freed ones until the next TrimGraphMem), Reserved
+// is what the device holds for graphs (equal to Used on the host backend,
+// as the driver reports them); High values are high-water marks. They
+// change when a launch, upload, free or trim is called, not when queued
+// work runs.
 type GraphMemStats struct {
 	UsedCurrent, UsedHigh         uint64
 	ReservedCurrent, ReservedHigh uint64
@@ -61,8 +65,9 @@ func (d *Device) ResetGraphMemHigh() error {
 }
 
 // TrimGraphMem returns graph memory that is not in use to the system
-// (cudaDeviceGraphMemTrim): memory cached for reuse, and the memory of
-// streams whose graphs are neither running nor queued. Live allocations
+// (cudaDeviceGraphMemTrim): the memory of freed graph allocations, and
+// stream memory that no graph running or queued when it is called maps (a
+// graph uploaded and not yet launched counts as queued). Live allocations
 // keep theirs. Graphs it unmaps are mapped again when next launched.
 func (d *Device) TrimGraphMem() error {
 	if err := d.check("Device.TrimGraphMem"); err != nil {
@@ -120,7 +125,8 @@ func (d *Device) checkMemParams(opName string, p NodeParams) error {
 // FreeAsync frees memory in stream order (cudaFreeAsync): a graph allocation
 // that is live after its graph's launch, or memory from MallocAsync. Work
 // queued in s before the free may still use the memory; nothing after it
-// may.
+// may. A graph allocation's memory stays in the used graph memory
+// (GraphMemStats) until the next TrimGraphMem.
 func (s *Stream) FreeAsync(p DevicePtr) error {
 	const opName = "Stream.FreeAsync"
 	if err := s.usable(opName); err != nil {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -111,6 +112,9 @@ func (g *Graph) AddConditionalNode(c backend.Cond, deps []backend.Node, data []b
 type condExec struct {
 	root  *Exec
 	index map[uint64]int32 // handle -> slot
+	// alias names slots by the handles of the graphs e was updated from
+	// (copied on write: kernels read it while an update adds to it).
+	alias atomic.Pointer[map[uint64]int32]
 	slots []condSlot
 	vals  []atomic.Uint32 // the condition values, one per slot
 	subs  []*Exec         // the body Execs, nested ones included: a launch takes their op tables
@@ -368,25 +372,43 @@ func (rt Runtime) SetConditional(h uint64, v uint32) {
 	}
 	i, ok := x.index[h]
 	if !ok {
+		if m := x.alias.Load(); m != nil {
+			i, ok = (*m)[h]
+		}
+	}
+	if !ok {
 		panic(CondSetError{h, "not a handle of a conditional node of the running graph"})
 	}
 	x.vals[i].Store(v)
 }
 
 // updateCondDefaults gives e's handles the defaults and flags of the
-// handles of the new graph's paired nodes (whole-graph update).
+// handles of the new graph's paired nodes (whole-graph update), and lets
+// kernels name them by those handles: the kernel nodes updated from the
+// new graph pass its handles. The driver numbers handles per graph in
+// creation order (docs/driver-conditional.txt), and paired handles were
+// created in the same order, so there the values are equal already.
 func (e *Exec) updateCondDefaults(pairs [][2]*Node) {
 	if len(pairs) == 0 || e.conds == nil {
 		return
 	}
 	condMu.Lock()
 	defer condMu.Unlock()
+	x := e.conds
+	alias := map[uint64]int32{}
+	if m := x.alias.Load(); m != nil {
+		maps.Copy(alias, *m)
+	}
 	for _, p := range pairs {
 		oh, nh := p[0].cond.handle, p[1].cond.handle
-		if i, ok := e.conds.index[oh.h]; ok {
-			e.conds.slots[i].dflt.Store(packDefault(nh.def, nh.flags))
+		if i, ok := x.index[oh.h]; ok {
+			x.slots[i].dflt.Store(packDefault(nh.def, nh.flags))
+			if nh.h != oh.h {
+				alias[nh.h] = i
+			}
 		}
 	}
+	x.alias.Store(&alias)
 }
 
 // condUpdatable reports whether the conditional node old can take the

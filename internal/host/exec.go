@@ -33,6 +33,7 @@ type Exec struct {
 	records, waits []int32
 	extSems        []int32 // external semaphore ops, whose semaphores launches hold
 
+	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
 	mu        sync.Mutex
 	cond      sync.Cond
 	issued    atomic.Uint64 // launches (and uploads) issued; written under mu
@@ -84,9 +85,11 @@ type launch struct {
 	rec    []uint64 // record sequence numbers, parallel to e.records
 	wait   []uint64 // wait targets, parallel to e.waits
 	stream *Stream
-	upload bool   // an Upload: map memory, run nothing
-	ops    []op   // e's op table as of this launch: later updates do not change it
-	bodies [][]op // the op tables of e's conditional bodies (e.conds.subs) as of this launch
+	upload bool          // an Upload: map memory, run nothing
+	plan   *Plan         // the graph memory it maps, decided at its call (nil if none)
+	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
+	ops    []op          // e's op table as of this launch: later updates do not change it
+	bodies [][]op        // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
 	xsems []*Semaphore // held from issue to end (extsem.go)
 }
@@ -127,7 +130,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 		va := g.va
 		g.mu.Unlock()
 		e.graph = g
-		e.bind = g.d.GraphMemIfAny().NewBinding(va, e.persist, func() bool { return e.issued.Load() == e.finished.Load() })
+		e.bind = g.d.GraphMemIfAny().NewBinding(va, e.persist)
 	}
 	d := &e.dag
 	*d = *e.newDAG(preds)
@@ -310,6 +313,8 @@ func (e *Exec) Launch(bs backend.Stream) error {
 		l.wait = make([]uint64, len(e.waits))
 	}
 	return s.enqueue(&op{kind: opGraph, launch: l}, func() (uint64, error) {
+		e.imu.Lock()
+		defer e.imu.Unlock()
 		e.mu.Lock()
 		l.ops, e.opsShared = e.ops, true
 		e.issuing++ // l reads l.ops from now: updates must copy the table
@@ -341,19 +346,20 @@ func (e *Exec) Launch(bs backend.Stream) error {
 }
 
 // issue takes what launch l holds from its issue to its end: the
-// semaphores of its external semaphore nodes and its graph memory.
+// semaphores of its external semaphore nodes and its graph memory, whose
+// state the call decides (GraphMem.Issue).
 func (l *launch) issue() error {
 	if err := l.acquireExtSems(); err != nil {
 		return err
 	}
 	if l.e.mem {
-		gm := l.e.dev.GraphMemIfAny()
-		if n, why := gm.IssueLaunch(l.e.persist, l.e.frees, l.e.freeNodes, l.e.autoFree); n != nil {
+		e := l.e
+		p, freed, err := e.dev.GraphMemIfAny().Issue(e.bind, l.stream, e.frees, e.freeNodes, e.autoFree, false)
+		if err != nil {
 			l.releaseExtSems()
-			err := backend.Errorf(backend.ErrInvalidValue, "%s", why)
-			err.Node = n
 			return err
 		}
+		l.plan, l.freed = p, freed
 	}
 	return nil
 }
@@ -373,6 +379,7 @@ func (e *Exec) Destroy() error {
 		g.mu.Lock()
 		g.memExecs-- // the graph may be instantiated again now, as with the driver
 		g.mu.Unlock()
+		e.dev.GraphMemIfAny().Forget(e.bind) // an upload of it holds no memory any more
 		if idle {
 			e.dev.GraphMemIfAny().Release(e.bind)
 		}
@@ -380,13 +387,25 @@ func (e *Exec) Destroy() error {
 	return nil
 }
 
-// Upload maps the graph's memory in stream order, ahead of its first
-// launch, and binds it to s: a later launch into s needs no remapping, one
-// into another stream does.
+// Upload binds the graph's memory to s ahead of its first launch, at the
+// call (seed 001 §5.1: the upload does all the mappings and associates the
+// graph with the stream): the footprint counts it now, and it holds
+// against trims until the graph is launched. The mapping itself runs in
+// stream order. A later launch into s needs no remapping, one into another
+// stream does.
 func (e *Exec) Upload(bs backend.Stream) error {
 	s := bs.(*Stream)
 	l := &launch{e: e, stream: s, upload: true}
 	return s.enqueue(&op{kind: opGraph, launch: l}, func() (uint64, error) {
+		e.imu.Lock()
+		defer e.imu.Unlock()
+		if e.mem {
+			p, _, err := e.dev.GraphMemIfAny().Issue(e.bind, s, nil, nil, false, true)
+			if err != nil {
+				return 0, err
+			}
+			l.plan = p
+		}
 		e.mu.Lock()
 		l.seq = e.issued.Add(1)
 		l.ops, e.opsShared = e.ops, true // what device launches will run
@@ -408,8 +427,9 @@ func (e *Exec) AfterLaunches(fn func()) {
 	e.mu.Unlock()
 }
 
-// begin waits for the previous launch of the graph to finish, then frees
-// what AutoFreeOnLaunch frees and maps the graph's memory for this stream.
+// begin waits for the previous launch of the graph to finish, then runs
+// the frees of AutoFreeOnLaunch and maps the graph's memory as planned at
+// the call.
 func (l *launch) begin() *backend.Error {
 	e := l.e
 	e.mu.Lock()
@@ -426,16 +446,14 @@ func (l *launch) begin() *backend.Error {
 	if e.conds != nil {
 		e.conds.begin()
 	}
-	if !e.mem || e.bind.Empty() && !e.autoFree {
+	if !e.mem {
 		return nil
 	}
 	gm := e.dev.GraphMemIfAny()
-	if e.autoFree && !l.upload {
-		for _, a := range e.persist {
-			gm.Freed(a, false)
-		}
+	for _, a := range l.freed {
+		gm.Freed(a, false)
 	}
-	if err := gm.Bind(e.bind, l.stream); err != nil {
+	if err := gm.Map(l.plan); err != nil {
 		be := backend.Errorf(backend.ErrMemoryAllocation, "mapping graph memory: %v", err)
 		be.Op = "Exec.Launch"
 		return be
@@ -446,6 +464,9 @@ func (l *launch) begin() *backend.Error {
 func (l *launch) end() {
 	e := l.e
 	l.releaseExtSems()
+	if l.plan != nil && !l.upload { // an upload holds its memory until the next launch's call
+		e.dev.GraphMemIfAny().Ended(l.plan)
+	}
 	e.mu.Lock()
 	e.cur = nil
 	e.finished.Store(l.seq)
@@ -478,9 +499,6 @@ func (l *launch) run() *backend.Error {
 	if !l.upload {
 		l.e.run.Run()
 		env = l.e.settleDeviceLaunches() // fire-and-forget work its kernels launched
-		if l.e.mem && l.e.failed.Load() == nil {
-			l.e.dev.GraphMemIfAny().PinLive(l.e.bind)
-		}
 	}
 	err := l.e.failed.Load()
 	l.end()

@@ -27,15 +27,22 @@ const (
 // where the caller's rule allows reuse.
 //
 // Physical memory: an executable graph maps the 2 MiB chunks its
-// allocations span onto physical chunks when a launch starts, or at Upload
-// (Bind). Chunks belong to the arena of the stream the graph is bound to;
-// every graph bound to one stream maps its i-th chunk onto the arena's i-th
-// physical chunk, so graphs launched into one stream share memory and the
-// stream needs as much as its largest graph. A graph launched into another
-// stream is bound (remapped) to that stream's arena, in execution order
-// after its previous launch. An allocation still live when its graph's
-// launch ends keeps its physical chunks (PinLive): they leave the arena,
-// which gets fresh ones, until the allocation is freed.
+// allocations span onto physical chunks. Chunks belong to the arena of the
+// stream the graph is bound to; every graph bound to one stream maps its
+// i-th chunk onto the arena's i-th physical chunk, so graphs launched into
+// one stream share memory and the stream needs as much as its largest
+// graph. An allocation still live after its graph's launch takes its
+// chunks out of the arena, which gets fresh ones, until it is freed.
+//
+// Decisions are made at the call, as the driver makes them: which chunks a
+// launch or an upload maps (Issue), which chunks a live allocation holds
+// and gives back, what a trim releases and what the footprint is are all
+// settled in the order of API calls, under mu, from the state the calls
+// left. Queued work only carries the decisions out (Map, Freed, Ended):
+// it maps what its plan says, and the physical release of memory that
+// queued work may still touch waits for that work. So GraphMemStats and
+// what a trim keeps never depend on how far the streams have run, beyond
+// which launches are still scheduled or running at the call.
 type GraphMem struct {
 	check bool
 
@@ -44,20 +51,31 @@ type GraphMem struct {
 	regions *alloc.Allocator // regions of graphs, in va offsets
 	phys    *vmem.Phys
 	holes   []int // chunk indexes released to the system, reusable
-	spare   []int // backed chunks nobody uses (reserved, not used)
 	nchunks int
 	arenas  map[any]*arena
-	pins    map[int]int   // chunk -> live allocations holding it
-	allocs  []*GraphAlloc // by address
-	used    int           // chunks in arenas or pinned
+	order   []*arena              // arenas in creation order: steals and trims are deterministic
+	held    map[int]*hold         // chunk -> the live allocations holding it
+	stale   map[int][]*GraphAlloc // chunk -> freed allocations that held it; used until a trim
+	doomed  map[int][]*GraphAlloc // chunk trimmed while a free of those allocations is still queued
+	allocs  []*GraphAlloc         // by address
+	used    int                   // chunks in arenas, held or stale; reserved is the same
 	stats   backend.GraphMemStats
 }
 
 // arena is the physical memory that the graphs bound to one stream share.
 type arena struct {
-	chunks []int  // physical chunk per slot; -1 where a live allocation took it
-	gen    uint64 // bumped when a chunk is replaced
+	stream any
+	chunks []int  // physical chunk per slot; -1 where none (a live allocation took it)
+	gen    uint64 // bumped when a slot changes
 	binds  map[*Binding]struct{}
+	inuse  []int // per slot: plans that map it and have not ended, and uploads not yet launched
+	holds  int   // the number of those
+}
+
+// hold is a chunk taken out of its arena by live allocations.
+type hold struct {
+	n  int           // live allocations holding it
+	by []*GraphAlloc // every allocation that held it since it left the arena
 }
 
 // GraphVA is the address space of one graph: regions, alloc nodes, and a
@@ -74,8 +92,8 @@ type region struct{ off, size uintptr }
 // GraphAlloc is one alloc node's allocation. Its lifetime is tracked twice:
 // outstanding at API level, from the Launch that allocates it until the
 // call that frees it, which is what refuses a relaunch and a double free at
-// call time; live at execution level, from its alloc node to its free,
-// which decides pinning and, in checking mode, access.
+// call time and decides what memory it holds; live at execution level,
+// from its alloc node to its free, which decides, in checking mode, access.
 type GraphAlloc struct {
 	Node    any    // the alloc node, as the caller names it
 	Owner   string // the node and its graph, for fault reports
@@ -89,7 +107,11 @@ type GraphAlloc struct {
 	off, span   uintptr // in gm.va; span is the size rounded to the alignment
 	outstanding bool
 	live        bool
-	pinned      []int // physical chunks held while live after its graph's launch
+	pinned      []int    // physical chunks held while outstanding
+	slots       []int    // the arena slot each of pinned left
+	from        *arena   // the arena they left
+	bind        *Binding // the executable graph's binding whose launch made it outstanding
+	unrun       int      // frees issued (FreeAsync, free nodes, AutoFreeOnLaunch) that have not run yet
 }
 
 // VA is the address space the allocation is in: its graph's.
@@ -112,7 +134,8 @@ func NewGraphMem(check bool) (*GraphMem, error) {
 	}
 	return &GraphMem{check: check, va: va, phys: phys,
 		regions: alloc.New(uint64(va.Size()), vmem.Granularity),
-		arenas:  map[any]*arena{}, pins: map[int]int{}}, nil
+		arenas:  map[any]*arena{}, held: map[int]*hold{},
+		stale: map[int][]*GraphAlloc{}, doomed: map[int][]*GraphAlloc{}}, nil
 }
 
 // Close releases the device's graph memory.
@@ -262,87 +285,161 @@ func chunksOf(as []*GraphAlloc) []uintptr {
 	return cs
 }
 
-// newChunkLocked returns a physical chunk for an arena: a spare one, or a
-// new one (which raises reserved memory).
-func (gm *GraphMem) newChunkLocked() (int, error) {
-	if k := len(gm.spare); k > 0 {
-		c := gm.spare[k-1]
-		gm.spare = gm.spare[:k-1]
-		return c, nil
-	}
+// newChunkLocked returns a fresh physical chunk (which raises reserved and
+// used memory). Issue has grown the file beforehand, so it cannot fail.
+func (gm *GraphMem) newChunkLocked() int {
 	var c int
 	if k := len(gm.holes); k > 0 {
 		c = gm.holes[k-1]
 		gm.holes = gm.holes[:k-1]
 	} else {
-		if err := gm.phys.Grow(gm.nchunks + 1); err != nil {
-			return 0, err
-		}
 		c = gm.nchunks
 		gm.nchunks++
 	}
-	gm.stats.ReservedCurrent += vmem.Granularity
-	gm.stats.ReservedHigh = max(gm.stats.ReservedHigh, gm.stats.ReservedCurrent)
-	return c, nil
+	gm.addUsedLocked(1)
+	return c
 }
 
-func (gm *GraphMem) addUsedLocked(chunks int) {
-	gm.used += chunks
+// ensureLocked makes room in the physical file for n more chunks, before
+// a call changes any state, so that running out fails the call whole.
+func (gm *GraphMem) ensureLocked(n int) error {
+	if n <= len(gm.holes) {
+		return nil
+	}
+	return gm.phys.Grow(gm.nchunks + n - len(gm.holes))
+}
+
+// addUsedLocked counts chunks coming into use (n > 0) or released (n < 0).
+// Every chunk in use is reserved and every reserved chunk is in use (the
+// driver reports the two equal, docs/driver-memnodes.txt): memory is cached
+// in arenas, where graphs keep it mapped, not beside them.
+func (gm *GraphMem) addUsedLocked(n int) {
+	gm.used += n
 	gm.stats.UsedCurrent = uint64(gm.used) * vmem.Granularity
+	gm.stats.ReservedCurrent = gm.stats.UsedCurrent
 	gm.stats.UsedHigh = max(gm.stats.UsedHigh, gm.stats.UsedCurrent)
+	gm.stats.ReservedHigh = max(gm.stats.ReservedHigh, gm.stats.ReservedCurrent)
 }
 
-// stealLocked takes a chunk from the arena of another stream whose graphs are
-// all idle (every launch issued has finished), as the driver reuses memory
-// across streams once earlier executions are done. The graphs bound there
-// see their arena change and remap at their next launch. A stream whose
-// graphs run or are queued keeps its memory, so concurrent launches never
-// share it.
-func (gm *GraphMem) stealLocked(to *arena) (int, bool) {
-	for _, ar := range gm.arenas {
-		if ar == to || !ar.idle() {
+// releaseLocked returns chunk c to the system. Nothing may use it any more.
+func (gm *GraphMem) releaseLocked(c int) {
+	gm.phys.Release(c)
+	gm.holes = append(gm.holes, c)
+}
+
+// stealLocked takes, for a launch or upload of b, a chunk from the arena
+// of another stream that nothing scheduled at this call maps: no launch
+// planned there that has not ended, except b's own (launches of one
+// executable graph run one after another), and no upload not yet
+// launched. Plans map a prefix of an arena's slots, so these are the slots
+// past the longest such plan. The driver reuses such memory too
+// (docs/driver-memnodes.txt, "chain in s1 and parallel in s2 together":
+// 576 MiB, the 512 MiB graph moving to s2 keeps the 448 MiB of s1 that
+// the 64 MiB graph scheduled there does not map). The graphs bound there
+// find their arena changed and are planned anew at their next launch.
+// Arenas are looked at in creation order, so that which graph loses memory
+// follows the calls.
+func (gm *GraphMem) stealLocked(to *arena, b *Binding) (int, bool) {
+	for _, ar := range gm.order {
+		if ar == to {
 			continue
 		}
-		for j := len(ar.chunks) - 1; j >= 0; j-- {
+		own := b.pend[ar]
+		for j := len(ar.chunks) - 1; j >= 0 && !ar.usedBesides(j, own, len(b.chunks)); j-- {
 			if c := ar.chunks[j]; c >= 0 {
 				ar.chunks = ar.chunks[:j] // slots after j were empty
 				ar.gen++
 				return c, true
 			}
 		}
-		ar.chunks = nil
+		if ar.holds == 0 {
+			ar.chunks = nil
+		}
 	}
 	return 0, false
 }
 
-// idle reports whether no graph bound to the arena is running or queued.
-func (ar *arena) idle() bool {
-	for b := range ar.binds {
-		if !b.idle() {
-			return false
-		}
+// used reports whether a plan not ended or an upload not yet launched maps
+// slot j. Plans map a prefix of the slots, so the free ones are a suffix.
+func (ar *arena) used(j int) bool { return j < len(ar.inuse) && ar.inuse[j] > 0 }
+
+// usedBesides is used, not counting own plans of n slots.
+func (ar *arena) usedBesides(j, own, n int) bool {
+	if j < n {
+		return j < len(ar.inuse) && ar.inuse[j] > own
 	}
-	return true
+	return ar.used(j)
 }
 
+// use counts a plan of n slots on the arena (d = 1) or its end
+// (d = -1).
+func (ar *arena) use(n, d int) {
+	for len(ar.inuse) < n {
+		ar.inuse = append(ar.inuse, 0)
+	}
+	for j := range n {
+		ar.inuse[j] += d
+	}
+	ar.holds += d
+}
+
+// holdUpload makes b's upload hold its slots against trims and steals until
+// the graph is launched (seed 001 §5.1: the upload maps what the launch
+// will run on), or drops that hold (ar nil).
+func (b *Binding) holdUpload(ar *arena) {
+	if b.upAr != nil {
+		b.upAr.use(len(b.chunks), -1)
+	}
+	b.upAr = ar
+	if ar != nil {
+		ar.use(len(b.chunks), 1)
+	}
+}
+
+// arenaLocked returns the arena of stream, made on first use.
+func (gm *GraphMem) arenaLocked(stream any) *arena {
+	ar := gm.arenas[stream]
+	if ar == nil {
+		ar = &arena{stream: stream, binds: map[*Binding]struct{}{}}
+		gm.arenas[stream] = ar
+		gm.order = append(gm.order, ar)
+	}
+	return ar
+}
+
+// current reports whether ar is still its stream's arena (a trim drops it).
+func (gm *GraphMem) current(ar *arena) bool { return ar != nil && gm.arenas[ar.stream] == ar }
+
 // Binding is what one executable graph has mapped of its graph's address
-// space.
+// space: planned at calls (stream, last plan), mapped by its launches
+// (phys).
 type Binding struct {
 	va      *GraphVA
-	persist []*GraphAlloc // allocations the graph does not free
-	idle    func() bool   // no launch of the graph is running or queued
-	chunks  []uintptr     // chunk offsets the graph's allocations span
-	stream  any           // arena bound to, nil if none
-	gen     uint64
-	phys    []int // physical chunk mapped at each of chunks, -1 if none
+	persist []*GraphAlloc  // allocations the graph does not free
+	chunks  []uintptr      // chunk offsets the graph's allocations span
+	ar      *arena         // the arena of the last plan; nil if none
+	last    *Plan          // the last plan; nil if none (new, or trimmed)
+	gen     uint64         // ar.gen when last was made
+	upAr    *arena         // the arena of an upload not launched since, which holds its slots
+	pend    map[*arena]int // launches planned on each arena that have not ended
+	phys    []int          // physical chunk mapped at each of chunks, -1 if none
+}
+
+// Plan is what one launch or upload maps, decided at its call: the chunk
+// at each of the graph's chunk offsets, on the arena it counts against
+// until it ends. Plans are immutable; launches share an unchanged one.
+type Plan struct {
+	b      *Binding
+	ar     *arena
+	chunks []int
+	keep   []bool // slots left on a live allocation of the graph (an upload with one outstanding)
 }
 
 // NewBinding makes the binding of an executable graph of the graph with
 // address space v (nil if it allocates nothing), which holds a reference
-// on v until Release. persist are the allocations the graph does not free;
-// idle reports whether no launch of it is running or queued.
-func (gm *GraphMem) NewBinding(v *GraphVA, persist []*GraphAlloc, idle func() bool) *Binding {
-	b := &Binding{va: v, persist: persist, idle: idle}
+// on v until Release. persist are the allocations the graph does not free.
+func (gm *GraphMem) NewBinding(v *GraphVA, persist []*GraphAlloc) *Binding {
+	b := &Binding{va: v, persist: persist}
 	if v == nil {
 		return b
 	}
@@ -363,90 +460,295 @@ func (b *Binding) Empty() bool { return len(b.chunks) == 0 }
 // Persist are the allocations the graph does not free.
 func (b *Binding) Persist() []*GraphAlloc { return b.persist }
 
-// Bind maps b's chunks onto the arena of stream, remapping only chunks
-// whose physical memory changed. It runs in execution order, after the
-// graph's previous launch has finished.
-func (gm *GraphMem) Bind(b *Binding, stream any) error {
+// Issue applies, at the call and under the stream's lock, a launch of the
+// executable graph with binding b into stream (or its upload, upload set):
+// it refuses a relaunch while an allocation of the previous launch is
+// outstanding (unless autoFree: those are freed at the start of this
+// launch) and a free node (frees, by their nodes) of an allocation that is
+// not outstanding; it frees what the launch frees, plans what the launch
+// maps on the stream's arena, and takes the chunks of the allocations the
+// launch leaves live out of the arena. It returns the plan (nil if the
+// graph maps nothing) and the allocations AutoFreeOnLaunch frees, whose
+// frees the launch runs at its start (Freed). The plan counts against its
+// arena until Ended.
+func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes []any, autoFree, upload bool) (*Plan, []*GraphAlloc, *backend.Error) {
 	gm.mu.Lock()
 	defer gm.mu.Unlock()
-	ar := gm.arenas[stream]
-	if b.stream == stream && ar != nil && b.gen == ar.gen {
-		return nil
-	}
-	if b.stream != nil && b.stream != stream {
-		if old := gm.arenas[b.stream]; old != nil {
-			delete(old.binds, b)
+	if !upload {
+		if !autoFree {
+			for _, a := range b.persist {
+				if a.outstanding {
+					err := backend.Errorf(backend.ErrInvalidValue, "the allocation of the previous launch is still live: free it first, or instantiate with InstantiateAutoFreeOnLaunch")
+					err.Node = a.Node
+					return nil, nil, err
+				}
+			}
+		}
+		for i, a := range frees {
+			if !a.outstanding {
+				err := backend.Errorf(backend.ErrInvalidValue, "frees the allocation at %#x, which is not allocated (its graph was not launched, or it was freed)", gm.Ptr(a))
+				err.Node = freeNodes[i]
+				return nil, nil, err
+			}
 		}
 	}
-	if ar == nil {
-		ar = &arena{binds: map[*Binding]struct{}{}}
-		gm.arenas[stream] = ar
+	if err := gm.ensureLocked(len(b.chunks)); err != nil {
+		return nil, nil, backend.Errorf(backend.ErrMemoryAllocation, "graph memory: %v", err)
+	}
+	// AutoFreeOnLaunch frees at the start of the launch, before any of its
+	// nodes: what goes back to the stream's arena, the launch may map.
+	var autoFreed []*GraphAlloc
+	if !upload && autoFree {
+		for _, a := range b.persist {
+			if a.outstanding {
+				a.outstanding = false // its reference on the address space stays: re-taken below
+				gm.unpinLocked(a, gm.arenas[stream])
+				a.unrun++
+				autoFreed = append(autoFreed, a)
+			}
+		}
+	}
+	if upload {
+		// The upload holds its memory from this call to the graph's next
+		// launch (or destruction), however soon its mapping runs.
+		var p *Plan
+		if !b.Empty() {
+			p = gm.planLocked(b, stream)
+			b.holdUpload(p.ar)
+		}
+		return p, nil, nil
+	}
+	b.holdUpload(nil) // a launch into another stream may move the uploaded memory
+	var p *Plan
+	if !b.Empty() {
+		p = gm.planLocked(b, stream)
+		p.ar.use(len(p.chunks), 1)
+		if b.pend == nil {
+			b.pend = map[*arena]int{}
+		}
+		b.pend[p.ar]++
+	}
+	for _, a := range b.persist {
+		if !a.outstanding {
+			a.outstanding = true
+			if !slices.Contains(autoFreed, a) {
+				a.va.refs++
+			}
+		}
+		gm.pinLocked(a, p)
+	}
+	// Free nodes of other graphs' allocations run among this launch's
+	// nodes, so what they give back is for later work in the stream only.
+	for _, a := range frees {
+		a.outstanding = false // its reference goes when the free node runs
+		gm.unpinLocked(a, gm.arenas[stream])
+		a.unrun++
+	}
+	return p, autoFreed, nil
+}
+
+// planLocked decides what b maps for a launch or upload into stream: the
+// stream arena's chunk at each of b's chunk offsets, filling empty slots
+// with, in order, the chunk b mapped there if a freed allocation of b's own
+// graph left it stale (no remap, nothing new), a chunk of another arena
+// that nothing scheduled maps (stealLocked), or a new chunk. A slot where a live allocation of b's graph is mapped
+// stays on it (an upload while the allocation of the last launch is
+// outstanding). Other graphs' stale chunks are not taken: work queued
+// before their frees may still use them.
+func (gm *GraphMem) planLocked(b *Binding, stream any) *Plan {
+	ar := gm.arenaLocked(stream)
+	if b.ar != ar {
+		if b.ar != nil {
+			delete(b.ar.binds, b)
+		}
+		b.ar = ar
+		ar.binds[b] = struct{}{}
+		b.gen = ^uint64(0)
+	}
+	if b.last != nil && b.gen == ar.gen && b.last.keep == nil {
+		return b.last
 	}
 	for len(ar.chunks) < len(b.chunks) {
 		ar.chunks = append(ar.chunks, -1)
 	}
+	p := &Plan{b: b, ar: ar, chunks: make([]int, len(b.chunks))}
 	for i := range b.chunks {
-		if ar.chunks[i] >= 0 {
-			continue
+		prev := -1
+		if b.last != nil {
+			prev = b.last.chunks[i]
 		}
-		if c, ok := gm.stealLocked(ar); ok {
-			ar.chunks[i] = c // stays used, in another arena
-			continue
-		}
-		c, err := gm.newChunkLocked()
-		if err != nil {
-			return err
-		}
-		ar.chunks[i] = c
-		gm.addUsedLocked(1)
-	}
-	// Chunks holding this graph's own live allocations (kept across an
-	// Upload) stay mapped. Other graphs' pinned chunks are remapped away.
-	var own map[int]bool
-	for _, a := range b.persist {
-		for _, c := range a.pinned {
-			if own == nil {
-				own = map[int]bool{}
+		if prev >= 0 && gm.heldByLocked(prev, b.va) {
+			if p.keep == nil {
+				p.keep = make([]bool, len(b.chunks))
 			}
-			own[c] = true
+			p.chunks[i], p.keep[i] = prev, true
+			continue
+		}
+		if ar.chunks[i] < 0 {
+			if prev >= 0 && gm.ownStaleLocked(prev, b.va) {
+				delete(gm.stale, prev) // stays used, in the arena
+				ar.chunks[i] = prev
+			} else if c, ok := gm.stealLocked(ar, b); ok {
+				ar.chunks[i] = c // stays used, in another arena
+			} else {
+				ar.chunks[i] = gm.newChunkLocked()
+			}
+			ar.gen++
+		}
+		p.chunks[i] = ar.chunks[i]
+	}
+	b.gen = ar.gen
+	if b.last != nil && p.keep == nil && slices.Equal(b.last.chunks, p.chunks) && b.last.ar == ar {
+		p = b.last // launches keep sharing the old one
+	}
+	b.last = p
+	return p
+}
+
+// heldByLocked reports whether a live allocation of the graph with address
+// space v holds chunk c.
+func (gm *GraphMem) heldByLocked(c int, v *GraphVA) bool {
+	h := gm.held[c]
+	if h == nil || h.n == 0 {
+		return false
+	}
+	for _, a := range h.by {
+		if a.va == v && a.outstanding && slices.Contains(a.pinned, c) {
+			return true
 		}
 	}
-	complete := true
+	return false
+}
+
+// ownStaleLocked reports whether c is stale and only allocations of the
+// graph with address space v held it: that graph may map it again, at the
+// addresses that held it, with no work of another graph to wait for.
+func (gm *GraphMem) ownStaleLocked(c int, v *GraphVA) bool {
+	by, ok := gm.stale[c]
+	if !ok || len(by) == 0 {
+		return false
+	}
+	for _, a := range by {
+		if a.va != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pinLocked takes the chunks of allocation a, which the launch planned p
+// leaves live, out of p's arena: no other graph bound to the stream may
+// map over live data, and the slots get fresh chunks when next planned.
+func (gm *GraphMem) pinLocked(a *GraphAlloc, p *Plan) {
+	a.pinned, a.slots, a.from, a.bind = a.pinned[:0], a.slots[:0], p.ar, p.b
+	lo := a.off &^ (vmem.Granularity - 1)
+	for i, off := range p.b.chunks {
+		if off+vmem.Granularity <= lo || off >= a.off+a.span {
+			continue
+		}
+		c := p.chunks[i]
+		h := gm.held[c]
+		if h == nil {
+			h = &hold{}
+			gm.held[c] = h
+		}
+		if h.n == 0 && i < len(p.ar.chunks) && p.ar.chunks[i] == c {
+			p.ar.chunks[i] = -1 // stays used, held by the allocation
+			p.ar.gen++
+		}
+		h.n++
+		h.by = append(h.by, a)
+		a.pinned = append(a.pinned, c)
+		a.slots = append(a.slots, i)
+	}
+}
+
+// unpinLocked ends a's hold on its chunks at the call that frees it. A
+// chunk no live allocation holds any more goes back to the slot it left if
+// ret, the arena of the stream the free is ordered in, is the one it left
+// and the slot is still empty: later work in that stream runs after the
+// free. Otherwise it stays mapped by a's graph, and so counted as used
+// graph memory (cudaGraphMemAttrUsedMemCurrent is memory that graphs map)
+// until a trim releases it or a's graph maps it again.
+func (gm *GraphMem) unpinLocked(a *GraphAlloc, ret *arena) {
+	for k, c := range a.pinned {
+		h := gm.held[c]
+		if h == nil {
+			continue
+		}
+		if h.n--; h.n > 0 {
+			continue
+		}
+		delete(gm.held, c)
+		if i := a.slots[k]; ret != nil && ret == a.from && gm.current(ret) && i < len(ret.chunks) && ret.chunks[i] < 0 {
+			ret.chunks[i] = c
+			ret.gen++
+			continue
+		}
+		gm.stale[c] = h.by
+	}
+	a.pinned, a.slots = a.pinned[:0], a.slots[:0]
+}
+
+// Map carries out a plan when its launch or upload starts, after the
+// graph's previous launch has finished: it maps the planned chunks,
+// remapping only those that changed.
+func (gm *GraphMem) Map(p *Plan) error {
+	if p == nil {
+		return nil
+	}
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	b := p.b
 	for i, off := range b.chunks {
-		if b.phys[i] == ar.chunks[i] {
-			continue
+		if p.keep != nil && p.keep[i] {
+			continue // a live allocation is there: leave it as it is
 		}
-		if own[b.phys[i]] {
-			// A live allocation of this graph (kept across an Upload) is
-			// there: leave it mapped, and remap at the next bind.
-			complete = false
-			continue
-		}
-		if err := gm.va.MapChunk(off, gm.phys, ar.chunks[i], !gm.check); err != nil {
-			return err
-		}
-		b.phys[i] = ar.chunks[i]
-	}
-	if gm.check {
-		// Mappings are inaccessible until alloc nodes run; make sure the
-		// ones kept from an earlier bind are too.
-		for i, off := range b.chunks {
-			if b.phys[i] == ar.chunks[i] {
-				gm.va.Protect(off, vmem.Granularity, false)
+		if b.phys[i] != p.chunks[i] {
+			if err := gm.va.MapChunk(off, gm.phys, p.chunks[i], !gm.check); err != nil {
+				return err
 			}
+			b.phys[i] = p.chunks[i]
+		} else if gm.check {
+			// Mappings are inaccessible until alloc nodes run; make sure
+			// the ones kept from an earlier launch are too.
+			gm.va.Protect(off, vmem.Granularity, false)
 		}
 	}
-	b.stream, b.gen = stream, ar.gen
-	if !complete {
-		b.gen = ^uint64(0)
-	}
-	ar.binds[b] = struct{}{}
 	return nil
 }
 
+// Ended retires the plan of a launch that has finished: its arena may be
+// idle now.
+func (gm *GraphMem) Ended(p *Plan) {
+	if p == nil {
+		return
+	}
+	gm.mu.Lock()
+	p.ar.use(len(p.chunks), -1)
+	if p.b.pend[p.ar]--; p.b.pend[p.ar] == 0 {
+		delete(p.b.pend, p.ar)
+	}
+	gm.mu.Unlock()
+}
+
+// Forget detaches a destroyed executable graph's binding at the call: it
+// no longer holds its arena against trims (its launches still scheduled do
+// until they end).
+func (gm *GraphMem) Forget(b *Binding) {
+	gm.mu.Lock()
+	if b.ar != nil {
+		delete(b.ar.binds, b)
+		b.ar = nil
+	}
+	b.last = nil
+	b.holdUpload(nil)
+	gm.mu.Unlock()
+}
+
 // Release unmaps a destroyed executable graph's memory once its launches
-// are done (except chunks holding live allocations), and drops its
-// reference on the graph's address space.
+// are done (except chunks holding allocations that are live or whose free
+// is still to run), and drops its reference on the graph's address space.
 func (gm *GraphMem) Release(b *Binding) {
 	gm.mu.Lock()
 	defer gm.mu.Unlock()
@@ -457,20 +759,30 @@ func (gm *GraphMem) Release(b *Binding) {
 	}
 }
 
-// unbindLocked unmaps b's chunks, except those holding live allocations.
+// unbindLocked unmaps b's chunks, except those of allocations that are
+// live or freed but not released (queued work may still read them), and
+// detaches b from its arena. b has nothing scheduled or running.
 func (gm *GraphMem) unbindLocked(b *Binding) {
-	if b.stream != nil {
-		if ar := gm.arenas[b.stream]; ar != nil {
-			delete(ar.binds, b)
-		}
+	if b.ar != nil {
+		delete(b.ar.binds, b)
+		b.ar = nil
 	}
+	b.last = nil
+	b.holdUpload(nil)
 	for i, off := range b.chunks {
-		if b.phys[i] >= 0 && gm.pins[b.phys[i]] == 0 {
-			gm.va.UnmapChunk(off)
-			b.phys[i] = -1
+		c := b.phys[i]
+		if c < 0 || gm.held[c] != nil {
+			continue
 		}
+		if _, ok := gm.stale[c]; ok {
+			continue
+		}
+		if _, ok := gm.doomed[c]; ok {
+			continue
+		}
+		gm.va.UnmapChunk(off)
+		b.phys[i] = -1
 	}
-	b.stream = nil
 }
 
 // Allocated marks a's allocation live: its alloc node has run.
@@ -483,14 +795,21 @@ func (gm *GraphMem) Allocated(a *GraphAlloc) {
 	gm.mu.Unlock()
 }
 
-// Freed ends a's lifetime (a free node, FreeAsync or Free has run) and
-// releases chunks it pinned. A free issued outside the allocating graph
-// also drops the reference the outstanding allocation held on the graph's
-// address space (dropRef): only now is nothing queued before the free left
-// to use it.
+// Freed ends a's lifetime when a free runs (a free node, FreeAsync, the
+// start of an AutoFreeOnLaunch relaunch). What the free changes in the
+// footprint was settled at its call; here memory a trim released while the
+// free was queued goes back to the system. A free issued outside the
+// allocating graph also drops the reference the outstanding allocation
+// held on the graph's address space (dropRef): only now is nothing queued
+// before the free left to use it.
 func (gm *GraphMem) Freed(a *GraphAlloc, dropRef bool) {
 	gm.mu.Lock()
 	gm.freedLocked(a)
+	if a.freedBy == nil && a.unrun > 0 {
+		if a.unrun--; a.unrun == 0 && len(gm.doomed) > 0 {
+			gm.releaseDoomedLocked()
+		}
+	}
 	if dropRef {
 		gm.releaseVALocked(a.va)
 	}
@@ -505,61 +824,99 @@ func (gm *GraphMem) freedLocked(a *GraphAlloc) {
 	if gm.check {
 		gm.va.Protect(a.off, a.span, false)
 	}
-	for _, c := range a.pinned {
-		if gm.pins[c]--; gm.pins[c] == 0 {
-			delete(gm.pins, c)
-			gm.spare = append(gm.spare, c)
-			gm.addUsedLocked(-1)
-		}
-	}
-	a.pinned = nil
 }
 
-// PinLive runs when a launch ends: allocations of the graph that are still
-// live take their physical chunks out of the arena, which gets fresh ones,
-// so that no other graph bound to the stream maps over live data.
-func (gm *GraphMem) PinLive(b *Binding) {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	ar := gm.arenas[b.stream]
-	for _, a := range b.persist {
-		if !a.live {
+// releaseDoomedLocked releases the trimmed chunks whose allocations' frees
+// have all run.
+func (gm *GraphMem) releaseDoomedLocked() {
+	for _, c := range sortedKeys(gm.doomed) {
+		if by := gm.doomed[c]; allRun(by) {
+			delete(gm.doomed, c)
+			gm.releaseStaleLocked(c, by)
+		}
+	}
+}
+
+func allRun(by []*GraphAlloc) bool {
+	for _, a := range by {
+		if a.unrun > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// releaseStaleLocked returns a freed allocation's chunk to the system and
+// unmaps it where the executable graphs that allocated there still map it.
+// Their launches since have other chunks there, or have yet to map them. A
+// released binding (b.va nil) is skipped: its addresses may be another
+// graph's by now.
+func (gm *GraphMem) releaseStaleLocked(c int, by []*GraphAlloc) {
+	for _, a := range by {
+		b := a.bind
+		if b == nil || b.va == nil {
 			continue
 		}
 		for i, off := range b.chunks {
-			if off+vmem.Granularity <= a.off&^(vmem.Granularity-1) || off >= a.off+a.span {
-				continue
+			if b.phys[i] == c {
+				gm.va.UnmapChunk(off)
+				b.phys[i] = -1
 			}
-			c := b.phys[i]
-			a.pinned = append(a.pinned, c)
-			if gm.pins[c]++; gm.pins[c] > 1 {
-				continue // already out of the arena
-			}
-			// The chunk stays used, by the allocation, and leaves the arena
-			// (bind ran at the start of this launch, so the slot still
-			// holds c); the next bind to the stream fills the slot.
-			ar.chunks[i] = -1
-			ar.gen++
 		}
 	}
+	gm.releaseLocked(c)
 }
 
-// Trim releases physical memory not in use: spare chunks, and the arenas of
-// streams whose graphs are all idle (their graphs are unmapped and will be
-// mapped again at their next launch). Live allocations keep their memory.
+func sortedKeys[V any](m map[int]V) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Trim releases, at the call, the physical memory that nothing scheduled
+// or running uses: the chunks of arenas that no launch or upload not yet
+// ended maps (cudaDeviceGraphMemTrim keeps "blocks in use by a graph that
+// is executing or scheduled"; an uploaded graph not yet launched is not,
+// on the driver), and the chunks of freed allocations. The graphs of an arena it empties are
+// unmapped and planned anew at their next launch. Live allocations keep
+// their memory. The footprint drops now; a freed allocation's memory goes
+// back to the system once its queued free has run.
 func (gm *GraphMem) Trim() {
 	if gm == nil {
 		return
 	}
 	gm.mu.Lock()
 	defer gm.mu.Unlock()
-	release := func(c int) {
-		gm.phys.Release(c)
-		gm.holes = append(gm.holes, c)
-		gm.stats.ReservedCurrent -= vmem.Granularity
+	// An upload not yet launched does not keep its memory: on the H100 a
+	// trim right after Upload leaves reserved and used at 0 once the
+	// stream is synchronized (TestConformanceCUDA/GraphMemUploadAtCall,
+	// docs/gpu-runs/2026-11-25-reliability.txt); the launch maps it again.
+	for _, ar := range gm.order {
+		for b := range ar.binds {
+			if b.upAr != nil {
+				b.holdUpload(nil)
+			}
+		}
 	}
-	for s, ar := range gm.arenas {
-		if !ar.idle() {
+	keep := gm.order[:0]
+	for _, ar := range gm.order {
+		if ar.holds > 0 {
+			j := len(ar.chunks)
+			for j > 0 && !ar.used(j-1) {
+				if c := ar.chunks[j-1]; c >= 0 {
+					gm.releaseLocked(c)
+					gm.addUsedLocked(-1)
+				}
+				j--
+			}
+			if j < len(ar.chunks) {
+				ar.chunks = ar.chunks[:j]
+				ar.gen++
+			}
+			keep = append(keep, ar)
 			continue
 		}
 		for b := range ar.binds {
@@ -567,16 +924,24 @@ func (gm *GraphMem) Trim() {
 		}
 		for _, c := range ar.chunks {
 			if c >= 0 {
-				release(c)
+				gm.releaseLocked(c)
 				gm.addUsedLocked(-1)
 			}
 		}
-		delete(gm.arenas, s)
+		delete(gm.arenas, ar.stream)
 	}
-	for _, c := range gm.spare {
-		release(c)
+	clear(gm.order[len(keep):])
+	gm.order = keep
+	for _, c := range sortedKeys(gm.stale) {
+		by := gm.stale[c]
+		delete(gm.stale, c)
+		gm.addUsedLocked(-1)
+		if allRun(by) {
+			gm.releaseStaleLocked(c, by)
+		} else {
+			gm.doomed[c] = by
+		}
 	}
-	gm.spare = nil
 }
 
 // Stats reports the footprint.
@@ -683,41 +1048,10 @@ func (gm *GraphMem) Bytes(p uint64, n int) ([]byte, bool, error) {
 	return unsafe.Slice((*byte)(gm.va.Pointer(off)), n), true, nil
 }
 
-// IssueLaunch applies a launch to allocation state at call time, under the
-// launching stream's lock: it refuses a relaunch while an allocation of the
-// previous launch is outstanding (unless the graph frees them on launch,
-// autoFree), and a free node (frees, by their nodes) of an allocation that
-// is not outstanding. It returns the node at fault and why.
-func (gm *GraphMem) IssueLaunch(persist []*GraphAlloc, frees []*GraphAlloc, freeNodes []any, autoFree bool) (any, string) {
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	if !autoFree {
-		for _, a := range persist {
-			if a.outstanding {
-				return a.Node, "the allocation of the previous launch is still live: free it first, or instantiate with InstantiateAutoFreeOnLaunch"
-			}
-		}
-	}
-	for i, a := range frees {
-		if !a.outstanding {
-			return freeNodes[i], fmt.Sprintf("frees the allocation at %#x, which is not allocated (its graph was not launched, or it was freed)", gm.Ptr(a))
-		}
-	}
-	for _, a := range persist {
-		if !a.outstanding {
-			a.outstanding = true
-			a.va.refs++
-		}
-	}
-	for _, a := range frees {
-		a.outstanding = false // its reference goes when the free node runs
-	}
-	return nil, ""
-}
-
 // TakeOutstanding ends, at API level, the live graph allocation at p
 // (FreeAsync): handled is false if p is not graph memory. The caller
-// queues Freed(a, true) in stream order.
+// queues Freed(a, true) in stream order. Its memory stays mapped by its
+// graph, and used, until a trim or its graph's next launch (unpinLocked).
 func (gm *GraphMem) TakeOutstanding(p uint64) (a *GraphAlloc, handled bool, err error) {
 	if !gm.Contains(p) {
 		return nil, false, nil
@@ -728,6 +1062,8 @@ func (gm *GraphMem) TakeOutstanding(p uint64) (a *GraphAlloc, handled bool, err 
 		return nil, true, fmt.Errorf("%#x is not a live graph allocation", p)
 	}
 	a.outstanding = false
+	gm.unpinLocked(a, nil) // the stream's arena is not known here: stale until trimmed or relaunched
+	a.unrun++
 	return a, true, nil
 }
 
@@ -744,6 +1080,7 @@ func (gm *GraphMem) Free(p uint64) (handled bool, err error) {
 		return true, fmt.Errorf("%#x is not a live graph allocation", p)
 	}
 	a.outstanding = false
+	gm.unpinLocked(a, a.from) // everything is done: the chunks may go back where they were
 	gm.freedLocked(a)
 	gm.releaseVALocked(a.va)
 	return true, nil
@@ -763,7 +1100,7 @@ func (gm *GraphMem) Layout(b *Binding, as []*GraphAlloc) (ptrs []uint64, offs []
 	ptrs, offs, phys = make([]uint64, len(as)), make([]uint64, len(as)), make([][]int, len(as))
 	for k, a := range as {
 		ptrs[k], offs[k] = gm.Ptr(a), uint64(a.off-base)
-		if len(b.chunks) == 0 || b.stream == nil {
+		if len(b.chunks) == 0 || b.last == nil {
 			continue
 		}
 		for c := a.off &^ (vmem.Granularity - 1); c < a.off+a.span; c += vmem.Granularity {

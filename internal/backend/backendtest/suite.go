@@ -77,4 +77,8 @@ var scenarios = []struct {
 	{"ExternalSemaphoreSignalWait", externalSemaphoreSignalWait},
 	// replay.go
 	{"CaptureReplay", captureReplay},
+	// determinism.go
+	{"GraphMemUploadAtCall", graphMemUploadAtCall},
+	{"GraphMemStreamSwitchAtCall", graphMemStreamSwitchAtCall},
+	{"GraphMemFreedCountsUntilTrim", graphMemFreedCountsUntilTrim},
 }
