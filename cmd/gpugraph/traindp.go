@@ -176,10 +176,11 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 	}
 	defer func() { err = errors.Join(err, c.Destroy()) }()
 	j := &job{world: env.World, dist: true, reps: []*replica{{rank: env.Rank, dev: d, comm: c}}}
+	out := w
 	if env.Rank != 0 {
-		w = io.Discard // rank 0 reports for the job
+		out = io.Discard // rank 0 reports for the job
 	}
-	err = j.trainModes(w, cfg)
+	err = j.trainModes(out, cfg)
 	if env.Rank != 0 && err == nil {
 		st, _ := d.MemoryStats()
 		fmt.Fprintf(w, "rank %d, device %d: %s\n", env.Rank, env.LocalRank, memLine(st))
@@ -230,6 +231,15 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if r.model, err = train.NewModel(r.s, local); err != nil {
 			return err
 		}
+		gemm, desc, closeGEMM, err := pickGEMM(r.dev, cfg.GEMM)
+		if err != nil {
+			return err
+		}
+		defer closeGEMM()
+		r.model.GEMM = gemm
+		if r.rank == j.reps[0].rank {
+			fmt.Fprintf(w, "  GEMM: %s\n", desc)
+		}
 		m, c := r.model, r.comm
 		defer func() { err = errors.Join(err, m.Destroy()) }()
 		m.GradSync = func(s *gg.Stream, g gg.DevicePtr, floats int) error {
@@ -267,6 +277,12 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if ref, err = train.NewModel(refStream, tc); err != nil {
 			return err
 		}
+		gemm, _, closeGEMM, err := pickGEMM(r0.dev, cfg.GEMM)
+		if err != nil {
+			return err
+		}
+		defer closeGEMM()
+		ref.GEMM = gemm
 		defer func() { err = errors.Join(err, ref.Destroy()) }()
 		if refStatic, err = train.NewStatic(refStream, tc); err != nil {
 			return err

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/cublas"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 	"github.com/gpugraph/gpugraph/internal/train"
 )
 
@@ -43,8 +45,23 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 		}
 		return kernel(fmt.Sprintf("; cuBLAS not used: %v", err))
 	}
-	h, err := lib.Create()
+	drv, err := driver.Load()
 	if err != nil {
+		return nil, "", nil, err
+	}
+	// A cuBLAS handle belongs to the device current when it is made, and
+	// its calls want that device current: on a machine with several GPUs
+	// each call runs with dev's context current on a locked thread.
+	onDev := func(f func() error) error {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := drv.SetCurrent(dev.NativeContext()); err != nil {
+			return err
+		}
+		return f()
+	}
+	var h *cublas.Handle
+	if err := onDev(func() error { var err error; h, err = lib.Create(); return err }); err != nil {
 		return nil, "", nil, err
 	}
 	ws, err := dev.Malloc(cublasWorkspace)
@@ -62,17 +79,19 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 		if err := train.CheckGEMM(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
 			return err
 		}
-		if ns := s.NativeStream(); ns != stream {
-			// Setting the stream resets the workspace: give ours again.
-			if err := h.SetStream(ns); err != nil {
-				return err
+		return onDev(func() error {
+			if ns := s.NativeStream(); ns != stream {
+				// Setting the stream resets the workspace: give ours again.
+				if err := h.SetStream(ns); err != nil {
+					return err
+				}
+				if err := h.SetWorkspace(uintptr(ws), cublasWorkspace); err != nil {
+					return err
+				}
+				stream = ns
 			}
-			if err := h.SetWorkspace(uintptr(ws), cublasWorkspace); err != nil {
-				return err
-			}
-			stream = ns
-		}
-		return h.SgemmRowMajor(transA, transB, m, n, k, alpha, uintptr(a), lda, uintptr(b), ldb, beta, uintptr(c), ldc)
+			return h.SgemmRowMajor(transA, transB, m, n, k, alpha, uintptr(a), lda, uintptr(b), ldb, beta, uintptr(c), ldc)
+		})
 	}
 	ver, _ := h.Version()
 	closeFn := func() { _ = errors.Join(h.Destroy(), dev.Free(ws)) }
