@@ -21,3 +21,5 @@ if [ -n "${BASE:-}" ]; then
   git worktree remove --force "$wt"
 fi
 du -sh .gpu
+# issue 15, tools/gpu/two.sh: the graph spanning two GPUs
+go build -o .gpu/peer-pipeline ./examples/peer-pipeline
