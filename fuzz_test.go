@@ -20,7 +20,19 @@ func FuzzGraphOps(f *testing.F) {
 	f.Fuzz(runGraphProgram)
 }
 
+// maxGraphProgram bounds a program. Each operation may instantiate and
+// launch the whole graph built so far, so a run costs about the square of
+// the length, and the fuzzer's minimizer tries about the square of the
+// length candidates for every input that finds new coverage: inputs of
+// 500 to 2500 bytes kept both workers minimizing for up to the whole
+// -fuzzminimizetime (60 s), and the coordinator counts no executions
+// meanwhile: the stalls at 0 execs/sec.
+// Beyond the bound bytes are ignored, so the minimizer's first step (cut
+// the tail) drops them at once. docs/reliability-fuzz.md has the numbers.
+const maxGraphProgram = 64
+
 func runGraphProgram(t *testing.T, prog []byte) {
+	prog = prog[:min(len(prog), maxGraphProgram)]
 	{
 		d, err := gg.Open("host")
 		if err != nil {

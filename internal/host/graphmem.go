@@ -206,7 +206,9 @@ func (gm *GraphMem) Place(v **GraphVA, size int, reusable func(*GraphAlloc) bool
 	}
 	a := &GraphAlloc{Node: node, Owner: owner, va: va, off: best, span: span, Size: size}
 	va.allocs = append(va.allocs, a)
-	i := sort.Search(len(gm.allocs), func(i int) bool { return gm.allocs[i].off >= a.off })
+	// After the others at its offset: lookupLocked takes the last match,
+	// the most recently placed.
+	i := sort.Search(len(gm.allocs), func(i int) bool { return gm.allocs[i].off > a.off })
 	gm.allocs = append(gm.allocs, nil)
 	copy(gm.allocs[i+1:], gm.allocs[i:])
 	gm.allocs[i] = a
@@ -1038,7 +1040,20 @@ func (gm *GraphMem) Bytes(p uint64, n int) ([]byte, bool, error) {
 	if a == nil {
 		return nil, true, fmt.Errorf("%#x is graph memory that no allocation covers", p)
 	}
-	if off+uintptr(n) > a.off+uintptr(a.Size) {
+	// Allocations with disjoint lifetimes share ranges: the range is valid
+	// if any of them holds all of it (a 64-byte allocation reusing a freed
+	// 16-byte one's address covers 64 bytes).
+	covered := false
+	for _, x := range gm.allocs {
+		if x.off > off {
+			break
+		}
+		if off+uintptr(n) <= x.off+uintptr(x.Size) {
+			covered = true
+			break
+		}
+	}
+	if !covered {
 		return nil, true, fmt.Errorf("[%#x, +%d) runs past the end of the %d-byte graph allocation at %#x",
 			p, n, a.Size, gm.Ptr(a))
 	}
