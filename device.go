@@ -170,7 +170,9 @@ func (d *Device) MemGetInfo() (free, total uint64, err error) {
 	if err := d.check(opName); err != nil {
 		return 0, 0, err
 	}
-	if m, ok := d.be.(interface{ MemGetInfo() (uint64, uint64, error) }); ok {
+	if m, ok := d.be.(interface {
+		MemGetInfo() (uint64, uint64, error)
+	}); ok {
 		free, total, err = m.MemGetInfo()
 		return free, total, backendErr(opName, err)
 	}

@@ -101,8 +101,10 @@ func faultSequence(t *testing.T, backend string, k *gg.Kernel) {
 		"Device.Synchronize": d.Synchronize(),
 		"Malloc":             func() error { _, err := d.Malloc(64); return err }(),
 		"Memset":             d.Memset(gg.Memset8(buf, 0, 64)),
-		"Launch":             func() error { return errors.Join(s.Launch(leakKernel, gg.Dim1(1), gg.Dim1(32), buf, 16), s.Synchronize()) }(),
-		"NewStream":          func() error { _, err := d.NewStream(); return err }(),
+		"Launch": func() error {
+			return errors.Join(s.Launch(leakKernel, gg.Dim1(1), gg.Dim1(32), buf, 16), s.Synchronize())
+		}(),
+		"NewStream": func() error { _, err := d.NewStream(); return err }(),
 	} {
 		if !errors.Is(err, code) {
 			t.Errorf("%s after the fault: %v, want %v", name, err, code)
