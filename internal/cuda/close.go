@@ -36,6 +36,21 @@ type owned struct {
 	h     [kinds]map[uintptr]bool
 	users map[*UserObject]int
 	mem   map[uint64]bool // Malloc and MallocAsync pointers not freed
+	// graphMem holds the addresses of the device's alloc nodes: a graph
+	// allocation not freed by the program stays live after its graph and
+	// executable graphs are destroyed, so Close frees it, while those
+	// graphs still hold the address (no other allocation can have it).
+	graphMem map[uint64]bool
+}
+
+// ownGraphMem records the address of an alloc node.
+func (d *Device) ownGraphMem(p uint64) {
+	d.owned.mu.Lock()
+	if d.owned.graphMem == nil {
+		d.owned.graphMem = map[uint64]bool{}
+	}
+	d.owned.graphMem[p] = true
+	d.owned.mu.Unlock()
 }
 
 // ownMem records (or, with live false, forgets) an allocation the program
@@ -135,6 +150,8 @@ func (d *Device) Close() error {
 	d.owned.users = nil
 	mem := d.owned.mem
 	d.owned.mem = nil
+	graphMem := d.owned.graphMem
+	d.owned.graphMem = nil
 	d.owned.mu.Unlock()
 	list := func(k kind) []uintptr {
 		var hs []uintptr
@@ -161,6 +178,15 @@ func (d *Device) Close() error {
 		keep(syncErr)
 		keep(d.do(func() error {
 			var errs []error
+			// Before the graphs go, while they hold their addresses. One
+			// freed where the device cannot see it (a graph's free node)
+			// is not live: the driver refuses it, fine here.
+			for p := range graphMem {
+				d.drv.MemFree(p)
+			}
+			for p := range mem {
+				d.drv.MemFree(p)
+			}
 			for _, h := range list(kindExec) {
 				errs = append(errs, d.drv.GraphExecDestroy(h))
 			}
@@ -178,11 +204,6 @@ func (d *Device) Close() error {
 			}
 			for o, n := range users {
 				errs = append(errs, d.drv.UserObjectRelease(o.h, uint32(n)))
-			}
-			for p := range mem {
-				// One freed where the device cannot see it (by a graph's
-				// free node) is not live: the driver refuses it, fine here.
-				d.drv.MemFree(p)
 			}
 			d.mu.Lock()
 			d.allocs = nil
@@ -204,6 +225,7 @@ func (d *Device) Close() error {
 	d.funcs = map[any]uintptr{}
 	d.mu.Unlock()
 	d.fast.Clear()
+	d.forgetHostFuncs()
 	if d.capCalls != nil {
 		close(d.capCalls)
 	}
@@ -240,9 +262,15 @@ func (d *Device) endOpenCapture(h uintptr) error {
 	if ci.Status == 0 { // CU_STREAM_CAPTURE_STATUS_NONE
 		return nil
 	}
-	var g uintptr
-	d.onCaptureThread(func() error { var err error; g, err = d.drv.StreamEndCapture(h); return err })
-	if g != 0 {
+	var g, into uintptr
+	d.onCaptureThread(func() error {
+		var err error
+		g, err = d.drv.StreamEndCapture(h)
+		into = d.captureInto[h]
+		delete(d.captureInto, h)
+		return err
+	})
+	if g != 0 && g != into { // a graph into which the capture went is not the capture's
 		return d.do(func() error { return d.drv.GraphDestroy(g) })
 	}
 	return nil // an invalidated capture ends with an error and no graph

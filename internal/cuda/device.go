@@ -44,6 +44,11 @@ type Device struct {
 
 	capOnce  sync.Once
 	capCalls chan func() // run on the OS thread that begins and ends captures
+	// captureInto maps a stream capturing by BeginCaptureToGraph to that
+	// graph: ending the capture returns it, and the device does not own it
+	// (its creator does, or the conditional node whose body it is). Used
+	// on the capture thread only.
+	captureInto map[uintptr]uintptr
 
 	owned owned // what Close releases
 
@@ -244,7 +249,7 @@ func (d *Device) function(k *backend.Kernel) (uintptr, error) {
 			return 0, err
 		}
 		src, opts := devRTSource(k)
-		if image, err = nv.Compile(src, k.Name, d.major, d.minor, opts...); err != nil {
+		if image, err = compileCached(nv, src, k.Name, d.major, d.minor, opts); err != nil {
 			return 0, fmt.Errorf("kernel %q: %v", k.Name, err)
 		}
 	}
@@ -464,8 +469,19 @@ func hostCallbackPtr() uintptr {
 	return hostCallback
 }
 
+// forgetHostFuncs drops the device's host functions (Close: nothing of
+// the device runs them any more).
+func (d *Device) forgetHostFuncs() {
+	hostFuncs.Range(func(id, v any) bool {
+		if v.(*hostFunc).d == d {
+			hostFuncs.Delete(id)
+		}
+		return true
+	})
+}
+
 // registerHostFunc returns the callback's user data for fn; a one-shot
-// function is forgotten once it has run.
+// function is forgotten once it has run, others when the device closes.
 func (d *Device) registerHostFunc(fn func(), oneShot bool) uintptr {
 	id := hostFuncIDs.Add(1)
 	hostFuncs.Store(id, &hostFunc{fn, oneShot, d})
@@ -525,4 +541,39 @@ func (d *Device) EnablePeerAccess(peer backend.Device) error {
 // DisablePeerAccess is cuCtxDisablePeerAccess.
 func (d *Device) DisablePeerAccess(peer backend.Device) error {
 	return d.Do(func() error { return d.drv.CtxDisablePeerAccess(peer.(*Device).ctx) })
+}
+
+// The PTX of every source compiled in this process, by source, name,
+// architecture and options: NVRTC takes milliseconds a kernel, and a process
+// that opens devices one after another (a test per device, a service that
+// reopens after a fault) would otherwise pay it at every Open. Bounded, so a
+// program generating kernels without end does not grow it without end.
+var ptxCache struct {
+	sync.Mutex
+	m map[string][]byte
+}
+
+const ptxCacheMax = 512
+
+func compileCached(nv *driver.NVRTC, src, name string, major, minor int, opts []string) ([]byte, error) {
+	key := fmt.Sprintf("%s\x00%d.%d\x00%s\x00%s", name, major, minor, strings.Join(opts, " "), src)
+	ptxCache.Lock()
+	ptx, ok := ptxCache.m[key]
+	ptxCache.Unlock()
+	if ok {
+		return ptx, nil
+	}
+	ptx, err := nv.Compile(src, name, major, minor, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ptxCache.Lock()
+	if ptxCache.m == nil {
+		ptxCache.m = map[string][]byte{}
+	}
+	if len(ptxCache.m) < ptxCacheMax {
+		ptxCache.m[key] = ptx
+	}
+	ptxCache.Unlock()
+	return ptx, nil
 }

@@ -45,10 +45,22 @@ func (s *Stream) Launch(l *backend.Launch) error {
 	return Err(err)
 }
 
-// HostFunc is cuLaunchHostFunc through the shared callback.
+// HostFunc is cuLaunchHostFunc through the shared callback. In a capture
+// the function becomes a host node that runs at every launch of the graph,
+// so it stays registered for the device's life instead of once.
 func (s *Stream) HostFunc(fn func()) error {
-	id := s.d.registerHostFunc(fn, true)
-	return s.d.Do(func() error { return s.d.drv.LaunchHostFunc(s.h, hostCallbackPtr(), id) })
+	return s.d.Do(func() error {
+		ci, err := s.d.drv.StreamGetCaptureInfo(s.h)
+		if err != nil {
+			return err
+		}
+		id := s.d.registerHostFunc(fn, ci.Status == 0)
+		if err := s.d.drv.LaunchHostFunc(s.h, hostCallbackPtr(), id); err != nil {
+			hostFuncs.Delete(id)
+			return err
+		}
+		return nil
+	})
 }
 
 // Memcpy queues a copy (cuMemcpy*Async).
