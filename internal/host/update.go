@@ -424,6 +424,15 @@ func (e *Exec) SetChildGraph(bn backend.Node, bg backend.Graph) error {
 	e.umu.Lock()
 	defer e.umu.Unlock()
 	old, ok := e.childTopo[n]
+	if !ok && e.conds != nil {
+		// A child graph node in a conditional body (the driver allows it):
+		// its body's table changes, through install.
+		for _, sub := range e.conds.subs {
+			if old, ok = sub.childTopo[n]; ok {
+				break
+			}
+		}
+	}
 	if !ok {
 		return notInGraph(n)
 	}
@@ -454,7 +463,23 @@ func (e *Exec) SetEnabled(bn backend.Node, enabled bool) error {
 	n := bn.(*Node)
 	x, ok := e.opOf[n]
 	if !ok {
-		return notInGraph(n)
+		sub, sx := e.bodyOp(n)
+		if sub == nil {
+			return notInGraph(n)
+		}
+		// A node of a conditional body (the driver allows it): a copy of
+		// the body's table changes, as install does, since a launch takes
+		// that table at issue.
+		e.umu.Lock()
+		defer e.umu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if sub.ops[sx].off != !enabled {
+			ops := slices.Clone(sub.ops)
+			ops[sx].off = !enabled
+			sub.ops = ops
+		}
+		return nil
 	}
 	e.umu.Lock()
 	defer e.umu.Unlock()
@@ -471,13 +496,15 @@ func (e *Exec) SetEnabled(bn backend.Node, enabled bool) error {
 // Enabled reports whether node n is enabled in e.
 func (e *Exec) Enabled(bn backend.Node) (bool, error) {
 	n := bn.(*Node)
-	x, ok := e.opOf[n]
-	if !ok {
-		return false, notInGraph(n)
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return !e.ops[x].off, nil
+	if x, ok := e.opOf[n]; ok {
+		return !e.ops[x].off, nil
+	}
+	if sub, sx := e.bodyOp(n); sub != nil {
+		return !sub.ops[sx].off, nil
+	}
+	return false, notInGraph(n)
 }
 
 // index records, once e is flattened, the op of every node and the

@@ -275,6 +275,21 @@ func updateConditionalBodies(t *testing.T, d *gg.Device) {
 	OK(t, s.Synchronize())
 	equalU32(t, ReadU32(t, d, out, 1), 9)
 
+	// So does Exec.SetEnabled (the driver allows it, measured on the H100):
+	// disabled, the body's kernel leaves p as it was.
+	OK(t, d.Memset(gg.Memset32(p, 0, 1)))
+	OK(t, e.SetEnabled(k, false))
+	if on := Must[bool](t)(e.Enabled(k)); on {
+		t.Fatal("the body's node reports enabled after SetEnabled(false)")
+	}
+	OK(t, e.Launch(s))
+	OK(t, s.Synchronize())
+	equalU32(t, ReadU32(t, d, out, 1), 0)
+	OK(t, e.SetEnabled(k, true))
+	OK(t, e.Launch(s))
+	OK(t, s.Synchronize())
+	equalU32(t, ReadU32(t, d, out, 1), 9)
+
 	// A body of another shape is a topology change.
 	g := NewGraph(t, d)
 	h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
