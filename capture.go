@@ -260,7 +260,11 @@ func (s *Stream) endCapture(opName string, sc *Scope) (*Graph, error) {
 	}
 	if seq.invalid != nil {
 		cs.endLocked(seq)
-		return nil, newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+		err := newErr(opName, ErrStreamCaptureInvalidated, "%v", seq.invalid)
+		if !seq.owned {
+			seq.graph.destroyedByCapture(err)
+		}
+		return nil, err
 	}
 	if bad := unjoined(seq); bad != nil {
 		cs.endLocked(seq)

@@ -47,6 +47,7 @@ type Device struct {
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
 
 	caps    *capState // stream capture: shared by the host backend's devices
+	native  nativeCaptures
 	capOnce sync.Once // creates main
 	main    *Scope    // the scope of calls made without one
 

@@ -84,27 +84,6 @@ func TestEdgeDataBlockCallsInStream(t *testing.T) {
 	}
 }
 
-// Launching an executable graph into a capture keeps its edge data.
-func TestEdgeDataLaunchIntoCapture(t *testing.T) {
-	d := open(t)
-	g := graph(t, d)
-	a := must[*gg.Node](t)(g.AddKernelNode(kp(kA)))
-	must[*gg.Node](t)(g.AddNodeWithEdgeData(kp(kB), []*gg.Node{a}, []gg.EdgeData{launchEdge}))
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	s := stream(t, d)
-	ok(t, s.BeginCapture(gg.CaptureModeGlobal))
-	ok(t, e.Launch(s))
-	cg := endOK(t, s)
-	ns := must[[]*gg.Node](t)(cg.Nodes())
-	inner := must[*gg.Graph](t)(ns[0].ChildGraph())
-	if !gg.StructurallyEqual(inner, g) {
-		var a, b bytes.Buffer
-		ok(t, inner.WriteDOT(&a))
-		ok(t, g.WriteDOT(&b))
-		t.Fatalf("captured launch:\n%s\nwant:\n%s", a.String(), b.String())
-	}
-}
-
 func TestEdgeDataDOT(t *testing.T) {
 	d := open(t)
 	g := graph(t, d)

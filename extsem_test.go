@@ -418,28 +418,6 @@ func TestExtSemNodeParams(t *testing.T) {
 	}
 }
 
-// Launching an executable graph with semaphore nodes into a capture
-// captures them, like any node.
-func TestExtSemLaunchIntoCapture(t *testing.T) {
-	d := open(t)
-	st := stream(t, d)
-	s := newSem(t, d)
-	g := graph(t, d)
-	w := must[*gg.Node](t)(g.AddNode(gg.ExtSemaphoreWaitParams{Semaphores: sems(s), Values: []uint64{1}}))
-	must[*gg.Node](t)(g.AddNode(gg.ExtSemaphoreSignalParams{Semaphores: sems(s), Values: []uint64{2}}, w))
-	e := must[*gg.Exec](t)(g.Instantiate(0))
-	ok(t, st.BeginCapture(gg.CaptureModeGlobal))
-	ok(t, e.Launch(st))
-	outer := must[*gg.Graph](t)(st.EndCapture())
-	oe := must[*gg.Exec](t)(outer.Instantiate(0))
-	ok(t, oe.Launch(st))
-	ok(t, s.Signal(1))
-	within(t, "the captured launch", st.Synchronize)
-	if v := must[uint64](t)(s.Value()); v != 2 {
-		t.Fatalf("value %d, want 2", v)
-	}
-}
-
 // Many goroutines signal while streams and graphs wait: run with -race.
 func TestExtSemConcurrent(t *testing.T) {
 	d := open(t)

@@ -32,6 +32,11 @@ type Graph struct {
 	conds *graphConds           // conditional handles; guarded by condMu
 
 	edata map[edgeKey]EdgeData // edges with non-default data (edgedata.go)
+
+	// broken says why g cannot be instantiated, cloned or used by an
+	// update: the driver destroyed the body of one of its conditional
+	// nodes (destroyedByCapture), so g holds a graph that no longer exists.
+	broken string
 }
 
 // Node is one operation in a graph. A node belongs to one graph for its life.
@@ -682,8 +687,52 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
+	if a, ok := g.be.(backend.Abandoner); ok && g.broken != "" {
+		a.Abandon() // destroying it would free the destroyed body again, in the driver
+		return nil
+	}
 	// Live allocations stay: destroying a graph frees nothing.
 	return backendErr(op, g.be.Destroy())
+}
+
+// usableLocked refuses a broken graph (see Graph.broken).
+func (g *Graph) usableLocked(opName string) error {
+	if g.broken != "" {
+		return newErr(opName, ErrInvalidValue, "%s", g.broken)
+	}
+	return nil
+}
+
+// destroyedByCapture does what the driver does when a capture into g ends
+// invalidated (cuStreamEndCapture after cuStreamBeginCaptureToGraph): it
+// destroys g. Measured on the H100 (driver 580): cuGraphDestroy of g then
+// answers invalid argument and, when g is a conditional body, destroying
+// the graph that holds the conditional node crashes inside the driver. So
+// g is destroyed here too, and the top graph holding a destroyed body is
+// broken: refused by Instantiate, Clone, AddChildGraphNode and Update, and
+// its driver graph left behind when it is destroyed, not freed twice.
+func (g *Graph) destroyedByCapture(cause error) {
+	g.mu.Lock()
+	g.destroyLocked()
+	parent := g.parent
+	g.mu.Unlock()
+	if a, ok := g.be.(backend.Abandoner); ok {
+		a.Abandon()
+	} else if parent == nil {
+		g.be.Destroy()
+	}
+	if parent == nil {
+		return
+	}
+	root := parent.g
+	for root.parent != nil {
+		root = root.parent.g
+	}
+	root.mu.Lock()
+	if root.broken == "" {
+		root.broken = fmt.Sprintf("a body of %v was destroyed when a capture into it ended invalidated (%v)", parent, cause)
+	}
+	root.mu.Unlock()
 }
 
 // destroyLocked marks g, its nodes and the graphs embedded in them dead.
@@ -713,6 +762,9 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 		return nil, nil, err
 	}
 	defer g.mu.Unlock()
+	if err := g.usableLocked(opName); err != nil {
+		return nil, nil, err
+	}
 	if g.memNodes > 0 {
 		return nil, nil, newErr(opName, ErrNotSupported, "a graph with memory nodes cannot be cloned")
 	}

@@ -96,36 +96,36 @@ func (d *Device) lowerOp(params NodeParams) (backend.Op, *Code, string) {
 		if code != nil {
 			return backend.Op{}, code, msg
 		}
-		return backend.Op{Params: params, Type: backend.NodeKernel, Launch: l}, nil, ""
+		return backend.Op{Type: backend.NodeKernel, Launch: l}, nil, ""
 	case EmptyParams:
-		return backend.Op{Params: params, Type: backend.NodeEmpty}, nil, ""
+		return backend.Op{Type: backend.NodeEmpty}, nil, ""
 	case EventRecordParams:
 		if code, msg := codeOf(p.Event.check("", d)); code != nil {
 			return backend.Op{}, code, msg
 		}
-		return backend.Op{Params: params, Type: backend.NodeEventRecord, Event: p.Event.be}, nil, ""
+		return backend.Op{Type: backend.NodeEventRecord, Event: p.Event.be}, nil, ""
 	case EventWaitParams:
 		if code, msg := codeOf(p.Event.check("", d)); code != nil {
 			return backend.Op{}, code, msg
 		}
-		return backend.Op{Params: params, Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
+		return backend.Op{Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
 	case MemsetParams:
 		m, code, msg := d.lowerMemset(&p)
 		if code != nil {
 			return backend.Op{}, code, msg
 		}
-		return backend.Op{Params: params, Type: backend.NodeMemset, Memset: m}, nil, ""
+		return backend.Op{Type: backend.NodeMemset, Memset: m}, nil, ""
 	case MemcpyParams:
 		m, code, msg := d.lowerCopy(&p)
 		if code != nil {
 			return backend.Op{}, code, msg
 		}
-		return backend.Op{Params: params, Type: backend.NodeMemcpy, Memcpy: m}, nil, ""
+		return backend.Op{Type: backend.NodeMemcpy, Memcpy: m}, nil, ""
 	case HostParams:
 		if p.Fn == nil {
 			return backend.Op{}, ErrInvalidValue, "nil host function"
 		}
-		return backend.Op{Params: params, Type: backend.NodeHost, Host: p.Fn}, nil, ""
+		return backend.Op{Type: backend.NodeHost, Host: p.Fn}, nil, ""
 	case ExtSemaphoreSignalParams, ExtSemaphoreWaitParams:
 		sems, values, signal, _ := extSemArgs(p)
 		if code, msg := d.checkExtSems(sems, values, ErrInvalidValue); code != nil {
@@ -135,7 +135,7 @@ func (d *Device) lowerOp(params NodeParams) (backend.Op, *Code, string) {
 		if signal {
 			t = backend.NodeExtSemSignal
 		}
-		return backend.Op{Params: params, Type: t, Sems: backendSems(sems), Values: values}, nil, ""
+		return backend.Op{Type: t, Sems: backendSems(sems), Values: values}, nil, ""
 	}
 	return backend.Op{}, ErrNotSupported, fmt.Sprintf("%v nodes cannot be set this way", params.NodeType())
 }

@@ -1,29 +1,88 @@
 package gpugraph
 
-import "github.com/gpugraph/gpugraph/internal/backend"
+import (
+	"sync"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
 
 // Graphs the driver built (the cuda backend): native capture
 // (backend.Capturer), and clones, read back into this package's view
 // through backend.Inspector.
+
+// nativeCaptures holds the Go view of each native capture's graph, by the
+// graph's handle, from the first CaptureInfo (or BeginCaptureToGraph) to
+// EndCapture: every CaptureInfo of the capture, from any of its streams,
+// and the graph EndCapture returns are that one view, so a node keeps its
+// identity (a node from CaptureInfo is a node of the captured graph), as on
+// the host backend.
+type nativeCaptures struct {
+	mu    sync.Mutex
+	views map[uintptr]*Graph
+}
+
+func (c *nativeCaptures) view(h uintptr, make func() *Graph) *Graph {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.views[h]
+	if g == nil && make != nil {
+		if c.views == nil {
+			c.views = map[uintptr]*Graph{}
+		}
+		g = make()
+		c.views[h] = g
+	}
+	return g
+}
+
+func (c *nativeCaptures) end(h uintptr) *Graph {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.views[h]
+	delete(c.views, h)
+	return g
+}
+
+func nativeHandle(g backend.Graph) uintptr {
+	if n, ok := g.(backend.Native); ok {
+		return n.Native()
+	}
+	return 0
+}
 
 func (s *Stream) nativeBeginCapture(opName string, mode CaptureMode) error {
 	return backendErr(opName, s.be.(backend.Capturer).BeginCapture(int(mode)))
 }
 
 func (s *Stream) nativeEndCapture(opName string) (*Graph, error) {
-	h, err := s.be.(backend.Capturer).EndCapture()
+	cp := s.be.(backend.Capturer)
+	// The capture's graph, whose view ends with it whatever EndCapture
+	// answers: the driver may reuse the handle.
+	var view *Graph
+	if ci, err := cp.CaptureInfo(); err == nil && ci.Graph != nil {
+		view = s.dev.native.end(nativeHandle(ci.Graph))
+	}
+	h, err := cp.EndCapture()
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
-		return nil, backendErr(opName, err)
+		err = backendErr(opName, err)
+		if c, _ := codeOf(err); into != nil && c == ErrStreamCaptureInvalidated {
+			into.destroyedByCapture(err)
+		}
+		return nil, err
 	}
 	g := into
-	if g == nil {
+	switch {
+	case g != nil:
+	case view != nil:
+		g = view
+		g.be = h
+	default:
 		g = &Graph{dev: s.dev, id: graphIDs.Add(1), be: h}
-	} else {
-		g.mu.Lock()
-		defer g.mu.Unlock()
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if err := mirror(g); err != nil {
 		return nil, backendErr(opName, err)
 	}
@@ -111,6 +170,7 @@ func (s *Stream) nativeBeginCaptureToGraph(opName string, g *Graph, deps []*Node
 		return backendErr(opName, err)
 	}
 	s.capInto = g
+	s.dev.native.view(nativeHandle(g.be), func() *Graph { return g })
 	return nil
 }
 
@@ -159,8 +219,8 @@ func (g *Graph) nativeClone(opName string) (*Graph, error) {
 	return cl, nil
 }
 
-// nativeCaptureInfo reports a native capture. Graph is a Go view of the graph
-// being built, made for this call; Dependencies are nodes of that view.
+// nativeCaptureInfo reports a native capture. Graph is the capture's Go
+// view (nativeCaptures), brought up to date; Dependencies are nodes of it.
 func (s *Stream) nativeCaptureInfo(opName string) (CaptureInfo, error) {
 	ci, err := s.be.(backend.Capturer).CaptureInfo()
 	if err != nil {
@@ -170,7 +230,11 @@ func (s *Stream) nativeCaptureInfo(opName string) (CaptureInfo, error) {
 	if ci.Status != int(CaptureStatusActive) || ci.Graph == nil {
 		return info, nil
 	}
-	g := &Graph{dev: s.dev, id: graphIDs.Add(1), be: ci.Graph}
+	g := s.dev.native.view(nativeHandle(ci.Graph), func() *Graph {
+		return &Graph{dev: s.dev, id: graphIDs.Add(1), be: ci.Graph}
+	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if err := mirror(g); err != nil {
 		return CaptureInfo{}, backendErr(opName, err)
 	}

@@ -67,7 +67,11 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	if err := g.lock(opName); err != nil {
 		return fail, err
 	}
+	err := g.usableLocked(opName)
 	g.mu.Unlock()
+	if err != nil {
+		return fail, err
+	}
 	info, err := e.be.Update(g.be)
 	err = backendErr(opName, err)
 	g.mu.Lock()

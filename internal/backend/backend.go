@@ -63,6 +63,13 @@ type Native interface {
 	Native() uintptr
 }
 
+// Abandoner is implemented by graphs whose backend can forget a graph
+// without destroying it: one the driver already destroyed, or one holding a
+// graph the driver destroyed, which destroying would free twice.
+type Abandoner interface {
+	Abandon()
+}
+
 // EventFlags are cudaEventCreateWithFlags' flags, with gpugraph's values.
 type EventFlags uint
 
@@ -259,10 +266,6 @@ const (
 // external semaphore signal and wait), lowered by the gpugraph package:
 // the field of Type is the one used.
 type Op struct {
-	// Params is the gpugraph package's description of the op, which a
-	// backend keeps with it and gives back as is (a snapshot of an
-	// executable graph's nodes).
-	Params any
 	// Device is the device the op runs on when it is not its graph's
 	// (a graph of several devices); nil otherwise.
 	Device Device

@@ -221,6 +221,7 @@ func (d *Device) AddMemAllocNode(g uintptr, deps []uintptr, size int, access []i
 	})
 	if err == nil {
 		d.track(ptr, size)
+		d.ownGraphMem(ptr)
 	}
 	return n, ptr, err
 }
@@ -449,17 +450,34 @@ func (s *Stream) BeginCapture(mode int) error {
 // deps.
 func (s *Stream) BeginCaptureToGraph(g backend.Graph, deps []backend.Node, data []backend.EdgeData, mode int) error {
 	ed, hs, gh := edgeData(data), handles(deps), g.(*Graph).h
-	return Err(s.d.onCaptureThread(func() error { return s.d.drv.StreamBeginCaptureToGraph(s.h, gh, hs, ed, mode) }))
+	return Err(s.d.onCaptureThread(func() error {
+		err := s.d.drv.StreamBeginCaptureToGraph(s.h, gh, hs, ed, mode)
+		if err == nil {
+			if s.d.captureInto == nil {
+				s.d.captureInto = map[uintptr]uintptr{}
+			}
+			s.d.captureInto[s.h] = gh
+		}
+		return err
+	}))
 }
 
 // EndCapture is cuStreamEndCapture; it returns the captured graph.
 func (s *Stream) EndCapture() (backend.Graph, error) {
-	var g uintptr
-	err := s.d.onCaptureThread(func() error { var err error; g, err = s.d.drv.StreamEndCapture(s.h); return err })
+	var g, into uintptr
+	err := s.d.onCaptureThread(func() error {
+		var err error
+		g, err = s.d.drv.StreamEndCapture(s.h)
+		into = s.d.captureInto[s.h]
+		delete(s.d.captureInto, s.h)
+		return err
+	})
 	if err != nil {
 		return nil, Err(err)
 	}
-	s.d.own(kindGraph, g)
+	if g != into { // a graph the capture made: the device's until destroyed
+		s.d.own(kindGraph, g)
+	}
 	return s.d.graphOf(g), nil
 }
 

@@ -229,6 +229,10 @@ func (e *InstantiateError) Unwrap() error { return e.Err }
 // Destroy is cuGraphDestroy.
 func (g *Graph) Destroy() error { return g.d.DestroyGraph(g.h) }
 
+// Abandon forgets the graph without cuGraphDestroy: Close will not destroy
+// it either (see backend.Abandoner).
+func (g *Graph) Abandon() { g.d.disown(kindGraph, g.h) }
+
 // Nodes is cuGraphGetNodes.
 func (g *Graph) Nodes() ([]backend.Node, error) {
 	hs, err := g.d.GraphNodes(g.h)

@@ -1,7 +1,6 @@
 package host
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -283,7 +282,7 @@ func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, erro
 			} else if n.alloc.freedBy == nil {
 				e.persist = append(e.persist, n.alloc)
 			}
-			exit[n] = add(o, n, backend.Op{Type: n.typ, Params: n.op.Params}, ps)
+			exit[n] = add(o, n, backend.Op{Type: n.typ}, ps)
 		case backend.NodeChildGraph:
 			in := add(op{kind: opEmpty}, n, backend.Op{Type: backend.NodeEmpty}, ps)
 			inner, err := e.flatten(n.child, []int32{in}, preds)
@@ -299,7 +298,7 @@ func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, erro
 			if err != nil {
 				return nil, err
 			}
-			exit[n] = add(o, n, backend.Op{Type: n.typ, Params: n.op.Params}, ps)
+			exit[n] = add(o, n, backend.Op{Type: n.typ}, ps)
 		default:
 			dev := opDevice(e.dev, &n.op)
 			o, err := dev.prepare(&n.op)
@@ -577,33 +576,6 @@ func (e *Exec) execNode(i int32) {
 	if err := o.run(d); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
 	}
-}
-
-// SnapNode is a node of an executable graph as it runs now (Snapshot).
-type SnapNode struct {
-	Params any     // the Params of its op; nil for child graph entry and exit
-	Succ   []int32 // the nodes that depend on it
-}
-
-// Snapshot is the graph e runs, flattened, with its current parameters and
-// its early edges: what launching e into a capture captures.
-func (e *Exec) Snapshot() ([]SnapNode, []backend.EdgeData, [][2]int32) {
-	e.mu.Lock()
-	bops := slices.Clone(e.bops)
-	e.mu.Unlock()
-	ns := make([]SnapNode, len(bops))
-	d := &e.dag
-	for i := range bops {
-		ns[i] = SnapNode{Params: bops[i].Params, Succ: d.Succ[d.SuccOff[i]:d.SuccOff[i+1]]}
-	}
-	if e.pdl == nil {
-		return ns, nil, nil
-	}
-	edges := make([][2]int32, len(e.pdl.edges))
-	for i, ed := range e.pdl.edges {
-		edges[i] = [2]int32{ed.From, ed.To}
-	}
-	return ns, e.pdl.data, edges
 }
 
 // LayoutAlloc is one allocation of an executable graph (Layout).

@@ -122,3 +122,71 @@ func ForkJoin(t *testing.T, d *gg.Device, s1, s2 *gg.Stream) {
 	OK(t, s1.Wait(e2))
 	OK(t, s1.LaunchKernel(kp(KD)))
 }
+
+// captureLaunchAndInvalidation: what the driver does (measured on the H100,
+// driver 580) with a graph launched into a capture and with a capture into
+// a graph that ends invalidated; and that a node from CaptureInfo is a node
+// of the captured graph.
+func captureLaunchAndInvalidation(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	inner := NewGraph(t, d)
+	Must[*gg.Node](t)(inner.AddKernelNode(kp(KA)))
+	ie := Must[*gg.Exec](t)(inner.Instantiate(0))
+
+	// A node from CaptureInfo is the captured graph's, whichever call.
+	OK(t, s.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s.LaunchKernel(kp(KA)))
+	i1 := Must[gg.CaptureInfo](t)(s.CaptureInfo())
+	OK(t, s.LaunchKernel(kp(KB)))
+	i2 := Must[gg.CaptureInfo](t)(s.CaptureInfo())
+	g := EndOK(t, s)
+	if i1.Graph != i2.Graph || i2.Graph != g {
+		t.Fatal("CaptureInfo and EndCapture gave different graphs for one capture")
+	}
+	deps := Must[[]*gg.Node](t)(i2.Dependencies[0].Dependencies())
+	if len(deps) != 1 || deps[0] != i1.Dependencies[0] {
+		t.Fatalf("the second node depends on %v, want the first node from CaptureInfo %v", deps, i1.Dependencies[0])
+	}
+
+	// No graph can be launched into a capture, in any mode or into a graph.
+	for _, mode := range []gg.CaptureMode{gg.CaptureModeGlobal, gg.CaptureModeThreadLocal, gg.CaptureModeRelaxed} {
+		OK(t, s.BeginCapture(mode))
+		IsCode(t, ie.Launch(s), gg.ErrStreamCaptureUnsupported)
+		_, err := s.EndCapture()
+		IsCode(t, err, gg.ErrStreamCaptureInvalidated)
+	}
+
+	// A capture into a graph that ends invalidated destroys the graph.
+	g = NewGraph(t, d)
+	Must[*gg.Node](t)(g.AddKernelNode(kp(KA)))
+	OK(t, s.BeginCaptureToGraph(g, nil, gg.CaptureModeGlobal))
+	OK(t, s.LaunchKernel(kp(KB)))
+	IsCode(t, ie.Launch(s), gg.ErrStreamCaptureUnsupported)
+	_, err := s.EndCapture()
+	IsCode(t, err, gg.ErrStreamCaptureInvalidated)
+	_, err = g.Nodes()
+	IsCode(t, err, gg.ErrInvalidValue)
+	IsCode(t, g.Destroy(), gg.ErrInvalidValue)
+
+	// Into a conditional body: the body is destroyed, and the graph holding
+	// it can no longer be instantiated or cloned; destroying it works.
+	g = NewGraph(t, d)
+	h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(0, 0))
+	n := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+	body := Must[[]*gg.Graph](t)(n.ConditionalBodies())[0]
+	OK(t, s.BeginCaptureToGraph(body, nil, gg.CaptureModeGlobal))
+	OK(t, s.LaunchKernel(kp(KB)))
+	IsCode(t, ie.Launch(s), gg.ErrStreamCaptureUnsupported)
+	_, err = s.EndCapture()
+	IsCode(t, err, gg.ErrStreamCaptureInvalidated)
+	_, err = body.Nodes()
+	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = g.Instantiate(0)
+	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = g.Clone()
+	IsCode(t, err, gg.ErrInvalidValue)
+	OK(t, g.Destroy())
+	// The device goes on working.
+	OK(t, s.LaunchKernel(kp(KA)))
+	OK(t, s.Synchronize())
+}

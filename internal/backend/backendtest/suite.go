@@ -32,6 +32,7 @@ var scenarios = []struct {
 	{"CaptureForkJoin", captureForkJoin},
 	{"CaptureErrors", captureErrors},
 	{"CaptureToGraphAndClone", captureToGraphAndClone},
+	{"CaptureLaunchAndInvalidation", captureLaunchAndInvalidation},
 	// memory.go
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},
