@@ -1,0 +1,159 @@
+package gpugraph_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// TestDifferentialCUDA runs the two differential targets on the cuda
+// backend, over their seeds, their checked-in corpus and random inputs
+// ($GPUGRAPH_DIFF_INPUTS, default 300): each input runs on host and on cuda,
+// both must match the reference after every launch, and both must refuse
+// the same things (the program, a change, an update) with the same error
+// code, since the host backend decides as the driver does. Every input
+// opens and closes its own cuda device, so this also runs Close on
+// hundreds of random graphs, memory nodes and captures left behind.
+func TestDifferentialCUDA(t *testing.T) {
+	keep := openCUDA(t) // holds the primary context: each input's Open retains it, cheaply
+	defer keep.Close()
+	n := 300
+	if v, err := strconv.Atoi(os.Getenv("GPUGRAPH_DIFF_INPUTS")); err == nil {
+		n = v
+	}
+	if testing.Short() {
+		n = min(n, 40)
+	}
+	freeBefore, _, err := keep.MemGetInfo()
+	ok(t, err)
+	targets := []struct {
+		name string
+		run  func(*testing.T, string, []byte) diffRun
+	}{
+		{"FuzzDifferential", runDifferential},
+		{"FuzzWholeGraphUpdate", runWholeGraphUpdate},
+	}
+	for _, tg := range targets {
+		inputs := diffInputs(t, tg.name, n)
+		var refused, differ int
+		gaps := map[string]int{}
+		for i, in := range inputs {
+			var host, cuda diffRun
+			var hostOK, cudaOK bool
+			t.Run(fmt.Sprintf("%s/%03d", tg.name, i), func(t *testing.T) {
+				hostOK = t.Run("host", func(t *testing.T) { host = tg.run(t, gg.BackendHost, in) })
+				cudaOK = t.Run("cuda", func(t *testing.T) { cuda = tg.run(t, gg.BackendCUDA, in) })
+				if diffLast != nil && diffLast.run.gap != "" {
+					gaps[diffLast.run.gap]++
+					return
+				}
+				if hostOK && cudaOK && (host.refused != cuda.refused || !slices.Equal(host.refusals, cuda.refusals)) {
+					if g := knownGap(host, cuda); g != "" {
+						gaps[g]++
+						return
+					}
+					differ++
+					p, _ := decode(in)
+					t.Errorf("the backends decide differently\nhost: %q\ncuda: %q\nhost, in full:\n\t%s\ncuda, in full:\n\t%s\nprogram:\n%v\ninput: %q",
+						host.refusals, cuda.refusals, strings.Join(host.errs, "\n\t"), strings.Join(cuda.errs, "\n\t"), p, in)
+				}
+			})
+			if cuda.refused {
+				refused++
+			}
+		}
+		t.Logf("%s: %d inputs, %d refused on cuda, %d decided differently", tg.name, len(inputs), refused, differ)
+		for g, n := range gaps {
+			t.Logf("%s: known gap, %d inputs: %s", tg.name, n, g)
+		}
+	}
+	ok(t, keep.Synchronize())
+	freeAfter, _, err := keep.MemGetInfo()
+	ok(t, err)
+	t.Logf("free device memory %d MiB before, %d MiB after", freeBefore>>20, freeAfter>>20)
+	if freeAfter+64<<20 < freeBefore {
+		t.Errorf("free device memory fell by %d MiB over the inputs", (freeBefore-freeAfter)>>20)
+	}
+}
+
+// diffInputs returns a target's seeds, its corpus under testdata/fuzz and n
+// random inputs (fixed seed, so a failure reproduces).
+func diffInputs(t *testing.T, target string, n int) [][]byte {
+	var out [][]byte
+	for _, s := range diffSeeds {
+		out = append(out, s.in)
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "fuzz", target, "*"))
+	for _, f := range files {
+		in, err := readCorpusFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, in)
+	}
+	rng := rand.New(rand.NewPCG(16, uint64(len(target))))
+	for range n {
+		in := make([]byte, 8+rng.IntN(maxDiffProgram-8))
+		for j := range in {
+			in[j] = byte(rng.Uint32())
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// readCorpusFile reads a one-value []byte file of go test's corpus
+// ("go test fuzz v1" then `[]byte("...")`).
+func readCorpusFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if v, found := strings.CutPrefix(line, "[]byte("); found {
+			s, err := strconv.Unquote(strings.TrimSuffix(v, ")"))
+			return []byte(s), err
+		}
+	}
+	return nil, fmt.Errorf("no []byte value")
+}
+
+// knownGap names the known way (docs/reliability.md, "Host and driver")
+// in which the two runs of one input decide differently, or is "": those
+// are counted, not failed; any other difference fails the test.
+func knownGap(host, cuda diffRun) string {
+	one := func(r diffRun, prefix string) bool {
+		return len(r.refusals) == 1 && strings.HasPrefix(r.refusals[0], prefix)
+	}
+	const updateFail = "Update: cudaErrorGraphExecUpdateFailure"
+	switch {
+	case one(host, updateFail) && one(cuda, updateFail):
+		return "whole-graph update refused by both, with another UpdateResult"
+	case one(host, updateFail) && strings.Contains(host.errs[0], ": mem ") && one(cuda, "Instantiate B: cudaErrorNotSupported"):
+		return "the driver updates an executable graph across the alloc and free nodes of another graph; the host refuses"
+	case len(host.refusals) == 0 && len(cuda.refusals) > 0 && allContain(cuda.errs, "cuGraphAddMemcpyNode"):
+		return "the driver refuses a memcpy node of a new graph on a graph allocation of another graph; the host accepts"
+	}
+	return ""
+}
+
+func allContain(ss []string, sub string) bool {
+	for _, s := range ss {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return len(ss) > 0
+}
