@@ -12,15 +12,7 @@ import (
 //
 //	go test -run '^$' -bench Launch -count 6 .
 func BenchmarkLaunch(b *testing.B) {
-	d, err := gg.Open("host")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	s, err := d.NewStream()
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := hostStream(b)
 	for _, n := range bench.Sizes {
 		b.Run(bench.Name("stream", n), bench.StreamLaunches(s, n))
 		for _, shape := range bench.Shapes {
@@ -35,18 +27,24 @@ func BenchmarkLaunch(b *testing.B) {
 //
 //	go test -run '^$' -bench LaunchQueued -count 6 .
 func BenchmarkLaunchQueued(b *testing.B) {
-	d, err := gg.Open("host")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	s, err := d.NewStream()
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := hostStream(b)
 	for _, n := range bench.Sizes {
 		for _, shape := range bench.Shapes {
 			b.Run(bench.Name("graph-"+shape.Name, n), bench.GraphLaunchQueued(s, shape, n, bench.Queue))
 		}
 	}
+}
+
+// hostStream is a stream of a host device closed when b ends.
+func hostStream(b *testing.B) *gg.Stream {
+	d, err := gg.Open("host")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

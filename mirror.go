@@ -21,20 +21,23 @@ type nativeCaptures struct {
 	views map[uintptr]*Graph
 }
 
-func (c *nativeCaptures) view(h uintptr, make func() *Graph) *Graph {
+// view returns the view of the capture of graph h, made by newView the
+// first time.
+func (c *nativeCaptures) view(h uintptr, newView func() *Graph) *Graph {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.views[h]
-	if g == nil && make != nil {
+	if g == nil {
 		if c.views == nil {
 			c.views = map[uintptr]*Graph{}
 		}
-		g = make()
+		g = newView()
 		c.views[h] = g
 	}
 	return g
 }
 
+// end forgets the view of the capture of graph h and returns it.
 func (c *nativeCaptures) end(h uintptr) *Graph {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -262,14 +262,7 @@ func (d *Device) endOpenCapture(h uintptr) error {
 	if ci.Status == 0 { // CU_STREAM_CAPTURE_STATUS_NONE
 		return nil
 	}
-	var g, into uintptr
-	d.onCaptureThread(func() error {
-		var err error
-		g, err = d.drv.StreamEndCapture(h)
-		into = d.captureInto[h]
-		delete(d.captureInto, h)
-		return err
-	})
+	g, into, _ := d.endCapture(h)
 	if g != 0 && g != into { // a graph into which the capture went is not the capture's
 		return d.do(func() error { return d.drv.GraphDestroy(g) })
 	}

@@ -464,14 +464,7 @@ func (s *Stream) BeginCaptureToGraph(g backend.Graph, deps []backend.Node, data 
 
 // EndCapture is cuStreamEndCapture; it returns the captured graph.
 func (s *Stream) EndCapture() (backend.Graph, error) {
-	var g, into uintptr
-	err := s.d.onCaptureThread(func() error {
-		var err error
-		g, err = s.d.drv.StreamEndCapture(s.h)
-		into = s.d.captureInto[s.h]
-		delete(s.d.captureInto, s.h)
-		return err
-	})
+	g, into, err := s.d.endCapture(s.h)
 	if err != nil {
 		return nil, Err(err)
 	}
@@ -479,6 +472,19 @@ func (s *Stream) EndCapture() (backend.Graph, error) {
 		s.d.own(kindGraph, g)
 	}
 	return s.d.graphOf(g), nil
+}
+
+// endCapture is cuStreamEndCapture of stream h, on the capture thread; into
+// is the graph the capture went into (BeginCaptureToGraph), or 0.
+func (d *Device) endCapture(h uintptr) (g, into uintptr, err error) {
+	err = d.onCaptureThread(func() error {
+		var err error
+		g, err = d.drv.StreamEndCapture(h)
+		into = d.captureInto[h]
+		delete(d.captureInto, h)
+		return err
+	})
+	return g, into, err
 }
 
 // CaptureInfo is cuStreamGetCaptureInfo.
