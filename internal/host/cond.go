@@ -219,7 +219,7 @@ func (e *Exec) compileBody(body *Graph) (*Exec, error) {
 			return nil, e.nodeErr(sub.nodes[i], backend.ErrInvalidValue, "%s in a conditional body", why)
 		}
 		if sub.ops[i].kind == opKernel {
-			sub.ops[i].kern.ctx = &kernelCtx{e: sub, node: int32(i)}
+			sub.ops[i].kern.setCtx(&kernelCtx{e: sub, node: int32(i)})
 		}
 	}
 	if sub.pdl != nil {
@@ -231,7 +231,7 @@ func (e *Exec) compileBody(body *Graph) (*Exec, error) {
 		sub.pdl = nil
 	}
 	sub.dag = *sched.NewDAG(preds)
-	sub.run = sched.NewRunner(&sub.dag, e.dev.Pool, sub.execNode)
+	sub.run = sub.newRunner(&sub.dag, e.dev.Pool, sub.execNode)
 	sub.runOps = sub.ops // what execNode runs; each launch of the root sets it again
 	sub.topo.index(sub)  // for whole-graph updates of the body's nodes
 	e.conds.subs = append(e.conds.subs, sub)

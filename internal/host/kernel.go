@@ -39,15 +39,29 @@ type kernelCtx struct {
 // kernelOp is a Go kernel launch, checked and marshalled. It is kept small:
 // stream queues and op tables hold ops by value.
 type kernelOp struct {
-	body        Body
-	name        string
-	grid, block Dim3
-	shared      int32
-	devRT       bool   // the kernel launches graphs (backend.Kernel.DeviceRuntime)
-	ptrs        uint16 // which of the first 16 arguments are pointers (fits beside devRT: ops stay small)
-	args        []uint64
-	ctx         *kernelCtx // set for kernel nodes of an Exec
+	body Body
+	name string
+	// blk is every block's Block but for Idx and Shared: built once, at
+	// lowering, and passed as it is when the grid has one block. Building
+	// it per call cost a store-forwarding stall on every launch of every
+	// node (about 8 ns: the compiler zeroes the struct, stores fields into
+	// it and reloads it in wider words to copy it to the callee).
+	// blk.RT.ctx names the kernel node of an Exec (setCtx).
+	blk    Block
+	shared int32
+	devRT  bool   // the kernel launches graphs (backend.Kernel.DeviceRuntime)
+	ptrs   uint16 // which of the first 16 arguments are pointers (fits beside devRT: ops stay small)
+	// plain: one block, no shared memory, no pointer arguments to check:
+	// a graph node runs it with one call and nothing else (Exec.execNode).
+	plain bool
+	args  []uint64
 }
+
+func (o *kernelOp) grid() Dim3      { return o.blk.Grid }
+func (o *kernelOp) ctx() *kernelCtx { return o.blk.RT.ctx }
+
+// setCtx makes o a kernel node of an Exec.
+func (o *kernelOp) setCtx(c *kernelCtx) { o.blk.RT.ctx = c }
 
 func dims(d [3]uint32) Dim3 { return Dim3{int(d[0]), int(d[1]), int(d[2])} }
 
@@ -56,22 +70,27 @@ func count(d Dim3) int { return d.X * d.Y * d.Z }
 // kernelOf lowers a launch; the argument words are the op's own.
 func kernelOf(l *backend.Launch, args []uint64) kernelOp {
 	body, _ := l.Kernel.Go.(Body)
-	return kernelOp{body: body, name: l.Kernel.Name, grid: dims(l.Grid), block: dims(l.Block),
+	o := kernelOp{body: body, name: l.Kernel.Name, blk: Block{Dim: dims(l.Block), Grid: dims(l.Grid)},
 		shared: int32(l.Shared), devRT: l.Kernel.DeviceRuntime, ptrs: uint16(l.Kernel.Pointers), args: args}
+	o.plain = count(o.blk.Grid) == 1 && o.shared == 0 && o.ptrs == 0
+	return o
 }
 
-func (o *kernelOp) run(d *Device) *backend.Error {
+// exec runs the launch; a panic in a one-block kernel is the caller's to
+// recover (op.run, or a graph's runner).
+func (o *kernelOp) exec(d *Device) *backend.Error {
 	if o.ptrs != 0 && d.cfg.Check { // ptrs first: a kernel without pointers pays nothing
 		if err := d.checkPointers(o); err != nil {
 			return err
 		}
 	}
-	if pk := o.ctx.pdlKernel(); pk != nil {
+	if pk := o.ctx().pdlKernel(); pk != nil {
 		return o.runEarly(d, pk)
 	}
-	n := count(o.grid)
+	n := count(o.blk.Grid)
 	if n == 1 {
-		return o.runOne(d)
+		o.runOne()
+		return nil
 	}
 	k := *o // the closure escapes to the pool; keep o itself on the stack
 	if perr := d.Pool.For(n, func(lo, hi int) { k.blocks(d, lo, hi) }); perr != nil {
@@ -80,22 +99,24 @@ func (o *kernelOp) run(d *Device) *backend.Error {
 	return nil
 }
 
-func (o *kernelOp) runOne(d *Device) (err *backend.Error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = d.panicError("kernel "+o.name, p)
-		}
-	}()
-	o.body(Block{Dim: o.block, Grid: o.grid, Shared: sharedBuf(o.shared), RT: Runtime{ctx: o.ctx}}, Args{o.args})
-	return nil
+func (o *kernelOp) runOne() {
+	if o.shared == 0 {
+		o.body(o.blk, Args{o.args})
+		return
+	}
+	b := o.blk
+	b.Shared = sharedBuf(o.shared)
+	o.body(b, Args{o.args})
 }
 
 func (o *kernelOp) blocks(d *Device, lo, hi int) {
-	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
-	sh := sharedBuf(o.shared)
+	gx, gxy := o.blk.Grid.X, o.blk.Grid.X*o.blk.Grid.Y
+	b := o.blk
+	b.Shared = sharedBuf(o.shared)
 	for i := lo; i < hi; i++ {
-		clear(sh)
-		o.body(Block{Idx: Dim3{i % gx, i % gxy / gx, i / gxy}, Dim: o.block, Grid: o.grid, Shared: sh, RT: Runtime{ctx: o.ctx}}, Args{o.args})
+		clear(b.Shared)
+		b.Idx = Dim3{i % gx, i % gxy / gx, i / gxy}
+		o.body(b, Args{o.args})
 	}
 }
 

@@ -63,9 +63,15 @@ func (o *op) run(d *Device) (err *backend.Error) {
 			err = d.panicError(o.what(), p)
 		}
 	}()
+	return o.exec(d)
+}
+
+// exec executes the op; a panic is the caller's to recover (a graph's
+// runner does it once per worker, not once per node: Exec.nodePanic).
+func (o *op) exec(d *Device) *backend.Error {
 	switch o.kind {
 	case opKernel:
-		return o.kern.run(d)
+		return o.kern.exec(d)
 	case opHost, opCall:
 		o.host()
 	case opMemcpy:

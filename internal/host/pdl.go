@@ -159,7 +159,7 @@ func (k *pdlKernel) arrive() {
 // runEarly runs a kernel with early dependents, counting its blocks as they
 // start, trigger and exit.
 func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *backend.Error {
-	n := count(o.grid)
+	n := count(o.blk.Grid)
 	pk.n = int64(n)
 	pk.started.Store(0)
 	pk.arrived.Store(0)
@@ -171,7 +171,7 @@ func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *backend.Error {
 }
 
 func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
-	gx, gxy := o.grid.X, o.grid.X*o.grid.Y
+	gx, gxy := o.blk.Grid.X, o.blk.Grid.X*o.blk.Grid.Y
 	sh := sharedBuf(o.shared)
 	for i := lo; i < hi; i++ {
 		clear(sh)
@@ -179,10 +179,10 @@ func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
 		pk.start()
 		o.body(Block{
 			Idx:    Dim3{i % gx, i % gxy / gx, i / gxy},
-			Dim:    o.block,
-			Grid:   o.grid,
+			Dim:    o.blk.Dim,
+			Grid:   o.blk.Grid,
 			Shared: sh,
-			RT:     Runtime{ctx: o.ctx, pdl: pb},
+			RT:     Runtime{ctx: o.ctx(), pdl: pb},
 		}, Args{o.args})
 		if !pb.triggered.Swap(true) {
 			pk.arrive() // an exit counts as a trigger

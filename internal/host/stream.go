@@ -98,10 +98,11 @@ func (s *Stream) worker() {
 			s.wake.Wait()
 			s.idle = false
 		}
-		o := s.queue[s.head]
-		s.queue[s.head] = op{}
-		s.head = (s.head + 1) % len(s.queue)
-		s.n--
+		// The op runs in its slot, which stays queued until it has run:
+		// enqueue never writes it, and a ring grown meanwhile copies it
+		// (the worker then clears the copy). Copying the 336-byte op out
+		// cost a launch more than the lock around it.
+		o := &s.queue[s.head]
 		s.mu.Unlock()
 		if !d.cfg.Failed() {
 			if err := o.run(d); err != nil {
@@ -113,6 +114,9 @@ func (s *Stream) worker() {
 			o.launch.skip()
 		}
 		s.mu.Lock()
+		s.queue[s.head] = op{}
+		s.head = (s.head + 1) % len(s.queue)
+		s.n--
 		s.completed++
 		if s.waiters > 0 {
 			s.cond.Broadcast()

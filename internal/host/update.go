@@ -29,8 +29,9 @@ var updateResultNames = [...]string{"success", "error", "topology changed", "nod
 // for the graphs embedded in child graph nodes.
 type topo struct {
 	nodes  []*Node
-	ops    []backend.Op // parallel to nodes: the new graph's, when updating
-	depOff []int32      // deps of nodes[i] are deps[depOff[i]:depOff[i+1]]
+	types  []backend.NodeType // parallel to nodes: their types, so that pairing reads no node
+	ops    []backend.Op       // parallel to nodes: the new graph's, when updating (nil in an instantiated shape)
+	depOff []int32            // deps of nodes[i] are deps[depOff[i]:depOff[i+1]]
 	deps   []int32
 	data   []backend.EdgeData // parallel to deps, when the graph has edge data
 	sinks  int
@@ -39,12 +40,19 @@ type topo struct {
 	exec   *Exec   // the Exec whose ops op indexes: the instantiated one, or a conditional body's
 }
 
-// buildTopo computes g's pairing order. g must be locked.
-func buildTopo(g *Graph) *topo { return buildTopoInto(g, &topo{}, nil) }
+// buildTopo computes the pairing order of g as instantiated: its shape,
+// without the nodes' ops (which pairing reads from the new graph only).
+// g must be locked.
+func buildTopo(g *Graph) *topo { return buildTopoInto(g, &topo{}, nil, false) }
 
-// buildTopoInto is buildTopo reusing the slices of t and the index buffer
-// *idxBuf (if not nil), so that an update loop does not allocate them anew.
-func buildTopoInto(g *Graph, t *topo, idxBuf *[]int32) *topo {
+// newTopo computes the pairing order of g as the new graph of an update,
+// with a copy of every node's op taken under g's lock. g must be locked.
+func newTopo(g *Graph) *topo { return buildTopoInto(g, &topo{}, nil, true) }
+
+// buildTopoInto is buildTopo (or newTopo, withOps) reusing the slices of t
+// and the index buffer *idxBuf (if not nil), so that an update loop does
+// not allocate them anew.
+func buildTopoInto(g *Graph, t *topo, idxBuf *[]int32, withOps bool) *topo {
 	var idx []int32 // node id -> pairing index + 1
 	if idxBuf != nil {
 		idx = slices.Grow((*idxBuf)[:0], g.nextID)[:g.nextID]
@@ -82,14 +90,22 @@ func buildTopoInto(g *Graph, t *topo, idxBuf *[]int32) *topo {
 		}
 		t.depOff = append(t.depOff, int32(len(t.deps)))
 	}
-	t.ops = slices.Grow(t.ops[:0], len(t.nodes))[:len(t.nodes)]
+	t.types = slices.Grow(t.types[:0], len(t.nodes))[:len(t.nodes)]
+	if withOps {
+		t.ops = slices.Grow(t.ops[:0], len(t.nodes))[:len(t.nodes)]
+	} else {
+		t.ops = nil
+	}
 	t.child = slices.Grow(t.child[:0], len(t.nodes))[:len(t.nodes)]
 	for i, n := range t.nodes {
-		t.ops[i] = n.op
+		t.types[i] = n.typ
+		if withOps {
+			t.ops[i] = n.op
+		}
 		t.child[i] = nil
 		if n.typ == backend.NodeChildGraph {
 			n.child.mu.Lock()
-			t.child[i] = buildTopo(n.child)
+			t.child[i] = buildTopoInto(n.child, &topo{}, nil, withOps)
 			n.child.mu.Unlock()
 		}
 	}
@@ -109,10 +125,10 @@ type pairing struct {
 }
 
 type paramChange struct {
-	x    *Exec // the Exec the op is in: the instantiated one, or a conditional body's
-	op   int32 // the op of the node of the instantiated graph
-	p    backend.Op
-	from *Node // of the graph the parameters come from
+	x    *Exec       // the Exec the op is in: the instantiated one, or a conditional body's
+	op   int32       // the op of the node of the instantiated graph
+	p    *backend.Op // the new op (in the new topology's ops, which outlive the install)
+	from *Node       // of the graph the parameters come from
 }
 
 // pair matches nu against old as CUDA does: node counts must agree, then
@@ -154,21 +170,22 @@ func (pr *pairing) pair(old, nu *topo) bool {
 		return fail(updateTopologyChanged, nil, nil)
 	}
 	pr.pairs = append(pr.pairs, [2]*topo{old, nu})
-	for i, n := range nu.nodes {
-		o := old.nodes[i]
-		if n.typ != o.typ {
-			return fail(updateNodeTypeChanged, n, nil)
+	// Node by node from the flat type lists: the common case (a node of a
+	// type with parameters) reads neither graph's nodes.
+	for i, typ := range nu.types {
+		if typ != old.types[i] {
+			return fail(updateNodeTypeChanged, nu.nodes[i], nil)
 		}
-		if n.typ == backend.NodeChildGraph {
+		switch typ {
+		case backend.NodeChildGraph:
 			if !pr.pair(old.child[i], nu.child[i]) {
 				return false
 			}
 			continue
-		}
-		if n.typ == backend.NodeMemAlloc || n.typ == backend.NodeMemFree {
-			return fail(updateNotSupported, n, nil)
-		}
-		if n.typ == backend.NodeConditional {
+		case backend.NodeMemAlloc, backend.NodeMemFree:
+			return fail(updateNotSupported, nu.nodes[i], nil)
+		case backend.NodeConditional:
+			n, o := nu.nodes[i], old.nodes[i]
 			// The node's parameters cannot change; its handle's default
 			// and flags are updated.
 			if !condUpdatable(o, n) {
@@ -182,7 +199,7 @@ func (pr *pairing) pair(old, nu *topo) bool {
 			}
 			for b, body := range n.cond.bodies {
 				body.mu.Lock()
-				nt := buildTopo(body)
+				nt := newTopo(body)
 				body.mu.Unlock()
 				if !pr.pair(co.bodies[b].topo, nt) {
 					return false
@@ -190,7 +207,7 @@ func (pr *pairing) pair(old, nu *topo) bool {
 			}
 			continue
 		}
-		pr.cands = append(pr.cands, paramChange{old.exec, old.op[i], nu.ops[i], n})
+		pr.cands = append(pr.cands, paramChange{old.exec, old.op[i], &nu.ops[i], nu.nodes[i]})
 	}
 	return true
 }
@@ -245,10 +262,10 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 	}
 	sc := e.scratch
 	g.mu.Lock()
-	nu := buildTopoInto(g, &sc.topo, &sc.idx)
+	nu := buildTopoInto(g, &sc.topo, &sc.idx, true)
 	g.mu.Unlock()
-	pr := &pairing{cands: sc.cands[:0]}
-	defer func() { sc.cands = pr.cands[:0]; clear(sc.topo.ops); clear(sc.topo.nodes) }()
+	pr := &sc.pr
+	defer sc.reset()
 	if !pr.pair(e.topo, nu) {
 		return pr.info, updateFailure(pr.info, "")
 	}
@@ -260,11 +277,14 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 		return info, updateFailure(info, why)
 	}
 	e.updateCondDefaults(pr.conds)
-	// The child graph nodes of g now stand for those of e's graph.
-	info.Children = map[any]any{}
+	// The child graph nodes of g now stand for those of e's graph (none:
+	// no map, which the caller reads as it reads an empty one).
 	for _, p := range pr.pairs {
 		for i, c := range p[1].child {
 			if c != nil {
+				if info.Children == nil {
+					info.Children = map[any]any{}
+				}
 				info.Children[p[1].nodes[i].tag] = p[0].nodes[i].tag
 			}
 		}
@@ -311,17 +331,21 @@ func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) 
 		}
 		return t
 	}
-	for _, c := range cands {
-		t := tableOf(c.x)
-		if r, why := updatable(&t.bops[c.op], &c.p); r != updateSuccess {
+	for i := range cands {
+		c := &cands[i]
+		t := top
+		if c.x != e {
+			t = tableOf(c.x)
+		}
+		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
 		}
-		o, err := opDevice(e.dev, &c.p).prepare(&c.p)
+		o, err := opDevice(e.dev, c.p).prepare(c.p)
 		if err != nil {
 			return backend.UpdateInfo{Result: updateError, ErrorNode: c.from.tag}, err.Detail, at(err, c.from.tag)
 		}
 		keepInstantiated(&o, &t.ops[c.op])
-		t.ops[c.op], t.bops[c.op] = o, c.p
+		t.ops[c.op], t.bops[c.op] = o, *c.p
 	}
 	e.mu.Lock()
 	e.spare, e.spareBops = e.ops, e.bops
@@ -338,7 +362,8 @@ func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) 
 // it replaces: its event sequence slot, its kernel context, whether it is
 // enabled.
 func keepInstantiated(o, cur *op) {
-	o.seq, o.off, o.kern.ctx = cur.seq, cur.off, cur.kern.ctx
+	o.seq, o.off = cur.seq, cur.off
+	o.kern.setCtx(cur.kern.ctx())
 }
 
 // setOne installs a new op p for op x (a per-node update). The op is
@@ -394,7 +419,7 @@ func (e *Exec) SetParams(bn backend.Node, p *backend.Op) error {
 			// A node of a conditional body: its body's table changes.
 			e.umu.Lock()
 			defer e.umu.Unlock()
-			info, why, err := e.install([]paramChange{{sub, sx, q, n}})
+			info, why, err := e.install([]paramChange{{sub, sx, &q, n}})
 			if err != nil {
 				return err
 			}
@@ -410,11 +435,24 @@ func (e *Exec) SetParams(bn backend.Node, p *backend.Op) error {
 	return e.setOne(x, &q, n)
 }
 
-// updateScratch holds what Update reuses between calls (under umu).
+// updateScratch holds what Update reuses between calls (under umu): the
+// new graph's topology, its index buffer and the pairing's lists.
 type updateScratch struct {
-	topo  topo
-	idx   []int32
-	cands []paramChange
+	topo topo
+	idx  []int32
+	pr   pairing
+}
+
+// reset empties the scratch for the next update, keeping its slices but
+// no references into the graphs (the nodes and ops of the last one).
+func (sc *updateScratch) reset() {
+	clear(sc.topo.ops)
+	clear(sc.topo.nodes)
+	clear(sc.topo.child)
+	clear(sc.pr.cands)
+	clear(sc.pr.pairs)
+	clear(sc.pr.conds)
+	sc.pr = pairing{cands: sc.pr.cands[:0], pairs: sc.pr.pairs[:0], conds: sc.pr.conds[:0]}
 }
 
 // SetChildGraph updates the nodes embedded in child graph node n from g,
@@ -437,7 +475,7 @@ func (e *Exec) SetChildGraph(bn backend.Node, bg backend.Graph) error {
 		return notInGraph(n)
 	}
 	g.mu.Lock()
-	nu := buildTopo(g)
+	nu := newTopo(g)
 	g.mu.Unlock()
 	pr := &pairing{cands: make([]paramChange, 0, len(nu.nodes))}
 	if !pr.pair(old, nu) {

@@ -3,6 +3,7 @@ package sched
 import (
 	"sync"
 	"sync/atomic"
+	_ "unsafe" // go:linkname
 )
 
 // DAG is a compiled dependency graph: node i may run once all of its
@@ -12,6 +13,10 @@ type DAG struct {
 	SuccOff  []int32 // successors of i are Succ[SuccOff[i]:SuccOff[i+1]]
 	Succ     []int32
 	Roots    []int32
+	// Next[i] is i's only successor when that successor has no other
+	// predecessor (a link of a chain), else -1: finishing i makes it ready
+	// with one load, no counter.
+	Next []int32
 	// Early successors (NewDAGEarly): Early[EarlyOff[i]:EarlyOff[i+1]] are
 	// released by Runner.Trigger(i, port) with the matching EarlyPort, or
 	// when i finishes. nil when the DAG has none.
@@ -45,21 +50,50 @@ func NewDAG(preds [][]int32) *DAG {
 			fill[p]++
 		}
 	}
+	d.links()
 	return d
+}
+
+// links computes Next from the successor lists and in-degrees.
+func (d *DAG) links() {
+	d.Next = make([]int32, len(d.InDegree))
+	for i := range d.Next {
+		d.Next[i] = -1
+		if lo := d.SuccOff[i]; d.SuccOff[i+1]-lo == 1 && d.InDegree[d.Succ[lo]] == 1 {
+			d.Next[i] = d.Succ[lo]
+		}
+	}
 }
 
 // Runner executes a DAG repeatedly. All per-run state is allocated once, so a
 // run allocates nothing. Runs of one Runner must not overlap.
 //
 // Scheduling: a worker that finishes a node keeps the first successor it made
-// ready and runs it next (a chain never leaves the worker), and pushes further
-// ready successors onto a shared stack, from which the owner and helpers pull.
-// An idle pool helper is recruited when the stack has work and fewer helpers
-// are active than the pool has.
+// ready and runs it next (a chain never leaves the worker). Further ready
+// successors go onto the shared stack in one critical section, from which
+// the owner and helpers pull in batches; an idle pool helper is recruited
+// when the stack has work and fewer helpers are active than the pool has.
+// With no helpers (a pool of size 0: one thread), ready nodes go onto the
+// worker's own stack instead, which costs no lock: nobody else could take
+// them. With helpers they must not stay private: a worker may run a long
+// or blocking node while holding them, and an idle worker could not reach
+// them (TestRunnerHandsOverWork).
+//
+// Helpers are recruited when the work waiting is worth one: the ready nodes
+// on the shared stack times the time a node takes (its grain, sampled while
+// nodes run) must cover what waking a helper costs, per helper already
+// active. A graph of heavy nodes gets every helper as soon as two nodes are
+// ready; a graph of nodes that take nanoseconds stays on one worker, or a
+// few, because handing such a node to another core costs more than running
+// it. (Taskflow wakes a worker whenever it pushes a task and none is
+// looking; with sixteen workers on a 1000-node tree of empty tasks, that
+// made every node cost 200 ns, most of it workers contending for tasks.)
 type Runner struct {
-	dag  *DAG
-	pool *Pool
-	exec func(node int32)
+	dag     *DAG
+	pool    *Pool
+	exec    func(node int32)
+	onPanic func(node int32, p any)
+	share   bool // the pool has helpers: work may be handed over
 
 	pending   []atomic.Int32
 	remaining atomic.Int32 // sinks not yet run: all nodes are done when none are left
@@ -75,6 +109,62 @@ type Runner struct {
 
 	fired []atomic.Uint32 // per node, the early ports triggered this run
 	later []atomic.Bool   // nodes that called Later while running (later.go)
+
+	grain   atomic.Int64 // sampled time of one node's exec, ns (a moving average)
+	sampled atomic.Bool  // grain is a sample, not the first launch's assumption
+	ownerAt uint32       // the owner's node count across runs, for sampling
+	runs    uint32       // runs started; every timeRunsEvery-th one is timed whole
+
+	recruited atomic.Int64 // helpers recruited, for tests
+}
+
+// Recruiting: a helper is worth waking when the work waiting on the shared
+// stack, per worker already active, is at least wakeNs. schedNs is what a
+// node costs the scheduler beyond its exec. A node's exec is timed once
+// every sampleEvery nodes a worker runs (two clock reads).
+const (
+	wakeNs      = 5000
+	schedNs     = 20
+	sampleEvery = 256
+	// A run is timed whole once in timeRunsEvery runs, the first included:
+	// a node that blocks or runs long between samples shows in the run's
+	// time per node, which then becomes the grain (checkRun).
+	timeRunsEvery = 32
+)
+
+// checkRun compares a whole run's time per node with the grain: a run much
+// slower than its sampled nodes say had nodes the samples missed (a
+// blocking host node, a long kernel), and work may have waited behind them
+// for want of a helper. The grain becomes the run's time per node, so the
+// next runs recruit.
+func (r *Runner) checkRun(ns int64, nodes int) {
+	perNode := ns / int64(nodes)
+	if g := r.grain.Load(); perNode > 2*(g+schedNs)+500 {
+		r.grain.Store(perNode)
+	}
+}
+
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// worthHelper reports whether the nodes waiting on the shared stack are
+// worth one more helper.
+func (r *Runner) worthHelper() bool {
+	return int64(r.queued.Load())*(r.grain.Load()+schedNs) >= wakeNs*int64(r.helpers.Load()+1)
+}
+
+// sample times node's exec and folds it into the grain.
+func (r *Runner) sample(node int32) {
+	t := nanotime()
+	r.exec(node)
+	ns := nanotime() - t
+	if !r.sampled.Load() { // the first sample replaces the assumption
+		r.grain.Store(ns)
+		r.sampled.Store(true)
+		return
+	}
+	g := r.grain.Load()
+	r.grain.Store(g + (ns-g)/4)
 }
 
 // NewRunner prepares to run d on pool, calling exec for every node.
@@ -83,11 +173,15 @@ func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
 		dag:     d,
 		pool:    pool,
 		exec:    exec,
+		share:   pool.size > 0,
 		pending: make([]atomic.Int32, len(d.InDegree)),
 		stack:   make([]int32, 0, len(d.InDegree)),
 	}
 	r.cond.L = &r.mu
 	r.helpFn = r.help
+	// Until nodes have been timed, any waiting node is worth a helper: the
+	// first launch of a graph of heavy nodes must not run them one by one.
+	r.grain.Store(wakeNs)
 	if d.EarlyOff != nil {
 		r.fired = make([]atomic.Uint32, len(d.InDegree))
 	}
@@ -99,8 +193,14 @@ func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
 	return r
 }
 
+// OnPanic lets exec panic: the panic is recovered by the worker, fn is
+// called with the node and the value, and the node counts as finished (its
+// successors still run). One recovery point per worker replaces a deferred
+// recover per node. Call it before the first Run.
+func (r *Runner) OnPanic(fn func(node int32, p any)) { r.onPanic = fn }
+
 // Run executes every node once, respecting dependencies, and returns when all
-// have finished. exec must not panic (callers recover inside it).
+// have finished. exec must not panic unless OnPanic was set.
 func (r *Runner) Run() {
 	n := len(r.dag.InDegree)
 	if n == 0 {
@@ -115,6 +215,12 @@ func (r *Runner) Run() {
 	for i := range r.fired {
 		r.fired[i].Store(0)
 	}
+	var t0 int64
+	timed := r.runs%timeRunsEvery == 0
+	r.runs++
+	if timed {
+		t0 = nanotime()
+	}
 	roots := r.dag.Roots
 	if len(roots) > 1 {
 		r.mu.Lock()
@@ -124,7 +230,15 @@ func (r *Runner) Run() {
 		r.recruit()
 	}
 	r.work(roots[0], true)
-	// All nodes are done; wait for helpers to leave before the state is reused.
+	if timed {
+		r.checkRun(nanotime()-t0, n)
+	}
+	// All nodes are done; wait for helpers to leave before the state is
+	// reused. A helper counts itself until it has left, and only a counted
+	// worker recruits, so none is on its way in when the count is zero.
+	if r.helpers.Load() == 0 {
+		return
+	}
 	r.mu.Lock()
 	for r.helpers.Load() > 0 {
 		r.waiting = true
@@ -134,62 +248,119 @@ func (r *Runner) Run() {
 	r.mu.Unlock()
 }
 
+// localCap bounds a worker's own stack of ready nodes; more go to the
+// shared stack.
+const localCap = 64
+
+// worker is one goroutine's part of a run: the ready nodes it keeps.
+type worker struct {
+	n     int
+	count uint32 // nodes run, for sampling their time
+	local [localCap]int32
+}
+
+// done is what step returns when the worker has finished with the run.
+const done = -2
+
 func (r *Runner) work(node int32, owner bool) {
-	d := r.dag
-	var local [popBatch]int32 // nodes taken from the stack, run by this worker
-	nlocal := 0
+	var w worker
+	if owner {
+		w.count = r.ownerAt
+	} else {
+		w.count = 1 // a helper's first node is not timed: a sampled run times the owner's
+	}
+	for node != done {
+		node = r.steps(&w, node, owner)
+	}
+	if owner {
+		r.ownerAt = w.count
+	}
+}
+
+// steps runs nodes, starting with node (or one taken from a stack when node
+// is negative), until the worker has no more (it returns done) or exec
+// panics: then the panicking node is finished as if it had returned, and
+// steps returns the node to go on with.
+func (r *Runner) steps(w *worker, node int32, owner bool) (next int32) {
+	cur := int32(-1)
+	defer func() {
+		if cur >= 0 && r.onPanic != nil {
+			if p := recover(); p != nil {
+				r.onPanic(cur, p)
+				next = r.finish(w, cur, owner)
+			}
+		}
+	}()
 	for {
 		if node < 0 {
-			if nlocal == 0 {
-				if nlocal = r.pop(owner, &local); nlocal == 0 {
-					return
-				}
+			if node = r.take(w, owner); node < 0 {
+				return done
 			}
-			nlocal--
-			node = local[nlocal]
 		}
 		// Work is waiting while this worker is busy: try again to get help
 		// (a helper busy at push time may be idle now).
-		if r.queued.Load() > 0 && int(r.helpers.Load()) < r.pool.size {
+		if r.share && r.queued.Load() > 0 && int(r.helpers.Load()) < r.pool.size {
 			r.recruit()
 		}
-		r.exec(node)
-		if r.deferred(node) { // Done releases its successors (later.go)
-			node = -1
-			continue
+		cur = node
+		if w.count++; w.count%sampleEvery == 1 || w.count <= 4 && owner {
+			r.sample(node)
+		} else {
+			r.exec(node)
 		}
-		if d.EarlyOff != nil && d.EarlyOff[node] != d.EarlyOff[node+1] {
-			r.fireAll(node) // early successors not yet released are released now
+		cur = -1
+		if node = r.finish(w, node, owner); node == done {
+			return done
 		}
-		next := int32(-1)
-		succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
-		if len(succ) == 1 {
-			if s := succ[0]; d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
-				next = s
+	}
+}
+
+// finish accounts for node having run: it releases its successors and
+// returns the one to run next (-1 if none), or done when the owner has run
+// the run's last node.
+func (r *Runner) finish(w *worker, node int32, owner bool) int32 {
+	d := r.dag
+	if r.deferred(node) { // Done releases its successors (later.go)
+		return -1
+	}
+	if d.EarlyOff != nil && d.EarlyOff[node] != d.EarlyOff[node+1] {
+		r.fireAll(node) // early successors not yet released are released now
+	}
+	if s := d.Next[node]; s >= 0 {
+		return s
+	}
+	lo, hi := d.SuccOff[node], d.SuccOff[node+1]
+	switch hi - lo {
+	case 0:
+		// Every node is an ancestor of a sink, and a sink runs only after
+		// its ancestors have finished, so the run is over when the last
+		// sink is. Only the owner waits on cond for that, so the owner
+		// finishing it tells nobody.
+		if r.remaining.Add(-1) == 0 {
+			if owner {
+				return done
 			}
-		} else if len(succ) > 1 {
-			next = r.release(succ)
-		}
-		// Every node is an ancestor of a sink, and a sink runs only after its
-		// ancestors have finished, so the run is over when the last sink is.
-		if len(succ) == 0 && r.remaining.Add(-1) == 0 {
 			r.mu.Lock()
 			if r.waiting {
 				r.cond.Broadcast()
 			}
 			r.mu.Unlock()
-			if owner {
-				return
-			}
 		}
-		node = next
+		return -1
+	case 1:
+		if s := d.Succ[lo]; d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
+			return s
+		}
+		return -1
 	}
+	return r.release(w, d.Succ[lo:hi])
 }
 
 // release marks one dependency of each successor done and returns the first
-// one that became ready; the others that became ready go on the stack in one
-// critical section (a fan-out of thousands takes the lock once).
-func (r *Runner) release(succ []int32) int32 {
+// one that became ready; the others that became ready go on the shared
+// stack in one critical section (a fan-out of thousands takes the lock
+// once), or, with no helpers, on the worker's own while it has room.
+func (r *Runner) release(w *worker, succ []int32) int32 {
 	d := r.dag
 	next := int32(-1)
 	pushed := false
@@ -201,23 +372,44 @@ func (r *Runner) release(succ []int32) int32 {
 			next = s
 			continue
 		}
+		if !r.share && w.n < localCap {
+			w.local[w.n] = s
+			w.n++
+			continue
+		}
 		if !pushed {
 			r.mu.Lock()
 			pushed = true
 		}
 		r.stack = append(r.stack, s)
 	}
-	if !pushed {
-		return next
+	if pushed {
+		r.publish()
 	}
-	r.publish()
 	return next
+}
+
+// take returns the next ready node for the worker: its own newest, else a
+// batch from the shared stack (the owner waits for one while the run is
+// not over), else -1.
+func (r *Runner) take(w *worker, owner bool) int32 {
+	if w.n == 0 {
+		if w.n = r.pop(owner, &w.local); w.n == 0 {
+			return -1
+		}
+	}
+	w.n--
+	return w.local[w.n]
 }
 
 // recruit offers the run to one idle pool helper, if fewer are helping than
 // the pool has.
 func (r *Runner) recruit() {
+	if r.pool.idle.Load() == 0 || !r.worthHelper() {
+		return
+	}
 	if int(r.helpers.Add(1)) <= r.pool.size && r.pool.TryGo(r.helpFn) {
+		r.recruited.Add(1)
 		return
 	}
 	r.mu.Lock()
@@ -235,8 +427,8 @@ const popBatch = 8
 // stack, up to popBatch, so that a wide fan-out costs one lock per batch.
 // The owner sleeps until a node is ready or the run is over; a helper
 // returns 0 as soon as there is nothing to take.
-func (r *Runner) pop(owner bool, buf *[popBatch]int32) int {
-	if !owner {
+func (r *Runner) pop(owner bool, buf *[localCap]int32) int {
+	if !owner && r.queued.Load() == 0 && r.remaining.Load() > 0 {
 		// Spin briefly before giving up: for short nodes, the next ready node
 		// usually appears within a few hundred nanoseconds, and waking a
 		// helper again costs microseconds.

@@ -35,6 +35,7 @@ func NewDAGEarly(preds [][]int32, early []EarlyEdge) *DAG {
 		d.Early[fill[e.From]], d.EarlyPort[fill[e.From]] = e.To, e.Port
 		fill[e.From]++
 	}
+	d.links() // in-degrees changed
 	d.Roots = d.Roots[:0]
 	for i, deg := range d.InDegree {
 		if deg == 0 {

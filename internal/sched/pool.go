@@ -16,6 +16,7 @@ import (
 type Pool struct {
 	work chan func()
 	size int
+	idle atomic.Int32 // helpers waiting for work: TryGo fails at once when none is
 }
 
 var (
@@ -46,13 +47,19 @@ func (p *Pool) helper() {
 	// Kernels touch device memory through raw pointers; a fault there must
 	// become a recoverable panic (reported as an illegal address), not a crash.
 	debug.SetPanicOnFault(true)
-	for f := range p.work {
+	for {
+		p.idle.Add(1)
+		f := <-p.work
+		p.idle.Add(-1)
 		f()
 	}
 }
 
 // TryGo runs f on an idle helper and reports whether one took it.
 func (p *Pool) TryGo(f func()) bool {
+	if p.idle.Load() == 0 {
+		return false
+	}
 	select {
 	case p.work <- f:
 		return true
