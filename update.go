@@ -74,9 +74,12 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	}
 	info, err := e.be.Update(g.be)
 	err = backendErr(opName, err)
-	g.mu.Lock()
-	res := UpdateResultInfo{Result: UpdateResult(info.Result), ErrorNode: findNative(g, info.ErrorNode), ErrorFromNode: findNative(g, info.ErrFrom)}
-	g.mu.Unlock()
+	res := UpdateResultInfo{Result: UpdateResult(info.Result)}
+	if info.ErrorNode != nil || info.ErrFrom != nil { // none named (a success): no lock, no search
+		g.mu.Lock()
+		res.ErrorNode, res.ErrorFromNode = findNative(g, info.ErrorNode), findNative(g, info.ErrFrom)
+		g.mu.Unlock()
+	}
 	if err != nil {
 		var ge *Error
 		if errors.As(err, &ge) {
