@@ -2,7 +2,7 @@ package gpugraph
 
 import (
 	"errors"
-	"sync"
+	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda"
@@ -37,8 +37,9 @@ type Exec struct {
 	be  backend.Exec // the backend's executable graph
 	src *Graph       // the graph instantiated (MemLayout reads it on cuda)
 
-	mu        sync.Mutex
-	destroyed bool
+	// destroyed is read by every call on e, Launch included: an atomic
+	// load rather than a mutex taken and released per launch.
+	destroyed atomic.Bool
 
 	mem     bool     // the graph has memory nodes: its launches cannot be captured
 	cond    bool     // the graph has conditional nodes: likewise
@@ -160,7 +161,11 @@ func (e *Exec) Launch(s *Stream) error {
 		return backendErr(opName, err)
 	}
 	for _, ev := range e.records {
-		ev.recorded.Store(true)
+		// recorded is only ever set: after the first launch a load
+		// suffices, instead of a locked store per record node per launch.
+		if !ev.recorded.Load() {
+			ev.recorded.Store(true)
+		}
 	}
 	return nil
 }
@@ -170,8 +175,19 @@ func (e *Exec) checkStream(opName string, s *Stream) error {
 	if err := e.check(opName); err != nil {
 		return err
 	}
-	if err := s.check(opName); err != nil {
-		return err
+	// s.check, less its checks of s's device when that is e's, which
+	// e.check has just made (every launch would make them twice): the same
+	// errors in the same order.
+	if s == nil {
+		return newErr(opName, ErrInvalidResourceHandle, "nil stream")
+	}
+	if s.dev != e.dev {
+		if err := s.dev.check(opName); err != nil {
+			return err
+		}
+	}
+	if s.destroyed.Load() {
+		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
 	}
 	if s.dev != e.dev {
 		return newErr(opName, ErrInvalidValue, "stream belongs to another device")
@@ -186,10 +202,7 @@ func (e *Exec) check(opName string) error {
 	if err := e.dev.check(opName); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	dead := e.destroyed
-	e.mu.Unlock()
-	if dead {
+	if e.destroyed.Load() {
 		return newErr(opName, ErrInvalidResourceHandle, "executable graph is destroyed")
 	}
 	return nil
@@ -203,9 +216,9 @@ func (e *Exec) Destroy() error {
 	if err := e.check(opName); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	e.destroyed = true
-	e.mu.Unlock()
+	if !e.destroyed.CompareAndSwap(false, true) { // a Destroy racing this one won
+		return newErr(opName, ErrInvalidResourceHandle, "executable graph is destroyed")
+	}
 	e.destroyUserRefs() // after the launches queued
 	return backendErr(opName, e.be.Destroy())
 }

@@ -8,7 +8,10 @@ import (
 
 // TestLaunchAllocs checks that the cuda launch paths allocate nothing per
 // launch, stream launches and graph launches alike: the driver copies
-// kernel arguments at the call. Parameters are built once, as a loop that
+// kernel arguments at the call. The stream launches include the calls of
+// BenchmarkCUDALaunchPath (Stream.Launch of a kernel without arguments)
+// and launches alternating two kernels (the stream's cache of the last
+// kernel's function misses at every launch). Parameters are built once, as a loop that
 // launches the same work does (Args given to Launch are boxed by the
 // caller: the caller's allocation, not the launch path's). On host the
 // counts are logged: a queued stream launch keeps its argument words until
@@ -31,23 +34,33 @@ func TestLaunchAllocs(t *testing.T) {
 			g := graph(t, d)
 			must[*gg.Node](t)(g.AddKernelNode(p))
 			e := must[*gg.Exec](t)(g.Instantiate(0))
-			launches := 0
+			launches := 0 // of addOne
+			addOne := func(launch func() error) error {
+				launches++
+				return launch()
+			}
+			one := gg.Dim1(1)
 			for _, l := range []struct {
 				what   string
 				launch func() error
 				check  bool
 			}{
-				{"stream launch", func() error { return s.LaunchKernel(p) }, c.backend == "cuda"},
-				{"graph launch", func() error { return e.Launch(s) }, c.backend == "cuda"},
+				{"stream launch", func() error { return addOne(func() error { return s.LaunchKernel(p) }) }, c.backend == "cuda"},
+				{"stream launch without arguments", func() error { return s.Launch(nopKernel, one, one) }, c.backend == "cuda"},
+				{"two stream launches of different kernels", func() error { // a run of two: AllocsPerRun rounds down
+					if err := s.Launch(nopKernel, one, one); err != nil {
+						return err
+					}
+					return addOne(func() error { return s.LaunchKernel(p) })
+				}, c.backend == "cuda"},
+				{"graph launch", func() error { return addOne(func() error { return e.Launch(s) }) }, c.backend == "cuda"},
 			} {
 				ok(t, l.launch()) // warm up: module load, queue growth
 				ok(t, s.Synchronize())
-				launches++
 				var err error
 				allocs := testing.AllocsPerRun(200, func() {
 					if err == nil {
 						err = l.launch()
-						launches++
 					}
 				})
 				ok(t, err)
@@ -65,3 +78,6 @@ func TestLaunchAllocs(t *testing.T) {
 		})
 	}
 }
+
+// nopKernel takes no arguments and does nothing.
+var nopKernel = &gg.Kernel{Name: "nop", Go: func(gg.Block, gg.Args) {}, CUDA: `extern "C" __global__ void nop() {}`}

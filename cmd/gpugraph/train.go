@@ -46,6 +46,7 @@ type modeResult struct {
 	losses     []float32 // at every report
 	finalLoss  float32
 	stepTime   time.Duration // median per-step time over the timed chunks
+	deviceTime time.Duration // likewise, between events recorded on the stream around each chunk's steps; 0 if not measured
 	reserved   uint64        // peak reserved (Malloc + pool + graph) while training, warm-up and capture excluded
 	peak       uint64        // peak reserved (pool + graph) over the whole mode, warm-up included
 	allocated  uint64        // peak allocated (pool + graph)
@@ -271,21 +272,38 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	if err := dev.ResetPeakMemory(); err != nil {
 		return r, err
 	}
-	var perStep []float64
+	var perStep, devStep []float64
+	// Device (GPU) time: events recorded on s before a chunk's first step
+	// and after its last, read once the chunk is done. Best effort: a
+	// failure only drops the device-time line.
+	evStart, evEnd, timed := timingEvents(dev)
+	defer func() {
+		if timed {
+			evStart.Destroy()
+			evEnd.Destroy()
+		}
+	}()
 	prog := newProgress(w, cfg.Live, cfg.Steps)
 	for step < cfg.Steps {
 		start, n := time.Now(), min(cfg.Every-step%cfg.Every, cfg.Steps-step)
+		recorded := timed && s.Record(evStart) == nil
 		for range n {
 			if err := run(); err != nil {
 				return r, err
 			}
 		}
+		recorded = recorded && s.Record(evEnd) == nil
 		loss, err := st.ReadLoss(s) // synchronizes
 		if err != nil {
 			return r, err
 		}
 		dt := time.Since(start)
 		perStep = append(perStep, dt.Seconds()/float64(n))
+		if recorded {
+			if gt, err := gg.ElapsedTime(evStart, evEnd); err == nil {
+				devStep = append(devStep, gt.Seconds()/float64(n))
+			}
+		}
 		r.losses = append(r.losses, loss)
 		r.finalLoss = loss
 		ms, _ := dev.MemoryStats()
@@ -300,6 +318,10 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	}
 	slices.Sort(perStep)
 	r.stepTime = time.Duration(perStep[len(perStep)/2] * float64(time.Second))
+	if len(devStep) == len(perStep) {
+		slices.Sort(devStep)
+		r.deviceTime = time.Duration(devStep[len(devStep)/2] * float64(time.Second))
+	}
 	ms, _ := dev.MemoryStats()
 	r.graphBytes = ms.GraphReservedPeak
 	if r.params, err = m.ReadParams(s); err != nil {
@@ -307,9 +329,27 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	}
 	fmt.Fprintf(w, "%-24s loss %.4f -> %.4f, %s per step (median over %d timed chunks)\n", "trained",
 		r.losses[0], r.finalLoss, fmtDur(r.stepTime), len(perStep))
+	if r.deviceTime > 0 {
+		fmt.Fprintf(w, "%-24s device time %s per step (events on the stream around each timed chunk's steps, median)\n", "",
+			fmtDur(r.deviceTime))
+	}
 	fmt.Fprintf(w, "%-24s peak reserved while training %s; peaks overall: allocated %s, reserved %s\n", "",
 		mib(r.reserved), mib(r.allocated), mib(r.peak))
 	return r, nil
+}
+
+// timingEvents makes the two events that time the chunks of a mode on the
+// device; ok is false if either could not be made.
+func timingEvents(dev *gg.Device) (start, end *gg.Event, ok bool) {
+	start, err := dev.NewEvent(0)
+	if err != nil {
+		return nil, nil, false
+	}
+	if end, err = dev.NewEvent(0); err != nil {
+		start.Destroy()
+		return nil, nil, false
+	}
+	return start, end, true
 }
 
 // cleanup frees what a mode left cached, so the next mode starts from zero.

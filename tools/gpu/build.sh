@@ -2,6 +2,12 @@
 # Builds, here (no CUDA needed), what tools/gpu/run.sh runs on the GPU
 # machine, into .gpu/ (git-ignored). BASE=<commit> also builds that
 # commit's test binary and command into .gpu/base/ for side-by-side timing.
+# PERF=1 also prepares the taskflow section of tools/gpu/perf.sh: the
+# Taskflow headers into .gpu/taskflow/taskflow/, the C++ side's source into
+# .gpu/tfside.cpp, and the Go side, tfside.go built as a command of a
+# temporary copy of this module, into .gpu/tfside-go; TFSIDE names the
+# directory holding taskflow/ and side/ (default shared/bench/taskflow
+# beside the repository).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
@@ -23,3 +29,21 @@ fi
 du -sh .gpu
 # issue 15, tools/gpu/two.sh: the graph spanning two GPUs
 go build -o .gpu/peer-pipeline ./examples/peer-pipeline
+# PERF=1: tools/gpu/perf.sh's taskflow section (about 3 MB more to carry)
+if [ -n "${PERF:-}" ]; then
+  tf=${TFSIDE:-$PWD/../shared/bench/taskflow}
+  [ -f "$tf/taskflow/taskflow.hpp" ] && [ -f "$tf/side/tfside.go" ] && [ -f "$tf/side/tfside.cpp" ] ||
+    { echo "PERF=1: no Taskflow side-by-side sources in $tf (set TFSIDE)" >&2; exit 1; }
+  rm -rf .gpu/taskflow && mkdir -p .gpu/taskflow
+  cp -r "$tf/taskflow" .gpu/taskflow/
+  chmod -R u+w .gpu/taskflow
+  cp "$tf/side/tfside.cpp" .gpu/tfside.cpp
+  chmod u+w .gpu/tfside.cpp
+  mod=$(mktemp -d)
+  tar -C . --exclude=./.git --exclude=./.gpu -cf - . | tar -C "$mod" -xf -
+  mkdir -p "$mod/tfside"
+  cp "$tf/side/tfside.go" "$mod/tfside/main.go"
+  (cd "$mod" && go build -ldflags='-s -w' -o "$OLDPWD/.gpu/tfside-go" ./tfside)
+  rm -rf "$mod"
+  du -sh .gpu
+fi

@@ -143,6 +143,11 @@ func (d *Driver) check(call string, r uintptr) error {
 	return &Result{Code: int(r), Name: GoString(s), Call: call}
 }
 
+// Check is the error of a CUresult r that call returned outside the
+// binding (a C loop a benchmark loads): nil for CUDA_SUCCESS, else a
+// *Result with the driver's name for r.
+func (d *Driver) Check(call string, r int) error { return d.check(call, uintptr(uint32(r))) }
+
 // GoString copies a NUL-terminated C string.
 func GoString(p *byte) string {
 	if p == nil {
