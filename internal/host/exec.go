@@ -329,40 +329,33 @@ func (e *Exec) Launch(bs backend.Stream) error {
 	s := bs.(*Stream)
 	o := op{kind: opGraph}
 	return s.enqueue(&o, func() (uint64, error) {
-		if !e.mem && len(e.extSems) == 0 {
-			// Nothing is held from issue to end: one critical section takes
-			// the op table and the sequence number, and the launch record
-			// is a recycled one (a launch allocates nothing).
-			e.mu.Lock()
-			l := e.newLaunchLocked(s)
-			l.ops, e.opsShared = e.ops, true
-			l.takeBodiesLocked()
-			l.seq = e.issued.Add(1)
-			e.mu.Unlock()
-			l.issueEvents()
-			o.launch = l
-			return 0, nil
+		// A graph holding nothing from issue to end (no memory nodes, no
+		// external semaphores) takes its op table and sequence number in
+		// one critical section; the launch record is a recycled one (a
+		// launch allocates nothing).
+		holds := e.mem || len(e.extSems) > 0
+		if holds {
+			e.imu.Lock()
+			defer e.imu.Unlock()
 		}
-		e.imu.Lock()
-		defer e.imu.Unlock()
 		e.mu.Lock()
 		l := e.newLaunchLocked(s)
 		l.ops, e.opsShared = e.ops, true
-		e.issuing++ // l reads l.ops from now: updates must copy the table
 		l.takeBodiesLocked()
-		e.mu.Unlock()
-		err := l.issue()
-		e.mu.Lock()
-		if err == nil {
-			l.seq = e.issued.Add(1)
-		} else {
-			e.recycleLocked(l)
+		if holds {
+			e.issuing++ // l reads l.ops from now: updates must copy the table
+			e.mu.Unlock()
+			err := l.issue()
+			e.mu.Lock()
+			e.issuing--
+			if err != nil {
+				e.recycleLocked(l)
+				e.mu.Unlock()
+				return 0, err
+			}
 		}
-		e.issuing--
+		l.seq = e.issued.Add(1)
 		e.mu.Unlock()
-		if err != nil {
-			return 0, err
-		}
 		l.issueEvents()
 		o.launch = l
 		return 0, nil
@@ -396,9 +389,7 @@ func (e *Exec) recycleLocked(l *launch) {
 	// Only what a launch sets; e, rec and wait stay. Clearing the whole
 	// record cost a launch of a 10-node graph 5 %.
 	l.seq, l.stream, l.upload, l.ops = 0, nil, false, nil
-	if l.plan != nil || l.freed != nil || l.bodies != nil || l.xsems != nil {
-		l.plan, l.freed, l.bodies, l.xsems = nil, nil, nil, nil
-	}
+	l.plan, l.freed, l.bodies, l.xsems = nil, nil, nil, nil
 	e.freeLaunches = append(e.freeLaunches, l)
 }
 
@@ -646,11 +637,7 @@ func (e *Exec) execNode(i int32) {
 	if e.failed.Load() != nil {
 		return
 	}
-	d := e.dev
-	if int(i) < len(e.devs) && e.devs[i] != nil {
-		d = e.devs[i] // a node of another device: its workers, its memory's faults
-	}
-	if err := o.exec(d); err != nil {
+	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
 	}
 }
@@ -658,12 +645,17 @@ func (e *Exec) execNode(i int32) {
 // nodePanic records a panic of node i (a kernel body, a host function, a
 // fault on device memory) as the launch's error, as op.run would have.
 func (e *Exec) nodePanic(i int32, p any) {
-	d := e.dev
-	if int(i) < len(e.devs) && e.devs[i] != nil {
-		d = e.devs[i]
-	}
 	o := &e.runOps[i]
-	e.failed.CompareAndSwap(nil, at(d.panicError(o.what(), p), e.nodes[i].tag))
+	e.failed.CompareAndSwap(nil, at(e.deviceOf(i).panicError(o.what(), p), e.nodes[i].tag))
+}
+
+// deviceOf is the device op i runs on: e's, or another device's for a node
+// of that device (its workers, its memory's faults).
+func (e *Exec) deviceOf(i int32) *Device {
+	if int(i) < len(e.devs) && e.devs[i] != nil {
+		return e.devs[i]
+	}
+	return e.dev
 }
 
 // newRunner is the runner of e's DAG, recovering node panics into e's error.

@@ -57,7 +57,6 @@ type kernelOp struct {
 	args  []uint64
 }
 
-func (o *kernelOp) grid() Dim3      { return o.blk.Grid }
 func (o *kernelOp) ctx() *kernelCtx { return o.blk.RT.ctx }
 
 // setCtx makes o a kernel node of an Exec.

@@ -172,18 +172,15 @@ func (o *kernelOp) runEarly(d *Device, pk *pdlKernel) *backend.Error {
 
 func (o *kernelOp) blocksEarly(pk *pdlKernel, lo, hi int) {
 	gx, gxy := o.blk.Grid.X, o.blk.Grid.X*o.blk.Grid.Y
-	sh := sharedBuf(o.shared)
+	b := o.blk
+	b.Shared = sharedBuf(o.shared)
 	for i := lo; i < hi; i++ {
-		clear(sh)
+		clear(b.Shared)
 		pb := &pdlBlock{k: pk}
 		pk.start()
-		o.body(Block{
-			Idx:    Dim3{i % gx, i % gxy / gx, i / gxy},
-			Dim:    o.blk.Dim,
-			Grid:   o.blk.Grid,
-			Shared: sh,
-			RT:     Runtime{ctx: o.ctx(), pdl: pb},
-		}, Args{o.args})
+		b.Idx = Dim3{i % gx, i % gxy / gx, i / gxy}
+		b.RT.pdl = pb
+		o.body(b, Args{o.args})
 		if !pb.triggered.Swap(true) {
 			pk.arrive() // an exit counts as a trigger
 		}

@@ -267,7 +267,7 @@ func (r *Runner) work(node int32, owner bool) {
 	if owner {
 		w.count = r.ownerAt
 	} else {
-		w.count = 1 // a helper's first node is not timed: a sampled run times the owner's
+		w.count = 1 // a helper times its 256th node, not its first: the owner times the first ones
 	}
 	for node != done {
 		node = r.steps(&w, node, owner)
@@ -347,8 +347,8 @@ func (r *Runner) finish(w *worker, node int32, owner bool) int32 {
 			r.mu.Unlock()
 		}
 		return -1
-	case 1:
-		if s := d.Succ[lo]; d.InDegree[s] == 1 || r.pending[s].Add(-1) == 0 {
+	case 1: // its successor has other predecessors: Next covers the rest
+		if s := d.Succ[lo]; r.pending[s].Add(-1) == 0 {
 			return s
 		}
 		return -1
