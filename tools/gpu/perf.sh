@@ -69,14 +69,22 @@ run() {
   echo "sections: $SECTIONS"
 } | tee "$OUT/machine.txt" | tee -a "$OUT/summary.txt"
 
+# cloop NAME: builds tools/bench/NAME.c, the native side of a benchmark,
+# into a shared library and prints its path; prints nothing (and says so)
+# if gcc fails, and the benchmark runs its API variants only.
+cloop() {
+  if gcc -O2 -shared -fPIC -I"$CUDA/include" -o "$WORK/lib$1.so" "tools/bench/$1.c" -L"$CUDA/lib64/stubs" -lcuda 2> "$OUT/$1-gcc.txt"; then
+    echo "$WORK/lib$1.so"
+  else
+    say "  gcc failed ($1-gcc.txt): the API variants only" >&2
+  fi
+}
+
 launch() {
   say ""
   say "== launch: BenchmarkCUDALaunchPath, C loops in the process (launchpath.txt)"
-  if ! gcc -O2 -shared -fPIC -I"$CUDA/include" -o "$WORK/liblaunchloop.so" tools/bench/launchloop.c -L"$CUDA/lib64/stubs" -lcuda 2> "$OUT/launchloop-gcc.txt"; then
-    say "  gcc failed (launchloop-gcc.txt): the API variants only"
-  fi
-  local lib=
-  [ -f "$WORK/liblaunchloop.so" ] && lib=$WORK/liblaunchloop.so
+  local lib
+  lib=$(cloop launchloop)
   GG_LAUNCH_LOOP=$lib run 300 "$OUT/launchpath.txt" \
     .gpu/gpugraph.test -test.run '^$' -test.bench 'CUDALaunchPath' -test.count 6 -test.benchtime 0.3s
   summary launchpath "$OUT/launchpath.txt"
@@ -95,11 +103,8 @@ launch() {
 inst() {
   say ""
   say "== inst: BenchmarkInstantiate Instantiate/cuda against C loops (instantiate.txt)"
-  if ! gcc -O2 -shared -fPIC -I"$CUDA/include" -o "$WORK/libinstloop.so" tools/bench/instloop.c -L"$CUDA/lib64/stubs" -lcuda 2> "$OUT/instloop-gcc.txt"; then
-    say "  gcc failed (instloop-gcc.txt): the API variants only"
-  fi
-  local lib=
-  [ -f "$WORK/libinstloop.so" ] && lib=$WORK/libinstloop.so
+  local lib
+  lib=$(cloop instloop)
   GG_INST_LOOP=$lib run 300 "$OUT/instantiate.txt" \
     .gpu/gpugraph.test -test.run '^$' -test.bench 'Instantiate/cuda' -test.count 5 -test.benchtime 0.2s
   summary instantiate "$OUT/instantiate.txt"
