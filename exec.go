@@ -2,6 +2,7 @@ package gpugraph
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -41,9 +42,12 @@ type Exec struct {
 	// load rather than a mutex taken and released per launch.
 	destroyed atomic.Bool
 
-	mem     bool     // the graph has memory nodes: its launches cannot be captured
-	cond    bool     // the graph has conditional nodes: likewise
-	records []*Event // the events its record nodes record
+	mem  bool // the graph has memory nodes: its launches cannot be captured
+	cond bool // the graph has conditional nodes: likewise
+	// records are the events e's record nodes record, which a launch marks
+	// recorded (ElapsedTime needs it). Update and SetParams replace the
+	// slice, never edit it: Launch reads it with one atomic load.
+	records atomic.Pointer[[]execRecord]
 
 	users execUserRefs // user object references
 }
@@ -75,7 +79,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		return nil, err
 	}
 	e := &Exec{dev: g.dev, src: g, mem: g.memNodes > 0, cond: g.hasCondLocked()}
-	e.records = g.recordEventsLocked(nil)
+	e.setRecords(g.recordEventsLocked(nil, nil))
 	g.mu.Unlock()
 	var upload backend.Stream
 	if p.Flags&InstantiateUpload != 0 {
@@ -124,22 +128,107 @@ func (g *Graph) nodeOfHandle(h backend.Node) *Node {
 	return findNative(g, h)
 }
 
-// recordEventsLocked appends the events of g's record nodes, embedded
-// graphs' included, to evs.
-func (g *Graph) recordEventsLocked(evs []*Event) []*Event {
+// execRecord is an event record node of an executable graph: the node (of
+// the graph instantiated or last updated from), the child graph nodes that
+// embed it, outermost first, and the event it records.
+type execRecord struct {
+	node *Node
+	path []*Node
+	ev   *Event
+}
+
+// recordEventsLocked appends the record nodes of g, embedded in the child
+// graph nodes path, and of the graphs embedded in g, to rs.
+func (g *Graph) recordEventsLocked(rs []execRecord, path []*Node) []execRecord {
 	for _, n := range g.nodes {
 		switch p := n.params.(type) {
 		case EventRecordParams:
 			if p.Event != nil {
-				evs = append(evs, p.Event)
+				rs = append(rs, execRecord{n, path, p.Event})
 			}
 		case ChildGraphParams:
 			n.child.mu.Lock()
-			evs = n.child.recordEventsLocked(evs)
+			rs = n.child.recordEventsLocked(rs, append(path[:len(path):len(path)], n))
 			n.child.mu.Unlock()
 		}
 	}
-	return evs
+	return rs
+}
+
+func (e *Exec) setRecords(rs []execRecord) { e.records.Store(&rs) }
+
+// markRecords sets hasRecords on g and the graphs that embed it.
+func (g *Graph) markRecords() {
+	for x := g; x != nil && !x.hasRecords.Load(); {
+		x.hasRecords.Store(true)
+		if x.parent == nil {
+			return
+		}
+		x = x.parent.g
+	}
+}
+
+// setRecordParams follows SetParams of record node n to record ev.
+func (e *Exec) setRecordParams(n *Node, ev *Event) {
+	rs := slices.Clone(*e.records.Load())
+	if i := slices.IndexFunc(rs, func(r execRecord) bool { return r.node == n }); i >= 0 {
+		rs[i].ev = ev
+	} else {
+		// n is a node of the graph e was instantiated from, but e was
+		// updated from another graph since (records name that graph's
+		// nodes): ev is marked too, and so is the event n recorded
+		// before. Marking an event not recorded errs on the safe side: a
+		// capture's Wait on it asks for WaitExternal instead of dropping
+		// the dependency.
+		rs = append(rs, execRecord{node: n, ev: ev})
+	}
+	e.setRecords(rs)
+}
+
+// setChildRecords follows SetParams of child graph node n to embed g: the
+// record nodes under n are g's now.
+func (e *Exec) setChildRecords(n *Node, g *Graph) {
+	old := *e.records.Load()
+	path := e.src.pathTo(n)
+	rs := make([]execRecord, 0, len(old))
+	for _, r := range old {
+		if !slices.Contains(r.path, n) {
+			rs = append(rs, r)
+		}
+	}
+	g.mu.Lock()
+	rs = g.recordEventsLocked(rs, append(path, n))
+	g.mu.Unlock()
+	e.setRecords(rs)
+}
+
+// pathTo returns the child graph nodes of g that embed node n, outermost
+// first: nil if n is g's own (or not found).
+func (g *Graph) pathTo(n *Node) []*Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, m := range g.nodes {
+		if m.child == nil || m.typ != NodeChildGraph {
+			continue
+		}
+		if m.child.owns(n) {
+			return append([]*Node{m}, m.child.pathTo(n)...)
+		}
+	}
+	return nil
+}
+
+// owns reports whether n is a node of g or of a graph embedded in g's
+// child graph nodes.
+func (g *Graph) owns(n *Node) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, m := range g.nodes {
+		if m == n || (m.typ == NodeChildGraph && m.child != nil && m.child.owns(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Launch queues one execution of the graph in s (cudaGraphLaunch). Later
@@ -160,11 +249,11 @@ func (e *Exec) Launch(s *Stream) error {
 	if err := e.be.Launch(s.be); err != nil {
 		return backendErr(opName, err)
 	}
-	for _, ev := range e.records {
+	for _, r := range *e.records.Load() {
 		// recorded is only ever set: after the first launch a load
 		// suffices, instead of a locked store per record node per launch.
-		if !ev.recorded.Load() {
-			ev.recorded.Store(true)
+		if !r.ev.recorded.Load() {
+			r.ev.recorded.Store(true)
 		}
 	}
 	return nil

@@ -27,6 +27,11 @@ type Graph struct {
 	memNodes  int             // alloc and free nodes: the driver restricts such graphs
 	be        backend.Graph   // the backend's graph (cuda); nil on host
 	sinkSeq   uint64          // stamps Node.sink
+	// hasRecords is set once g or a graph embedded in it gets an event
+	// record node, and never cleared: Exec.Update looks for the events
+	// of g's record nodes only then, so an update stays O(1) in the root
+	// package otherwise (TestUpdateRootConstant).
+	hasRecords atomic.Bool
 
 	uobjs map[*UserObject]int64 // user object references the graph owns
 	conds *graphConds           // conditional handles; guarded by condMu
@@ -317,6 +322,9 @@ func (g *Graph) addNodeOn(opName string, on *Device, p NodeParams, deps []*Node,
 	if memNode {
 		g.memNodes++
 	}
+	if n.typ == NodeEventRecord || (child != nil && child.hasRecords.Load()) {
+		g.markRecords()
+	}
 	g.sinkSeq++
 	n.sink = g.sinkSeq
 	g.nextID++
@@ -425,6 +433,9 @@ func (n *Node) SetParams(p NodeParams) error {
 	}
 	if child != nil {
 		old := n.child
+		if child.hasRecords.Load() {
+			n.g.markRecords()
+		}
 		child.parent = n
 		n.child = child
 		n.params = ChildGraphParams{child}
@@ -781,6 +792,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 		return c, c.clonedBy, nil
 	}
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
+	c.hasRecords.Store(g.hasRecords.Load())
 	for _, n := range g.nodes {
 		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink, dev: n.dev}
 		if n.child != nil {

@@ -190,6 +190,7 @@ func (s *Stream) nativeUpdateCaptureDependencies(opName string, nodes []*Node, d
 // parameters and ids, found with cuGraphNodeFindInClone.
 func (g *Graph) nativeClone(opName string) (*Graph, error) {
 	cl := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
+	cl.hasRecords.Store(g.hasRecords.Load())
 	err := func() error {
 		var err error
 		if cl.be, err = g.be.Clone(); err != nil {

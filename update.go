@@ -101,6 +101,11 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 		pair = func(n *Node) *Node { m, _ := info.Children[n].(*Node); return m }
 	}
 	e.replaceUserRefs(g, pair)
+	if g.hasRecords.Load() || len(*e.records.Load()) > 0 {
+		g.mu.Lock()
+		e.setRecords(g.recordEventsLocked(nil, nil))
+		g.mu.Unlock()
+	}
 	return res, nil
 }
 
@@ -148,13 +153,20 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 			return nodeAt(opName, n, err)
 		}
 		e.replaceChildUserRefs(n, g)
+		e.setChildRecords(n, g)
 		return nil
 	}
 	op, code, msg := n.lowerOp(copyParams(p))
 	if code != nil {
 		return nodeErr(opName, n, code, "%s", msg)
 	}
-	return nodeAt(opName, n, e.be.SetParams(n.be, &op))
+	if err := e.be.SetParams(n.be, &op); err != nil {
+		return nodeAt(opName, n, err)
+	}
+	if rp, ok := p.(EventRecordParams); ok {
+		e.setRecordParams(n, rp.Event)
+	}
+	return nil
 }
 
 // nodeAt reports a backend's error about node n as opName's.

@@ -280,3 +280,73 @@ func TestExecSetParamsInConditionalBody(t *testing.T) {
 	ok(t, s.Synchronize())
 	equalU32(t, readU32(t, d, p, 1), 5)
 }
+
+// TestExecRecordsFollowUpdates: a launch marks the events its record nodes
+// record, as they are after Update and SetParams, so that a capture
+// waiting on one asks for WaitExternal (ErrStreamCaptureIsolation) instead
+// of dropping the dependency as for an event never recorded.
+func TestExecRecordsFollowUpdates(t *testing.T) {
+	d := open(t)
+	s := stream(t, d)
+	ev := func() *gg.Event { return must[*gg.Event](t)(d.NewEvent(0)) }
+	// recordGraph: a record node of e, in a child graph when nested.
+	recordGraph := func(e *gg.Event, nested bool) (*gg.Graph, *gg.Node) {
+		g := must[*gg.Graph](t)(d.NewGraph())
+		if !nested {
+			return g, must[*gg.Node](t)(g.AddEventRecordNode(e))
+		}
+		c := must[*gg.Graph](t)(d.NewGraph())
+		must[*gg.Node](t)(c.AddEventRecordNode(e))
+		return g, must[*gg.Node](t)(g.AddChildGraphNode(c))
+	}
+	cases := []struct {
+		name   string
+		nested bool
+		change func(x *gg.Exec, n *gg.Node, to *gg.Event) error
+	}{
+		{"Update", false, func(x *gg.Exec, _ *gg.Node, to *gg.Event) error {
+			g, _ := recordGraph(to, false)
+			_, err := x.Update(g)
+			return err
+		}},
+		{"Update of a child graph", true, func(x *gg.Exec, _ *gg.Node, to *gg.Event) error {
+			g, _ := recordGraph(to, true)
+			_, err := x.Update(g)
+			return err
+		}},
+		{"SetParams", false, func(x *gg.Exec, n *gg.Node, to *gg.Event) error {
+			return x.SetParams(n, gg.EventRecordParams{Event: to})
+		}},
+		{"SetParams of a child graph node", true, func(x *gg.Exec, n *gg.Node, to *gg.Event) error {
+			c := must[*gg.Graph](t)(d.NewGraph())
+			must[*gg.Node](t)(c.AddEventRecordNode(to))
+			return x.SetParams(n, gg.ChildGraphParams{Graph: c})
+		}},
+		{"SetParams after Update", false, func(x *gg.Exec, n *gg.Node, to *gg.Event) error {
+			g, _ := recordGraph(ev(), false)
+			if _, err := x.Update(g); err != nil {
+				return err
+			}
+			return x.SetParams(n, gg.EventRecordParams{Event: to})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			from := ev()
+			g, n := recordGraph(from, tc.nested)
+			x := must[*gg.Exec](t)(g.Instantiate(0))
+			to := ev()
+			ok(t, tc.change(x, n, to))
+			ok(t, x.Launch(s))
+			ok(t, s.Synchronize())
+			capS := stream(t, d)
+			ok(t, capS.BeginCapture(gg.CaptureModeGlobal))
+			if tc.name != "SetParams after Update" { // marks from too (setRecordParams)
+				ok(t, capS.Wait(from)) // never recorded: nothing to wait for
+			}
+			isCode(t, capS.Wait(to), gg.ErrStreamCaptureIsolation)
+			_, err := capS.EndCapture()
+			isCode(t, err, gg.ErrStreamCaptureInvalidated)
+		})
+	}
+}
