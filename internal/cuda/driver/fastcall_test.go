@@ -33,3 +33,32 @@ func TestFastCall(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFastCall is the price of the foreign call alone, the floor of
+// the Go side of every launch: fastCall and purego.SyscallN into libc's
+// labs, which does nothing worth timing. The launch benchmarks' Go-over-C
+// gap (BenchmarkCUDALaunchPath) can be no smaller than "fastcall".
+func BenchmarkFastCall(b *testing.B) {
+	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
+	if err != nil {
+		b.Skipf("no libc.so.6: %v", err)
+	}
+	labs, err := purego.Dlsym(libc, "labs")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fastcall", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if r := fastCall(labs, [12]uintptr{uintptr(-i)}); r != uintptr(i) {
+				b.Fatalf("labs(%d) = %d", -i, r)
+			}
+		}
+	})
+	b.Run("purego", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if r, _, _ := purego.SyscallN(labs, uintptr(-i)); r != uintptr(i) {
+				b.Fatalf("labs(%d) = %d", -i, r)
+			}
+		}
+	})
+}
