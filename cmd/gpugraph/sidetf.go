@@ -1,0 +1,780 @@
+package main
+
+// The Taskflow side by side: gpugraph's host backend against Taskflow
+// (https://github.com/taskflow/taskflow), a C++ task-graph executor, on the
+// same DAG shapes, the same machine and the same worker counts, in
+// interleaved runs. Taskflow is the yardstick of a CPU task graph: the host
+// backend runs a graph of kernel nodes the way Taskflow runs a tf::Taskflow,
+// so its cost per node says how much the CUDA model's bookkeeping costs on top
+// of a plain task scheduler.
+//
+// The measurement is shared/bench/taskflow/side's (run.sh, tfside.go,
+// tfside.cpp), brought into the command so that one run needs no copy of the
+// module, no separately built Go program and no Python: tfsideMain is
+// tfside.go (the hidden "gpugraph tfside"), benchTaskflow is run.sh. The C++
+// side stays the harness's tfside.cpp, compiled here. Each side runs in a
+// process of its own, started fresh for every worker count, because the host
+// backend sizes its worker pool from GOMAXPROCS once per process.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// tfShape is a DAG of the side-by-side probe given as predecessor lists:
+// preds[i] are the nodes i depends on, all < i. tfside.cpp builds the same
+// shapes with tf::Task::precede.
+type tfShape struct {
+	name  string
+	preds [][]int
+	chain bool // the op-by-op modes (stream, async) run only chains
+}
+
+// tfShapes are the probe's shapes, in the order the harness runs and the
+// table prints them.
+var tfShapes = []tfShape{
+	{"chain1000", tfChain(1000), true},
+	{"wavefront32x32", tfWavefront(32), false},
+	{"fanout1x1000x1", tfFanout(1000), false},
+	{"tree10", tfTree(10), false},
+	{"chain10", tfChain(10), true},
+}
+
+func tfChain(n int) [][]int {
+	p := make([][]int, n)
+	for i := 1; i < n; i++ {
+		p[i] = []int{i - 1}
+	}
+	return p
+}
+
+// tfWavefront is a side×side grid, each cell after its left and upper
+// neighbours.
+func tfWavefront(side int) [][]int {
+	p := make([][]int, side*side)
+	for r := range side {
+		for c := range side {
+			var d []int
+			if c > 0 {
+				d = append(d, r*side+c-1) // left
+			}
+			if r > 0 {
+				d = append(d, (r-1)*side+c) // up
+			}
+			p[r*side+c] = d
+		}
+	}
+	return p
+}
+
+// tfFanout is one node, width nodes after it, and one node after them all.
+func tfFanout(width int) [][]int {
+	p := make([][]int, width+2)
+	mid := make([]int, width)
+	for i := 1; i <= width; i++ {
+		p[i] = []int{0}
+		mid[i-1] = i
+	}
+	p[width+1] = mid
+	return p
+}
+
+// tfTree is a binary tree of the given depth, each node after its parent.
+func tfTree(depth int) [][]int {
+	n := 1<<depth - 1
+	p := make([][]int, n)
+	for i := 1; i < n; i++ {
+		p[i] = []int{(i - 1) / 2}
+	}
+	return p
+}
+
+func tfShapeNamed(name string) (tfShape, bool) {
+	i := slices.IndexFunc(tfShapes, func(s tfShape) bool { return s.name == name })
+	if i < 0 {
+		return tfShape{}, false
+	}
+	return tfShapes[i], true
+}
+
+func tfShapeNames() string {
+	names := make([]string, len(tfShapes))
+	for i, s := range tfShapes {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// The node bodies, package-level as in tfside.go and tfside.cpp: the atomic
+// body increments one shared counter (checked after each repetition:
+// counter == runs*nodes), the empty body does nothing.
+var (
+	tfsideCounter atomic.Int64
+	tfsideAtomic  = &gg.Kernel{Name: "inc", Go: func(gg.Block, gg.Args) { tfsideCounter.Add(1) }}
+	tfsideEmpty   = &gg.Kernel{Name: "empty", Go: func(gg.Block, gg.Args) {}}
+)
+
+// tfsideMain is the hidden command "gpugraph tfside [flags]": the Go side of
+// the harness, the same flags and output lines as
+// shared/bench/taskflow/side/tfside.go. One line per (shape, repetition):
+//
+//	impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=... ns_per_run=... ns_per_node=... check=ok
+//
+// mode=graph: one Exec.Launch + Stream.Synchronize per run of an
+// instantiated graph of kernel nodes (grid 1, block 1), as Taskflow's
+// executor.run(taskflow).wait(). mode=batch: -batch Exec.Launch calls, then
+// one Stream.Synchronize; a run is one launch (Taskflow's
+// executor.run_n(taskflow, batch).wait()). mode=stream (chain shapes only):
+// one Stream.Launch per node, then one Stream.Synchronize per run (Taskflow's
+// mode async: one dependent async task per node).
+//
+// Timing, identical in tfside.cpp: run for -warmup seconds (untimed),
+// estimate the time of one run from that, then time runs = -time / estimate
+// runs back to back, reading the clock only before and after.
+//
+// It sets GOMAXPROCS to -threads before opening the host device, whose
+// worker pool is sized from it once per process: the numbers mean what they
+// say in a fresh process, as benchTaskflow starts one. GOMAXPROCS is
+// restored on return.
+func tfsideMain(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("tfside", stderr)
+	threads := fs.Int("threads", runtime.NumCPU(), "GOMAXPROCS (worker count)")
+	shapeList := fs.String("shapes", "all", "comma-separated shape names, or all")
+	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked) or empty")
+	mode := fs.String("mode", "graph", "graph, batch, or stream (chain shapes only)")
+	batch := fs.Int("batch", 100, "launches per Synchronize in mode batch")
+	reps := fs.Int("reps", 1, "repetitions per shape")
+	firstRep := fs.Int("firstrep", 1, "label of the first repetition")
+	warmup := fs.Float64("warmup", 0.2, "warm-up seconds per repetition")
+	target := fs.Float64("time", 1.0, "timed seconds per repetition")
+	info := fs.Bool("info", false, "print the Go version and GOMAXPROCS and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *threads < 1 {
+		return usagef("-threads %d: need at least 1", *threads)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
+	if *info {
+		fmt.Fprintf(stdout, "go %s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
+		return nil
+	}
+	var k *gg.Kernel
+	switch *body {
+	case "atomic":
+		k = tfsideAtomic
+	case "empty":
+		k = tfsideEmpty
+	default:
+		return usagef("-body %q: atomic or empty", *body)
+	}
+	switch {
+	case *mode != "graph" && *mode != "batch" && *mode != "stream":
+		return usagef("-mode %q: graph, batch or stream", *mode)
+	case *batch < 1 || *reps < 1:
+		return usagef("-batch %d -reps %d: need at least 1", *batch, *reps)
+	case !(*target > 0) || !(*warmup >= 0):
+		return usagef("-time %g -warmup %g: need time > 0 and warmup >= 0", *target, *warmup)
+	}
+	var only []string // the shapes asked for; nil: all
+	if *shapeList != "all" {
+		only = strings.Split(*shapeList, ",")
+		for _, name := range only {
+			if _, ok := tfShapeNamed(name); !ok {
+				return usagef("-shapes: unknown shape %q (%s, or all)", name, tfShapeNames())
+			}
+		}
+	}
+
+	d, err := gg.Open(gg.BackendHost)
+	if err != nil {
+		return fmt.Errorf("open device: %w", err)
+	}
+	defer d.Close()
+	if got := d.Properties().MultiProcessorCount; got != *threads {
+		return fmt.Errorf("device has %d workers, want %d", got, *threads)
+	}
+	s, err := d.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+
+	// The harness runs the shapes in its own order whatever the order of
+	// -shapes.
+	for _, sh := range tfShapes {
+		if only != nil && !slices.Contains(only, sh.name) || *mode == "stream" && !sh.chain {
+			continue
+		}
+		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, *batch, *firstRep, *reps, *warmup, *target); err != nil {
+			return fmt.Errorf("%s, mode %s: %w", sh.name, *mode, err)
+		}
+	}
+	return nil
+}
+
+// tfsideShape times reps repetitions of one shape and prints their lines.
+func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Kernel, mode, body string, batch, firstRep, reps int, warmup, target float64) error {
+	n := len(sh.preds)
+	one := gg.Dim1(1)
+	var run func() error
+	perCall := 1 // graph runs per call of run
+	if mode == "stream" {
+		run = func() error {
+			for range n {
+				if err := s.Launch(k, one, one); err != nil {
+					return fmt.Errorf("stream launch: %w", err)
+				}
+			}
+			return s.Synchronize()
+		}
+	} else {
+		g, err := d.NewGraph()
+		if err != nil {
+			return err
+		}
+		defer g.Destroy()
+		nodes := make([]*gg.Node, n)
+		for i, ps := range sh.preds {
+			deps := make([]*gg.Node, len(ps))
+			for j, p := range ps {
+				deps[j] = nodes[p]
+			}
+			if nodes[i], err = g.AddKernelNode(gg.KernelParams{Kernel: k, Grid: one, Block: one}, deps...); err != nil {
+				return err
+			}
+		}
+		ex, err := g.Instantiate(0)
+		if err != nil {
+			return err
+		}
+		defer ex.Destroy()
+		run = func() error {
+			if err := ex.Launch(s); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+			return s.Synchronize()
+		}
+		if mode == "batch" {
+			perCall = batch
+			run = func() error {
+				for range perCall {
+					if err := ex.Launch(s); err != nil {
+						return fmt.Errorf("launch: %w", err)
+					}
+				}
+				return s.Synchronize()
+			}
+		}
+	}
+	for r := firstRep; r < firstRep+reps; r++ {
+		// Warm up, and estimate the time of one run.
+		w := 0
+		start := time.Now()
+		for time.Since(start).Seconds() < warmup || w < 3 {
+			if err := run(); err != nil {
+				return err
+			}
+			w++
+		}
+		est := time.Since(start).Seconds() / float64(w)
+		calls := max(1, int(target/est))
+		runs := calls * perCall
+
+		tfsideCounter.Store(0)
+		t0 := time.Now()
+		for range calls {
+			if err := run(); err != nil {
+				return err
+			}
+		}
+		el := time.Since(t0)
+		check := "n/a"
+		if body == "atomic" {
+			if got, want := tfsideCounter.Load(), int64(runs)*int64(n); got == want {
+				check = "ok"
+			} else {
+				check = fmt.Sprintf("FAIL(%d!=%d)", got, want)
+			}
+		}
+		perRun := float64(el.Nanoseconds()) / float64(runs)
+		fmt.Fprintf(out, "impl=gpugraph mode=%s shape=%s nodes=%d threads=%d body=%s rep=%d runs=%d ns_per_run=%.1f ns_per_node=%.2f check=%s\n",
+			mode, sh.name, n, runtime.GOMAXPROCS(0), body, r, runs, perRun, perRun/float64(n), check)
+	}
+	return nil
+}
+
+// tfSample is one impl= line of either side: one repetition of one shape.
+type tfSample struct {
+	impl, mode, shape, body, check string
+	nodes, threads, rep, runs      int
+	nsPerRun, nsPerNode            float64
+}
+
+// parseTFSamples reads the output of either side: every non-blank line must
+// be an impl= line. A failed counter check is an error quoting the line.
+func parseTFSamples(r io.Reader) ([]tfSample, error) {
+	var out []tfSample
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		s, err := parseTFSample(line)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, sc.Err()
+}
+
+// parseTFSample parses one line such as
+//
+//	impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=400 ns_per_run=5000.0 ns_per_node=500.00 check=ok
+func parseTFSample(line string) (tfSample, error) {
+	bad := func(format string, a ...any) (tfSample, error) {
+		return tfSample{}, fmt.Errorf("malformed line %q: %s", line, fmt.Sprintf(format, a...))
+	}
+	kv := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || k == "" || v == "" {
+			return bad("%q is not key=value", f)
+		}
+		if _, dup := kv[k]; dup {
+			return bad("%s given twice", k)
+		}
+		kv[k] = v
+	}
+	var s tfSample
+	for _, f := range []struct {
+		key  string
+		dst  *string
+		alts []string
+	}{
+		{"impl", &s.impl, []string{"gpugraph", "taskflow"}},
+		{"mode", &s.mode, []string{"graph", "batch", "stream", "async"}},
+		{"shape", &s.shape, nil},
+		{"body", &s.body, []string{"atomic", "empty"}},
+		{"check", &s.check, nil},
+	} {
+		v, ok := kv[f.key]
+		if !ok {
+			return bad("no %s", f.key)
+		}
+		if f.alts != nil && !slices.Contains(f.alts, v) {
+			return bad("%s=%s: want one of %s", f.key, v, strings.Join(f.alts, ", "))
+		}
+		*f.dst = v
+	}
+	for _, f := range []struct {
+		key string
+		dst *int
+		min int
+	}{{"nodes", &s.nodes, 1}, {"threads", &s.threads, 1}, {"rep", &s.rep, 0}, {"runs", &s.runs, 1}} {
+		v, err := strconv.Atoi(kv[f.key])
+		if err != nil || v < f.min {
+			return bad("%s=%q: want an integer >= %d", f.key, kv[f.key], f.min)
+		}
+		*f.dst = v
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"ns_per_run", &s.nsPerRun}, {"ns_per_node", &s.nsPerNode}} {
+		v, err := strconv.ParseFloat(kv[f.key], 64)
+		if err != nil || !(v > 0) {
+			return bad("%s=%q: want a positive number", f.key, kv[f.key])
+		}
+		*f.dst = v
+	}
+	sh, ok := tfShapeNamed(s.shape)
+	if !ok {
+		return bad("unknown shape %q (%s)", s.shape, tfShapeNames())
+	}
+	if s.nodes != len(sh.preds) {
+		return bad("%s has %d nodes, not %d", s.shape, len(sh.preds), s.nodes)
+	}
+	switch {
+	case strings.HasPrefix(s.check, "FAIL"):
+		return tfSample{}, fmt.Errorf("counter check failed: %s", line)
+	case s.check != "ok" && s.check != "n/a":
+		return bad("check=%s: want ok, n/a or FAIL(...)", s.check)
+	}
+	return s, nil
+}
+
+// tfModePair pairs each side's modes: Taskflow's async is the op-by-op
+// analogue of a stream.
+var tfModePair = map[string]string{"graph": "graph", "batch": "batch", "stream": "op-by-op", "async": "op-by-op"}
+
+var tfModeOrder = []string{"graph", "batch", "op-by-op"}
+
+// tfRow is a line of the table: both sides' samples of one measurement.
+type tfRow struct {
+	threads            int
+	body, mode, shape  string
+	gpugraph, taskflow []tfSample
+}
+
+// printTFTable prints the medians of the samples as run.sh's summary does:
+// one line per worker count, body, mode and shape (most workers first, then
+// by body, mode and the shapes' order), ns per run, ns per node with its
+// range over the repetitions, and the ratio of the two sides' median ns per
+// node; "-" where a side has no sample.
+func printTFTable(w io.Writer, samples []tfSample) {
+	ok, failed := 0, 0
+	var rows []*tfRow
+	for _, s := range samples {
+		switch s.check {
+		case "ok":
+			ok++
+		case "n/a":
+		default:
+			failed++
+		}
+		mode := tfModePair[s.mode]
+		i := slices.IndexFunc(rows, func(r *tfRow) bool {
+			return r.threads == s.threads && r.body == s.body && r.mode == mode && r.shape == s.shape
+		})
+		if i < 0 {
+			rows = append(rows, &tfRow{threads: s.threads, body: s.body, mode: mode, shape: s.shape})
+			i = len(rows) - 1
+		}
+		if s.impl == "gpugraph" {
+			rows[i].gpugraph = append(rows[i].gpugraph, s)
+		} else {
+			rows[i].taskflow = append(rows[i].taskflow, s)
+		}
+	}
+	shapeOrder := func(name string) int {
+		return slices.IndexFunc(tfShapes, func(s tfShape) bool { return s.name == name })
+	}
+	slices.SortFunc(rows, func(a, b *tfRow) int {
+		if a.threads != b.threads {
+			return b.threads - a.threads
+		}
+		if c := strings.Compare(a.body, b.body); c != 0 {
+			return c
+		}
+		if c := slices.Index(tfModeOrder, a.mode) - slices.Index(tfModeOrder, b.mode); c != 0 {
+			return c
+		}
+		return shapeOrder(a.shape) - shapeOrder(b.shape)
+	})
+
+	fmt.Fprintf(w, "%d samples; counter checks: %d ok, %d failed\n", len(samples), ok, failed)
+	fmt.Fprintf(w, "%7s %-6s %-8s %-15s %3s | %15s %8s %15s | %15s %8s %15s | %6s\n",
+		"threads", "body", "mode", "shape", "n", "gpugraph ns/run", "ns/node", "(min-max)", "taskflow ns/run", "ns/node", "(min-max)", "gg/tf")
+	for _, r := range rows {
+		ratio := fmt.Sprintf("%6s", "-")
+		if r.gpugraph != nil && r.taskflow != nil {
+			ratio = fmt.Sprintf("%6.2f", median(tfNsPerNode(r.gpugraph))/median(tfNsPerNode(r.taskflow)))
+		}
+		n := len(r.gpugraph)
+		if n == 0 {
+			n = len(r.taskflow)
+		}
+		fmt.Fprintf(w, "%7d %-6s %-8s %-15s %3d | %s | %s | %s\n", r.threads, r.body, r.mode, r.shape, n, tfCols(r.gpugraph), tfCols(r.taskflow), ratio)
+	}
+}
+
+// tfCols is one side's columns: median ns/run, median ns/node (min-max).
+func tfCols(ss []tfSample) string {
+	if len(ss) == 0 {
+		return fmt.Sprintf("%15s %8s %15s", "-", "-", "")
+	}
+	perRun := make([]float64, len(ss))
+	for i, s := range ss {
+		perRun[i] = s.nsPerRun
+	}
+	nodes := tfNsPerNode(ss)
+	return fmt.Sprintf("%15.0f %8.1f %15s", median(perRun), median(nodes), fmt.Sprintf("(%.1f-%.1f)", slices.Min(nodes), slices.Max(nodes)))
+}
+
+func tfNsPerNode(ss []tfSample) []float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = s.nsPerNode
+	}
+	return v
+}
+
+// taskflowConfig is what benchTaskflow measures: run.sh's settings.
+// Harness, CXX and Threads left empty take their defaults; the numbers must
+// be set (defaultTaskflowConfig has run.sh's).
+type taskflowConfig struct {
+	Dir     string  // a Taskflow tree: Dir/taskflow/taskflow.hpp (required)
+	Harness string  // the C++ harness; default Dir/side/tfside.cpp
+	CXX     string  // C++ compiler, default "g++"
+	Threads []int   // worker counts, default {runtime.NumCPU(), 1}
+	Reps    int     // interleaved repetitions, default 5
+	Time    float64 // timed seconds per shape per repetition, default 1
+	Warmup  float64 // default 0.2
+	Batch   int     // launches per wait in mode batch, default 100
+}
+
+// defaultTaskflowConfig returns run.sh's defaults for the tree dir.
+func defaultTaskflowConfig(dir string) taskflowConfig {
+	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100}
+}
+
+// defaultTFThreads is every CPU, then one worker (once on one CPU).
+func defaultTFThreads() []int {
+	if n := runtime.NumCPU(); n > 1 {
+		return []int{n, 1}
+	}
+	return []int{1}
+}
+
+// withDefaults fills in the defaults and checks the values.
+func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
+	if cfg.Dir == "" {
+		return cfg, usagef("no Taskflow directory given")
+	}
+	if cfg.Harness == "" {
+		cfg.Harness = filepath.Join(cfg.Dir, "side", "tfside.cpp")
+	}
+	if cfg.CXX == "" {
+		cfg.CXX = "g++"
+	}
+	if len(cfg.Threads) == 0 {
+		cfg.Threads = defaultTFThreads()
+	}
+	for i, t := range cfg.Threads {
+		if t < 1 || slices.Contains(cfg.Threads[:i], t) {
+			return cfg, usagef("thread counts %v: each at least 1, none twice", cfg.Threads)
+		}
+	}
+	switch {
+	case cfg.Reps < 1:
+		return cfg, usagef("%d repetitions: need at least 1", cfg.Reps)
+	case !(cfg.Time > 0):
+		return cfg, usagef("time %g s: need more than 0", cfg.Time)
+	case !(cfg.Warmup >= 0):
+		return cfg, usagef("warm-up %g s: need 0 or more", cfg.Warmup)
+	case cfg.Batch < 1:
+		return cfg, usagef("batch %d: need at least 1", cfg.Batch)
+	}
+	return cfg, nil
+}
+
+// tfConfigs are run.sh's CONFIGS: Taskflow's mode, ours, and the body.
+var tfConfigs = []struct{ cppMode, goMode, body string }{
+	{"graph", "graph", "atomic"},
+	{"batch", "batch", "atomic"},
+	{"async", "stream", "atomic"},
+	{"graph", "graph", "empty"},
+}
+
+// benchTaskflow compiles the C++ harness (CXX -std=c++20 -O2 -pthread -I Dir,
+// into a temporary directory it removes), then, as run.sh does, runs for
+// each repetition, each worker count and each of tfConfigs the C++ program
+// and this executable's tfside command (GOMAXPROCS set), alternating which
+// goes first by repetition, so that slow drifts of the machine affect both
+// alike. It prints to w the machine and settings, then the table of medians
+// (printTFTable); progress notes go to progress. A failed counter check, a
+// failed child or a malformed line is an error.
+func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	hpp := filepath.Join(cfg.Dir, "taskflow", "taskflow.hpp")
+	if _, err := os.Stat(hpp); err != nil {
+		return fmt.Errorf("not a Taskflow tree: %w", err)
+	}
+	if _, err := os.Stat(cfg.Harness); err != nil {
+		return fmt.Errorf("C++ harness: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this executable for the Go side: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "gpugraph-tfside-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	cpp := filepath.Join(tmp, "tfside-cpp")
+	cxxFlags := []string{"-std=c++20", "-O2", "-pthread"}
+	fmt.Fprintf(progress, "tfside: compiling %s\n", cfg.Harness)
+	if _, err := tfCommand(10*time.Minute, nil, cfg.CXX, append(cxxFlags, "-I"+cfg.Dir, cfg.Harness, "-o", cpp)...); err != nil {
+		return fmt.Errorf("compiling the C++ harness: %w", err)
+	}
+	info, err := tfCommand(time.Minute, nil, cpp, "-info")
+	if err != nil {
+		return err
+	}
+	cxxVersion, err := tfCommand(time.Minute, nil, cfg.CXX, "--version")
+	if err != nil {
+		return err
+	}
+	cxxVersion, _, _ = strings.Cut(cxxVersion, "\n")
+
+	threads := strings.Trim(fmt.Sprint(cfg.Threads), "[]")
+	fmt.Fprintln(w, "gpugraph side by side with Taskflow: the host backend against tf::Executor on the same DAGs")
+	fmt.Fprintf(w, "date:     %s\n", time.Now().UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(w, "cpu:      %d CPUs, %s\n", runtime.NumCPU(), cpuModel())
+	fmt.Fprintf(w, "project:  %s\n", buildRevision())
+	fmt.Fprintf(w, "taskflow: %s, %s\n", cfg.Dir, strings.TrimSpace(info))
+	fmt.Fprintf(w, "go:       %s %s/%s%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceNote())
+	fmt.Fprintf(w, "cxx:      %s\n", cxxVersion)
+	fmt.Fprintf(w, "flags:    %s %s; go: this executable (gpugraph tfside)\n", cfg.CXX, strings.Join(cxxFlags, " "))
+	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n\n",
+		cfg.Reps, threads, cfg.Warmup, cfg.Time, cfg.Batch)
+
+	var samples []tfSample
+	for rep := 1; rep <= cfg.Reps; rep++ {
+		for _, t := range cfg.Threads {
+			for _, c := range tfConfigs {
+				common := []string{"-threads", strconv.Itoa(t), "-body", c.body, "-firstrep", strconv.Itoa(rep),
+					"-time", tfFloat(cfg.Time), "-warmup", tfFloat(cfg.Warmup), "-batch", strconv.Itoa(cfg.Batch)}
+				sides := []func() ([]tfSample, error){
+					func() ([]tfSample, error) {
+						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
+					},
+					func() ([]tfSample, error) {
+						env := append([]string{"GOMAXPROCS=" + strconv.Itoa(t)}, selfEnv...)
+						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
+					},
+				}
+				if rep%2 == 0 {
+					slices.Reverse(sides)
+				}
+				for _, side := range sides {
+					ss, err := side()
+					if err != nil {
+						return err
+					}
+					samples = append(samples, ss...)
+				}
+			}
+		}
+		fmt.Fprintf(progress, "tfside: rep %d/%d done\n", rep, cfg.Reps)
+	}
+	printTFTable(w, samples)
+	return nil
+}
+
+// tfSide runs one side's program for one worker count and mode, and checks
+// that it printed one line per shape of the mode, of that side, mode, body
+// and worker count.
+func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []string, prog string, args ...string) ([]tfSample, error) {
+	want := 0
+	for _, sh := range tfShapes {
+		if sh.chain || mode == "graph" || mode == "batch" {
+			want++
+		}
+	}
+	// Warm-up and timing per shape, its minimum of 3 runs, start-up: a
+	// generous bound that still stops a hung child.
+	timeout := time.Minute + time.Duration(20*float64(want)*(cfg.Time+cfg.Warmup)*float64(time.Second))
+	cmdline := prog + " " + strings.Join(args, " ")
+	out, err := tfCommand(timeout, env, prog, args...)
+	if err != nil {
+		return nil, err
+	}
+	ss, err := parseTFSamples(strings.NewReader(out))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmdline, err)
+	}
+	if len(ss) != want {
+		return nil, fmt.Errorf("%s: %d lines, want one per shape, %d", cmdline, len(ss), want)
+	}
+	for _, s := range ss {
+		if s.impl != impl || s.mode != mode || s.body != body || s.threads != threads {
+			return nil, fmt.Errorf("%s: printed impl=%s mode=%s body=%s threads=%d, want %s %s %s %d",
+				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body, threads)
+		}
+	}
+	return ss, nil
+}
+
+// tfCommand runs prog with the environment plus env, within timeout, and
+// returns its standard output; the error names the command and carries its
+// standard error.
+func tfCommand(timeout time.Duration, env []string, prog string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c := exec.CommandContext(ctx, prog, args...)
+	c.Env = append(os.Environ(), env...)
+	c.WaitDelay = 5 * time.Second // a grandchild holding the pipes cannot hang us
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("timed out after %v", timeout)
+		}
+		return "", fmt.Errorf("%s %s: %w\n%s%s", prog, strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
+	}
+	return stdout.String(), nil
+}
+
+// tfFloat formats seconds for both programs' flag parsers.
+func tfFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// cpuModel is the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "model unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "model unknown"
+}
+
+// buildRevision is the module and the commit this executable was built
+// from, as far as the build recorded it.
+func buildRevision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, modified := "unknown revision", ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			modified = " (modified)"
+		}
+	}
+	return bi.Main.Path + " @ " + rev + modified
+}
+
+// raceNote flags a build with the race detector, whose Go side is many
+// times slower.
+func raceNote() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				return ", built with -race (the Go side is slowed down)"
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseTFSample(t *testing.T) {
+	good := "impl=taskflow mode=async shape=chain10 nodes=10 threads=2 body=atomic rep=3 runs=400 ns_per_run=5000.0 ns_per_node=500.00 check=ok"
+	s, err := parseTFSample(good)
+	want := tfSample{impl: "taskflow", mode: "async", shape: "chain10", body: "atomic", check: "ok",
+		nodes: 10, threads: 2, rep: 3, runs: 400, nsPerRun: 5000, nsPerNode: 500}
+	if err != nil || s != want {
+		t.Fatalf("parseTFSample(%q) = %+v, %v; want %+v", good, s, err, want)
+	}
+	replace := func(old, new string) string { return strings.Replace(good, old, new, 1) }
+	for _, tc := range []struct{ name, line, err string }{
+		{"empty body", replace("body=atomic", "body=empty"), ""},
+		{"n/a check", replace("check=ok", "check=n/a"), ""},
+		{"gpugraph stream", replace("impl=taskflow mode=async", "impl=gpugraph mode=stream"), ""},
+		{"extra field", good + " note=x", ""},
+		{"failed check", replace("check=ok", "check=FAIL(3999!=4000)"), "counter check failed: " + replace("check=ok", "check=FAIL(3999!=4000)")},
+		{"not key=value", good + " stray", `"stray" is not key=value`},
+		{"empty value", replace("rep=3", "rep="), `"rep=" is not key=value`},
+		{"key twice", good + " rep=4", "rep given twice"},
+		{"no check", replace(" check=ok", ""), "no check"},
+		{"no impl", replace("impl=taskflow ", ""), "no impl"},
+		{"other impl", replace("impl=taskflow", "impl=tbb"), "impl=tbb"},
+		{"unknown mode", replace("mode=async", "mode=eager"), "mode=eager"},
+		{"unknown body", replace("body=atomic", "body=sleep"), "body=sleep"},
+		{"unknown shape", replace("shape=chain10", "shape=chain20"), `unknown shape "chain20"`},
+		{"wrong node count", replace("nodes=10", "nodes=11"), "chain10 has 10 nodes, not 11"},
+		{"bad int", replace("runs=400", "runs=4e2"), `runs="4e2"`},
+		{"no runs", replace("runs=400", "runs=0"), `runs="0"`},
+		{"no threads", replace("threads=2", "threads=0"), `threads="0"`},
+		{"bad float", replace("ns_per_node=500.00", "ns_per_node=fast"), `ns_per_node="fast"`},
+		{"negative time", replace("ns_per_run=5000.0", "ns_per_run=-1"), `ns_per_run="-1"`},
+		{"NaN", replace("ns_per_run=5000.0", "ns_per_run=NaN"), `ns_per_run="NaN"`},
+		{"bad check", replace("check=ok", "check=maybe"), "check=maybe"},
+		{"not a sample", "rep 1/5 done", `"rep" is not key=value`},
+	} {
+		_, err := parseTFSample(tc.line)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+		case tc.err != "" && !strings.Contains(err.Error(), tc.line):
+			t.Errorf("%s: error %q does not quote the line", tc.name, err)
+		}
+	}
+}
+
+func TestParseTFSamples(t *testing.T) {
+	in := "\nimpl=gpugraph mode=graph shape=tree10 nodes=1023 threads=1 body=empty rep=1 runs=9 ns_per_run=2.0 ns_per_node=1.00 check=n/a\n\n" +
+		"impl=gpugraph mode=graph shape=tree10 nodes=1023 threads=1 body=empty rep=2 runs=9 ns_per_run=2.0 ns_per_node=1.00 check=n/a\n"
+	ss, err := parseTFSamples(strings.NewReader(in))
+	if err != nil || len(ss) != 2 || ss[1].rep != 2 {
+		t.Fatalf("got %+v, %v; want 2 samples", ss, err)
+	}
+	if _, err := parseTFSamples(strings.NewReader(in + "tfside: device has 2 workers, want 1\n")); err == nil || !strings.Contains(err.Error(), "malformed line") {
+		t.Fatalf("a stray line: got %v, want a malformed line", err)
+	}
+}
+
+// tfRaw are samples of both sides; tfTable is what run.sh's summary prints
+// for them (run through its python).
+const tfRaw = `impl=gpugraph mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=100 ns_per_run=1000.0 ns_per_node=100.00 check=ok
+impl=gpugraph mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=2 runs=100 ns_per_run=3000.0 ns_per_node=300.00 check=ok
+impl=gpugraph mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=3 runs=100 ns_per_run=2000.0 ns_per_node=200.00 check=ok
+impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=100 ns_per_run=500.0 ns_per_node=50.00 check=ok
+impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=2 runs=100 ns_per_run=1500.0 ns_per_node=150.00 check=ok
+impl=gpugraph mode=stream shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=10 ns_per_run=10000.0 ns_per_node=10.00 check=ok
+impl=taskflow mode=async shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=10 ns_per_run=20000.0 ns_per_node=20.00 check=ok
+impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=100 ns_per_run=1234.5 ns_per_node=123.45 check=ok
+impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=empty rep=1 runs=10 ns_per_run=5000.0 ns_per_node=5.00 check=n/a
+impl=gpugraph mode=batch shape=tree10 nodes=1023 threads=2 body=atomic rep=1 runs=1000 ns_per_run=30690.0 ns_per_node=30.00 check=ok
+impl=taskflow mode=batch shape=tree10 nodes=1023 threads=2 body=atomic rep=1 runs=1000 ns_per_run=10230.0 ns_per_node=10.00 check=ok
+impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=10 ns_per_run=80000.0 ns_per_node=80.00 check=ok
+impl=taskflow mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=10 ns_per_run=60000.0 ns_per_node=60.00 check=ok
+impl=gpugraph mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=atomic rep=1 runs=10 ns_per_run=102400.0 ns_per_node=100.00 check=ok
+impl=gpugraph mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=atomic rep=2 runs=10 ns_per_run=51200.0 ns_per_node=50.00 check=ok
+impl=taskflow mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=atomic rep=1 runs=10 ns_per_run=40960.0 ns_per_node=40.00 check=ok
+`
+
+const tfTable = `16 samples; counter checks: 15 ok, 0 failed
+threads body   mode     shape             n | gpugraph ns/run  ns/node       (min-max) | taskflow ns/run  ns/node       (min-max) |  gg/tf
+      2 atomic graph    chain1000         1 |           80000     80.0     (80.0-80.0) |           60000     60.0     (60.0-60.0) |   1.33
+      2 atomic graph    wavefront32x32    2 |           76800     75.0    (50.0-100.0) |           40960     40.0     (40.0-40.0) |   1.88
+      2 atomic graph    chain10           1 |               -        -                 |            1234    123.5   (123.5-123.5) |      -
+      2 atomic batch    tree10            1 |           30690     30.0     (30.0-30.0) |           10230     10.0     (10.0-10.0) |   3.00
+      2 atomic op-by-op chain1000         1 |           10000     10.0     (10.0-10.0) |           20000     20.0     (20.0-20.0) |   0.50
+      2 empty  graph    chain1000         1 |            5000      5.0       (5.0-5.0) |               -        -                 |      -
+      1 atomic graph    chain10           3 |            2000    200.0   (100.0-300.0) |            1000    100.0    (50.0-150.0) |   2.00
+`
+
+func TestPrintTFTable(t *testing.T) {
+	ss, err := parseTFSamples(strings.NewReader(tfRaw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printTFTable(&out, ss)
+	if out.String() != tfTable {
+		t.Fatalf("got\n%s\nwant\n%s", out.String(), tfTable)
+	}
+	// The count of failed checks, for samples that did not come through
+	// the parser.
+	out.Reset()
+	printTFTable(&out, append(ss[:1:1], tfSample{impl: "taskflow", mode: "graph", shape: "chain10", body: "atomic", check: "FAIL(1!=2)", nodes: 10, threads: 1, runs: 1, nsPerRun: 1, nsPerNode: 1}))
+	if first, _, _ := strings.Cut(out.String(), "\n"); first != "2 samples; counter checks: 1 ok, 1 failed" {
+		t.Fatalf("got %q", first)
+	}
+}
+
+// tfsideMain in this process: lines that parse, for every mode and body.
+// (The numbers are a fresh process's only: see tfsideMain.)
+func TestTfsideMain(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, tc := range []struct{ mode, body, check string }{
+		{"graph", "atomic", "ok"},
+		{"batch", "atomic", "ok"},
+		{"stream", "atomic", "ok"},
+		{"graph", "empty", "n/a"},
+	} {
+		var out, errOut bytes.Buffer
+		args := []string{"-threads", "1", "-shapes", "chain10", "-mode", tc.mode, "-body", tc.body, "-batch", "10",
+			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02"}
+		if err := tfsideMain(args, &out, &errOut); err != nil {
+			t.Fatalf("%s %s: %v\n%s", tc.mode, tc.body, err, errOut.String())
+		}
+		ss, err := parseTFSamples(&out)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.mode, tc.body, err)
+		}
+		if len(ss) != 2 {
+			t.Fatalf("%s %s: %d lines, want 2", tc.mode, tc.body, len(ss))
+		}
+		for i, s := range ss {
+			if s.impl != "gpugraph" || s.mode != tc.mode || s.shape != "chain10" || s.threads != 1 || s.body != tc.body || s.rep != 4+i || s.check != tc.check {
+				t.Errorf("%s %s: got %+v", tc.mode, tc.body, s)
+			}
+			if tc.mode == "batch" && s.runs%10 != 0 {
+				t.Errorf("batch of 10: %d runs", s.runs)
+			}
+		}
+		if got := runtime.GOMAXPROCS(0); got != procs {
+			t.Fatalf("GOMAXPROCS %d after tfside, was %d", got, procs)
+		}
+	}
+	// The stream mode runs only chains.
+	var out bytes.Buffer
+	if err := tfsideMain([]string{"-threads", "1", "-shapes", "tree10", "-mode", "stream", "-time", "0.01"}, &out, &out); err != nil || out.Len() != 0 {
+		t.Fatalf("stream of a tree: %v, %q; want nothing", err, out.String())
+	}
+	out.Reset()
+	if err := tfsideMain([]string{"-threads", "1", "-info"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "go "+runtime.Version()+" ") || !strings.Contains(out.String(), "GOMAXPROCS=1 ") {
+		t.Fatalf("-info: %v, %q", err, out.String())
+	}
+}
+
+func TestTfsideMainUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"-mode", "async"},
+		{"-body", "sleep"},
+		{"-threads", "0"},
+		{"-batch", "0"},
+		{"-reps", "0"},
+		{"-time", "0"},
+		{"-warmup", "-1"},
+		{"-shapes", "chain10,chain20"},
+		{"-frobnicate"},
+		{"-threads", "x"},
+		{"chain10"},
+	} {
+		var out bytes.Buffer
+		if err := tfsideMain(args, &out, &out); !errors.Is(err, errUsage) {
+			t.Errorf("tfside %v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestTaskflowConfigUsage(t *testing.T) {
+	dir := t.TempDir()
+	for name, edit := range map[string]func(*taskflowConfig){
+		"no dir":           func(c *taskflowConfig) { c.Dir = "" },
+		"no repetitions":   func(c *taskflowConfig) { c.Reps = 0 },
+		"no time":          func(c *taskflowConfig) { c.Time = 0 },
+		"NaN time":         func(c *taskflowConfig) { c.Time = math.NaN() },
+		"negative warm-up": func(c *taskflowConfig) { c.Warmup = -0.1 },
+		"no batch":         func(c *taskflowConfig) { c.Batch = 0 },
+		"no workers":       func(c *taskflowConfig) { c.Threads = []int{2, 0} },
+		"workers twice":    func(c *taskflowConfig) { c.Threads = []int{1, 1} },
+	} {
+		cfg := defaultTaskflowConfig(dir)
+		edit(&cfg)
+		if err := benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg); !errors.Is(err, errUsage) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+	cfg, err := taskflowConfig{Dir: dir, Reps: 1, Time: 1, Batch: 1}.withDefaults()
+	if err != nil || cfg.CXX != "g++" || cfg.Harness != filepath.Join(dir, "side", "tfside.cpp") || len(cfg.Threads) == 0 || cfg.Threads[0] != runtime.NumCPU() {
+		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+}
+
+// fakeTaskflow makes a Taskflow tree with a harness, and a stand-in C++
+// compiler that "compiles" it into a shell script printing harnessOut
+// (exiting 1 if fail). The compiler fails, printing its arguments, when
+// harnessOut is "".
+func fakeTaskflow(t *testing.T, harnessOut string, fail bool) taskflowConfig {
+	t.Helper()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	write := func(path, text string, mode os.FileMode) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(dir, "taskflow", "taskflow.hpp"), "", 0o644)
+	write(filepath.Join(dir, "side", "tfside.cpp"), "", 0o644)
+	harness := "#!/bin/sh\n[ \"$1\" = -info ] && { echo 'taskflow 4.1.0, fake'; exit 0; }\ncat <<'EOF'\n" + harnessOut + "EOF\n"
+	if fail {
+		harness += "echo 'harness broke' >&2; exit 1\n"
+	}
+	compile := "[ \"$1\" = --version ] && { echo 'fakecxx 1.0'; exit 0; }\n" +
+		"while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n" +
+		"cat > \"$out\" <<'HARNESS'\n" + harness + "HARNESS\nchmod +x \"$out\"\n"
+	if harnessOut == "" {
+		compile = "echo \"tfside.cpp:1: error: no good ($*)\" >&2; exit 1\n"
+	}
+	cxx := filepath.Join(dir, "fakecxx")
+	write(cxx, "#!/bin/sh\n"+compile, 0o755)
+	cfg := defaultTaskflowConfig(dir)
+	cfg.CXX, cfg.Threads, cfg.Reps, cfg.Time, cfg.Warmup = cxx, []int{1}, 1, 0.01, 0
+	return cfg
+}
+
+// The C++ side runs first in the first repetition, so its failures are
+// found before the Go side runs.
+func TestBenchTaskflowErrors(t *testing.T) {
+	fail := "impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=10 ns_per_run=9.0 ns_per_node=0.90 check=FAIL(99!=100)"
+	one := "impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=10 ns_per_run=9.0 ns_per_node=0.90 check=ok"
+	var lines strings.Builder
+	for _, sh := range tfShapes {
+		lines.WriteString(strings.ReplaceAll(strings.ReplaceAll(one, "chain10", sh.name), "nodes=10", "nodes="+strconv.Itoa(len(sh.preds))) + "\n")
+	}
+	for _, tc := range []struct {
+		name, out string
+		fail      bool
+		want      []string
+	}{
+		{"compiler fails", "", false, []string{"compiling the C++ harness", "fakecxx", "no good (-std=c++20 -O2 -pthread -I"}},
+		{"failed check", fail + "\n", false, []string{"counter check failed: " + fail, "-mode graph"}},
+		{"malformed line", "tfside: starting\n", false, []string{"malformed line \"tfside: starting\"", "tfside-cpp -mode graph"}},
+		{"one line", one + "\n", false, []string{"1 lines, want one per shape, 5"}},
+		{"harness fails", lines.String(), true, []string{"tfside-cpp -mode graph", "exit status 1", "harness broke"}},
+		{"other worker count", strings.ReplaceAll(lines.String(), "threads=1", "threads=2"), false, []string{"threads=2, want taskflow graph atomic 1"}},
+	} {
+		cfg := fakeTaskflow(t, tc.out, tc.fail)
+		var out, progress bytes.Buffer
+		err := benchTaskflow(&out, &progress, cfg)
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", tc.name, err, w)
+			}
+		}
+	}
+}
+
+func TestBenchTaskflowMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := defaultTaskflowConfig(dir)
+	err := benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg)
+	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), filepath.Join(dir, "taskflow", "taskflow.hpp")) {
+		t.Fatalf("no Taskflow: got %v, want an error naming taskflow.hpp", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "taskflow"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "taskflow", "taskflow.hpp"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "side", "tfside.cpp")) {
+		t.Fatalf("no harness: got %v, want an error naming side/tfside.cpp", err)
+	}
+}
+
+// The whole comparison, with the real Taskflow and compiler, when
+// GG_TASKFLOW_DIR names a Taskflow tree with side/tfside.cpp (as
+// shared/bench/taskflow): compiling takes seconds.
+func TestBenchTaskflowEndToEnd(t *testing.T) {
+	dir := os.Getenv("GG_TASKFLOW_DIR")
+	if dir == "" {
+		t.Skip("GG_TASKFLOW_DIR is not set: set it to a Taskflow tree with side/tfside.cpp (shared/bench/taskflow) to run the comparison")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "side", "tfside.cpp")); err != nil {
+		t.Skipf("GG_TASKFLOW_DIR=%s has no side/tfside.cpp: %v", dir, err)
+	}
+	cfg := defaultTaskflowConfig(dir)
+	cfg.Reps, cfg.Threads, cfg.Time, cfg.Warmup = 1, []int{1}, 0.02, 0.01
+	var out, progress bytes.Buffer
+	if err := benchTaskflow(&out, &progress, cfg); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Logf("\n%s", out.String())
+	text := out.String()
+	for _, w := range []string{"taskflow: " + dir + ", taskflow ", "runs:     1 reps, threads {1}, 0.01s warm-up + 0.02s timed per shape per rep, batch 100",
+		"34 samples; counter checks: 24 ok, 0 failed"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	// Every shape of every mode, with both sides.
+	_, table, _ := strings.Cut(text, "gg/tf\n")
+	rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(rows) != 17 {
+		t.Fatalf("%d rows, want 5 graph + 5 batch + 2 op-by-op + 5 empty", len(rows))
+	}
+	for _, r := range rows {
+		if strings.HasSuffix(r, "-") || !strings.HasPrefix(r, "      1 ") {
+			t.Errorf("row %q: want both sides, one worker", r)
+		}
+	}
+}
