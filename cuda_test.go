@@ -132,7 +132,7 @@ func TestCUDAGraph(t *testing.T) {
 	must[*gg.Exec](t)(h.Instantiate(0))
 }
 
-// BenchmarkCUDALaunch mirrors tools/bench/launch.cu on the cuda backend:
+// BenchmarkCUDALaunch mirrors tools/bench/native/launch.cu on the cuda backend:
 // the host cost of the launch call alone (1000 calls; the Synchronize after
 // them is not timed), for a stream kernel launch and for graph launches of chains
 // of empty kernels, and the GPU time per node of the chain. Run with

@@ -50,7 +50,7 @@ func instGraph(tb testing.TB, d *Device, n, v int) *Graph {
 // BenchmarkInstantiate measures Graph.Instantiate (with Exec.Destroy) and
 // Exec.Update per node, for graphs of 10 to 10,000 nodes, on host and on
 // cuda. With GG_INST_LOOP naming the library built from
-// tools/bench/instloop.c, the "c-loop" variants make the same driver calls
+// tools/bench/native/instloop.c, the "c-loop" variants make the same driver calls
 // from C on the same graphs in this process: the native reference, with the
 // device's context current on the thread as the API makes it for these
 // calls (nativeCurrent). -test.count N runs N rounds of the variants of

@@ -23,7 +23,7 @@ var emptyKernel = &Kernel{Name: "empty", Go: func(Block, Args) {}, CUDA: `extern
 // goroutine runs on. Graph launches of a one-node graph of that kernel:
 // through the API (Exec.Launch, "graph-api"). 1000 launches and a
 // synchronize per op. With GG_LAUNCH_LOOP naming the library built from
-// tools/bench/launchloop.c, "c-loop" and "graph-c-loop" run the same 1000
+// tools/bench/native/launchloop.c, "c-loop" and "graph-c-loop" run the same 1000
 // launches as a C loop in this process (cuLaunchKernel, cuGraphLaunch) on
 // the same CUfunction, CUgraphExec and CUstream, from the goroutine's
 // thread as the API variants: the native reference side by side.

@@ -29,3 +29,30 @@ func (d *Device) NativeContext() uintptr {
 	}
 	return 0
 }
+
+// NativeExec returns the driver's CUgraphExec handle of e (0 on host), for
+// launching it from other code (cuGraphLaunch) on a stream of e's device.
+func (e *Exec) NativeExec() uintptr { return native(e.be) }
+
+// NativeFunction returns the driver's CUfunction that the device launches
+// for k (cuModuleGetFunction of k's compiled module), compiling and loading
+// k first if no launch has; on the host backend, which has no driver, it
+// fails with ErrNotSupported. The handle lives as long as the device.
+func (d *Device) NativeFunction(k *Kernel) (uintptr, error) {
+	const opName = "Device.NativeFunction"
+	if err := d.check(opName); err != nil {
+		return 0, err
+	}
+	if k == nil {
+		return 0, newErr(opName, ErrInvalidValue, "nil kernel")
+	}
+	f, ok := d.be.(interface {
+		Function(*backend.Kernel) (uintptr, error)
+	})
+	if !ok {
+		return 0, newErr(opName, ErrNotSupported, "the %s backend has no driver functions", d.Properties().Backend)
+	}
+	bk := lowerKernel(k)
+	h, err := f.Function(&bk)
+	return h, backendErr(opName, err)
+}

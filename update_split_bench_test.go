@@ -44,7 +44,7 @@ func withStubUpdate(e *Exec, fn func()) {
 //     checks and install; on cuda, cuGraphExecUpdate through the binding
 //     (Device.Do: the thread locked, the context made current, purego).
 //   - c-loop (cuda, with GG_INST_LOOP naming the library built from
-//     tools/bench/instloop.c): cuGraphExecUpdate from C, from g and h in
+//     tools/bench/native/instloop.c): cuGraphExecUpdate from C, from g and h in
 //     turn as api does, on a thread with the device's context current.
 //   - api-same, c-loop-same: from g every time, so that after the first
 //     update no parameter changes (what BenchmarkInstantiate's c-loop, whose

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -35,10 +36,75 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "runs per measurement")
 	fs.StringVar(&cfg.Benchtime, "benchtime", cfg.Benchtime, "time per run, or Nx iterations")
+	vs := fs.String("vs", "", "side by side with references: taskflow, native, torch (comma-separated)")
+	tf := defaultTaskflowConfig("")
+	fs.StringVar(&tf.Dir, "taskflow", "", "a Taskflow tree (DIR/taskflow/taskflow.hpp)")
+	fs.StringVar(&tf.Harness, "tfside", "", "the C++ harness (default DIR/side/tfside.cpp)")
+	threads := fs.String("threads", "", "worker counts for taskflow, space- or comma-separated (default: every CPU, then 1)")
+	reps := fs.Int("reps", 5, "repetitions or rounds of each side")
+	secs := fs.Float64("time", 0, "seconds per run of a side (default: taskflow 1, native 0.3)")
+	nat := defaultNativeConfig()
+	fs.StringVar(&nat.CUDA, "cuda", nat.CUDA, "the CUDA toolkit, for the C loops (native)")
+	pt := defaultTorchConfig()
+	fs.StringVar(&pt.Python, "python", pt.Python, "a Python with PyTorch (torch)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return runBench(stdout, stderr, cfg)
+	if *vs == "" {
+		return runBench(stdout, stderr, cfg)
+	}
+	sides := strings.Split(*vs, ",")
+	for _, s := range sides {
+		if s != "taskflow" && s != "native" && s != "torch" {
+			return usagef("--vs %q: taskflow, native or torch", s)
+		}
+	}
+	tf.Reps, nat.Rounds, pt.Reps = *reps, *reps, *reps
+	if *secs != 0 {
+		tf.Time, nat.Time = *secs, *secs
+	}
+	if *threads != "" {
+		tf.Threads = nil
+		for _, f := range strings.FieldsFunc(*threads, func(r rune) bool { return r == ',' || r == ' ' }) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return usagef("--threads %q: %v", *threads, err)
+			}
+			tf.Threads = append(tf.Threads, n)
+		}
+	}
+	for _, s := range sides {
+		var err error
+		switch s {
+		case "taskflow":
+			if tf.Dir == "" {
+				return usagef("--vs taskflow needs --taskflow DIR")
+			}
+			err = benchTaskflow(stdout, stderr, tf)
+		case "native":
+			err = withDevice(cfg.Backend, func(d *gg.Device) error { return benchNative(stdout, stderr, d, nat) })
+		case "torch":
+			if cfg.Backend != gg.BackendCUDA {
+				return usagef("--vs torch needs --backend cuda")
+			}
+			err = benchTorch(stdout, stderr, pt)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
+	return nil
+}
+
+// withDevice runs fn on a device of backend, closed after.
+func withDevice(backend string, fn func(*gg.Device) error) error {
+	d, err := gg.Open(backend)
+	if err != nil {
+		return fmt.Errorf("open device: %w", err)
+	}
+	defer d.Close()
+	return fn(d)
 }
 
 // sample is one run of one benchmark.

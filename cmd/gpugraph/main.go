@@ -82,6 +82,18 @@ commands:
          --backend NAME   device backend (default "host")
          --count N        runs per measurement; the table shows medians (default 5)
          --benchtime D    time per run, or Nx iterations, as go test -benchtime (default 1s)
+         --vs LIST        instead, side by side with references, in interleaved runs, one or
+                          more of (comma-separated):
+                            taskflow  the host backend against Taskflow on the same DAGs
+                                      (--taskflow DIR: a Taskflow tree; the C++ harness is
+                                      DIR/side/tfside.cpp or --tfside FILE; needs g++)
+                            native    cuda: launch, instantiate and update against the same
+                                      driver calls from C (needs gcc and --cuda DIR's headers)
+                            torch     cuda: the reference training step against PyTorch with
+                                      a CUDA graph (--python P, a Python with PyTorch)
+         --threads LIST   taskflow: worker counts (default: every CPU, then 1)
+         --reps N         repetitions (taskflow, torch) or rounds (native) (default 5)
+         --time S         seconds per run of a side (default: taskflow 1, native 0.3)
   mem    print graph memory reserved against its lower bound, per scenario
          --backend NAME   device backend (default "host")
   launch start a job of several processes, one per device, as torchrun does
@@ -119,6 +131,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = memMain(rest, stdout, stderr)
 	case "launch":
 		err = launchMain(rest, stdout, stderr)
+	case "tfside": // the Go side of bench --vs taskflow, run as a child
+		err = tfsideMain(rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "gpugraph: unknown command %q\n\n%s", cmd, usage)
 		return 2

@@ -30,7 +30,10 @@ type Device interface {
 // Stream is a queue of work on a device.
 type Stream interface {
 	// Launch queues a kernel launch. The backend copies what it keeps:
-	// l and l.Args may be reused when Launch returns.
+	// l and l.Args may be reused when Launch returns. The caller never
+	// makes two Launch calls on one stream at once (the root package
+	// holds the stream's argument lock), so state of the stream's own
+	// needs no lock of the backend's.
 	Launch(l *Launch) error
 	// HostFunc queues fn to run on the host in stream order.
 	HostFunc(fn func()) error

@@ -118,7 +118,7 @@ func BuildGraph(d *gg.Device, s Shape, n int) (*gg.Graph, int, error) {
 // Every measurement of a run uses the one stream the caller made, as the
 // native reference does: on the GPU, kernel work in a second stream slows
 // later dependent graph nodes of the first by about 0.18 µs each, even once
-// that stream is destroyed (tools/bench/launch.cu with OTHER_STREAM=1 shows
+// that stream is destroyed (tools/bench/native/launch.cu with OTHER_STREAM=1 shows
 // it natively), which a stream per measurement would charge to gpugraph.
 func StreamLaunches(s *gg.Stream, n int) func(b *testing.B) {
 	return func(b *testing.B) {

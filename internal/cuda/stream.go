@@ -11,9 +11,10 @@ type Stream struct {
 	d *Device
 	h uintptr
 
-	// The kernel last launched into the stream and its CUfunction, under
-	// d.cm's lock: a loop launching one kernel finds its function with a
-	// comparison, not a lookup in the device's cache at every launch.
+	// The kernel last launched into the stream and its CUfunction, which
+	// only Launch touches (never two at once: backend.Stream): a loop
+	// launching one kernel finds its function with a comparison, not a
+	// lookup in the device's cache at every launch.
 	lastKey any
 	lastFn  uintptr
 }
@@ -37,21 +38,22 @@ func (s *Stream) Native() uintptr { return s.h }
 // nothing.
 func (s *Stream) Launch(l *backend.Launch) error {
 	d := s.d
-	d.cm.Lock()
 	f := s.lastFn
 	if f == 0 || s.lastKey != l.Kernel.Key {
-		// Function may compile and load a module: not under the arena's
-		// lock, which every launch and node edit of the device takes.
-		d.cm.Unlock()
 		var err error
 		if f, err = d.Function(&l.Kernel); err != nil {
 			return err
 		}
-		d.cm.Lock()
 		s.lastKey, s.lastFn = l.Kernel.Key, f
 	}
-	defer d.cm.Unlock()
-	params := d.cm.Params(l.Args)
+	var params uintptr
+	if len(l.Args) > 0 {
+		// The parameter array lives in the device's arena until the
+		// driver has copied it: a kernel without arguments takes no lock.
+		d.cm.Lock()
+		defer d.cm.Unlock()
+		params = d.cm.Params(l.Args)
+	}
 	err := d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
 	if contextError(err) {
 		err = d.do(func() error { return d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })

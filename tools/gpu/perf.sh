@@ -13,14 +13,14 @@
 #
 # Sections and their logs:
 #   launch    BenchmarkCUDALaunchPath, every variant, with the C loops of
-#             tools/bench/launchloop.c (GG_LAUNCH_LOOP), -test.count 6
+#             tools/bench/native/launchloop.c (GG_LAUNCH_LOOP), -test.count 6
 #             -test.benchtime 0.3s: the variants interleaved, round by round  launchpath.txt
 #             then the API variants alone (api, graph-api) with a Go CPU
 #             profile (go tool pprof is not there: analyse it here, with the
 #             same .gpu/gpugraph.test; its sha256 is kept beside)         launchpath-api.cpu.pprof
 #                                                                         launchpath-api.txt, launchpath-api.binary.txt
 #   inst      BenchmarkInstantiate 'Instantiate/cuda' with the C loops of
-#             tools/bench/instloop.c (GG_INST_LOOP), -test.count 5
+#             tools/bench/native/instloop.c (GG_INST_LOOP), -test.count 5
 #             -test.benchtime 0.2s, interleaved                          instantiate.txt
 #   train     gpugraph train --backend cuda --model reference (300 steps,
 #             chunks of 50: op by op, then the captured step replayed) and
@@ -73,7 +73,7 @@ run() {
 # into a shared library and prints its path; prints nothing (and says so)
 # if gcc fails, and the benchmark runs its API variants only.
 cloop() {
-  if gcc -O2 -shared -fPIC -I"$CUDA/include" -o "$WORK/lib$1.so" "tools/bench/$1.c" -L"$CUDA/lib64/stubs" -lcuda 2> "$OUT/$1-gcc.txt"; then
+  if gcc -O2 -shared -fPIC -I"$CUDA/include" -o "$WORK/lib$1.so" "tools/bench/native/$1.c" -L"$CUDA/lib64/stubs" -lcuda 2> "$OUT/$1-gcc.txt"; then
     echo "$WORK/lib$1.so"
   else
     say "  gcc failed ($1-gcc.txt): the API variants only" >&2

@@ -18,7 +18,7 @@ echo "== train"; .gpu/train.test -test.run CUDA -test.v > $OUT/train.txt 2>&1; t
 echo "== demo, train"; .gpu/gpugraph demo --backend cuda > $OUT/demo.txt 2>&1; tail -1 $OUT/demo.txt
 .gpu/gpugraph train --backend cuda > $OUT/train-cmd.txt 2>&1; tail -3 $OUT/train-cmd.txt
 .gpu/gpugraph launch --nproc 1 train --backend cuda --sync overlap,inline,after > $OUT/launch-train.txt 2>&1; tail -4 $OUT/launch-train.txt
-gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o /tmp/liblaunchloop.so tools/bench/launchloop.c -L/usr/local/cuda/lib64/stubs -lcuda || echo "no launchloop"
+gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o /tmp/liblaunchloop.so tools/bench/native/launchloop.c -L/usr/local/cuda/lib64/stubs -lcuda || echo "no launchloop"
 [ -x .gpu/base/gpugraph.test ] || exit 0
 for i in 1 2 3; do
   for v in base new; do

@@ -26,3 +26,7 @@ int gg_graph_launch_loop(CUgraphExec e, CUstream s, int n) {
   }
   return 0;
 }
+
+// gg_ctx_set_current makes c the calling thread's current context, as the
+// Go side's thread has it for its launches.
+int gg_ctx_set_current(CUcontext c) { return (int)cuCtxSetCurrent(c); }
