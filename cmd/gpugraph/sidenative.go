@@ -17,6 +17,7 @@ package main
 // moves less.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 	benchsrc "github.com/gpugraph/gpugraph/tools/bench"
 )
 
@@ -326,11 +328,33 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 			return nil
 		}
 	}
+	// The bare foreign call: the driver's entry points called from a Go
+	// loop through the launch path's own call (driver.FastCall), without
+	// gpugraph above it. Between it and the C loop is the price of calling
+	// C from Go; between it and the API, gpugraph's own path.
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return err
+	}
+	cuLaunch, err1 := purego.Dlsym(cu, "cuLaunchKernel")
+	cuGraph, err2 := purego.Dlsym(cu, "cuGraphLaunch")
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	st, gx := s.NativeStream(), x.NativeExec()
+	bare := func(call string, fn uintptr, a [12]uintptr) func() error {
+		return func() error { return cresult(call, int32(driver.FastCall(fn, a))) }
+	}
+	// (VZEROUPPER before the call, as C code leaves the vector state,
+	// was tried and changed nothing: docs/performance.md.)
+	la := [12]uintptr{f, 1, 1, 1, 1, 1, 1, 0, st, 0, 0}
 	vs := []nativeVariant{
-		{"Stream.Launch", 1, repeat(launch)},
+		{"Stream.Launch", 2, repeat(launch)},
+		{"Go loop, bare cuLaunchKernel", 2, repeat(bare("cuLaunchKernel", cuLaunch, la))},
 		{"C loop, cuLaunchKernel", -1, cloop("cuLaunchKernel", c.launch, f)},
-		{"Exec.Launch, 1-node graph", 3, repeat(graphLaunch)},
-		{"C loop, cuGraphLaunch", -1, cloop("cuGraphLaunch", c.graphLaunch, x.NativeExec())},
+		{"Exec.Launch, 1-node graph", 5, repeat(graphLaunch)},
+		{"Go loop, bare cuGraphLaunch", 5, repeat(bare("cuGraphLaunch", cuGraph, [12]uintptr{gx, st}))},
+		{"C loop, cuGraphLaunch", -1, cloop("cuGraphLaunch", c.graphLaunch, gx)},
 	}
 	samples, err := interleave(progress, "launch path", vs, cfg.Rounds, cfg.Time)
 	if err != nil {
@@ -339,6 +363,16 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 	fmt.Fprintf(w, "\nlaunch path: %d launches of an empty kernel (or a 1-node graph of it) + Synchronize, µs per launch\n", batch)
 	fmt.Fprintf(w, "  %-28s %9s %6s %6s   %s\n", "variant", "median", "ratio", "paired", "[runs, sorted]")
 	printVariants(w, vs, samples, batch*1000, 3)
+	// Split the gap: the foreign call (bare / C) and gpugraph's own path
+	// above it (API / bare), each as the median of the rounds' ratios.
+	own := func(api, bare int) float64 {
+		rs := make([]float64, cfg.Rounds)
+		for j := range rs {
+			rs[j] = samples[api][j] / samples[bare][j]
+		}
+		return median(rs)
+	}
+	fmt.Fprintf(w, "  gpugraph's own path above the bare call (paired): Stream.Launch %.2f, Exec.Launch %.2f\n", own(0, 1), own(3, 4))
 	allocs := func(f func() error) float64 {
 		n := testing.AllocsPerRun(batch, func() { f() })
 		s.Synchronize()
