@@ -130,8 +130,19 @@ func (d *Driver) call(name string, args ...uintptr) error {
 	if f == 0 {
 		return &Result{Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Call: name + " (not exported by this driver)"}
 	}
-	r, _, _ := purego.SyscallN(f, args...)
-	return d.check(name, r)
+	var r uintptr
+	if len(args) <= 12 {
+		// Every driver entry point but a few takes at most 12 words: the
+		// launch path's lighter call, about half purego's cost
+		// (BenchmarkFastCall), on each of the two calls (cuCtxSetCurrent
+		// and the call itself) of every Device.Do.
+		var a [12]uintptr
+		copy(a[:], args)
+		r = fastCall(f, a)
+	} else {
+		r, _, _ = purego.SyscallN(f, args...)
+	}
+	return d.check(name, uintptr(uint32(r))) // a CUresult is a C enum: the low 32 bits
 }
 
 func (d *Driver) check(call string, r uintptr) error {
