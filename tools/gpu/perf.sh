@@ -69,7 +69,7 @@ run() {
   echo "sections: $SECTIONS"
 } | tee "$OUT/machine.txt" | tee -a "$OUT/summary.txt"
 
-# cloop NAME: builds tools/bench/NAME.c, the native side of a benchmark,
+# cloop NAME: builds tools/bench/native/NAME.c, the native side of a benchmark,
 # into a shared library and prints its path; prints nothing (and says so)
 # if gcc fails, and the benchmark runs its API variants only.
 cloop() {
