@@ -189,7 +189,7 @@ func (e *Exec) setRecordParams(n *Node, ev *Event) {
 // record nodes under n are g's now.
 func (e *Exec) setChildRecords(n *Node, g *Graph) {
 	old := *e.records.Load()
-	path := e.src.pathTo(n)
+	path := n.embedding()
 	rs := make([]execRecord, 0, len(old))
 	for _, r := range old {
 		if !slices.Contains(r.path, n) {
@@ -202,33 +202,15 @@ func (e *Exec) setChildRecords(n *Node, g *Graph) {
 	e.setRecords(rs)
 }
 
-// pathTo returns the child graph nodes of g that embed node n, outermost
-// first: nil if n is g's own (or not found).
-func (g *Graph) pathTo(n *Node) []*Node {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, m := range g.nodes {
-		if m.child == nil || m.typ != NodeChildGraph {
-			continue
-		}
-		if m.child.owns(n) {
-			return append([]*Node{m}, m.child.pathTo(n)...)
-		}
+// embedding returns the nodes whose graphs embed n's graph, outermost
+// first (the Graph.parent links): nil for a node of a top-level graph.
+func (n *Node) embedding() []*Node {
+	var path []*Node
+	for g := n.g; g.parent != nil; g = g.parent.g {
+		path = append(path, g.parent)
 	}
-	return nil
-}
-
-// owns reports whether n is a node of g or of a graph embedded in g's
-// child graph nodes.
-func (g *Graph) owns(n *Node) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, m := range g.nodes {
-		if m == n || (m.typ == NodeChildGraph && m.child != nil && m.child.owns(n)) {
-			return true
-		}
-	}
-	return false
+	slices.Reverse(path)
+	return path
 }
 
 // Launch queues one execution of the graph in s (cudaGraphLaunch). Later
