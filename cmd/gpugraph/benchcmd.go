@@ -132,18 +132,14 @@ func runBench(w, progress io.Writer, cfg benchConfig) error {
 		return err
 	}
 	defer restore()
-	dev, err := gg.Open(cfg.Backend)
-	if err != nil {
-		return fmt.Errorf("open device: %w", err)
-	}
-	defer dev.Close()
-
-	printBenchHeader(w, dev, cfg)
-	m, err := measure(dev, progress, cfg)
-	if err != nil {
-		return err
-	}
-	return printBenchTable(w, cfg, m)
+	return withDevice(cfg.Backend, func(dev *gg.Device) error {
+		printBenchHeader(w, dev, cfg)
+		m, err := measure(dev, progress, cfg)
+		if err != nil {
+			return err
+		}
+		return printBenchTable(w, cfg, m)
+	})
 }
 
 // setBenchtime makes testing.Benchmark run each benchmark for d, through the

@@ -31,6 +31,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/bench"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 	benchsrc "github.com/gpugraph/gpugraph/tools/bench"
 )
@@ -78,14 +79,13 @@ type nativeLoops struct {
 // loads it.
 func buildNativeLoops(cfg nativeConfig, dir string) (*nativeLoops, error) {
 	var srcs []string
-	for name, text := range map[string]string{"launchloop.c": benchsrc.LaunchLoop, "instloop.c": benchsrc.InstLoop} {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	for _, src := range []struct{ name, text string }{{"instloop.c", benchsrc.InstLoop}, {"launchloop.c", benchsrc.LaunchLoop}} {
+		p := filepath.Join(dir, src.name)
+		if err := os.WriteFile(p, []byte(src.text), 0o644); err != nil {
 			return nil, err
 		}
 		srcs = append(srcs, p)
 	}
-	slices.Sort(srcs)
 	inc := filepath.Join(cfg.CUDA, "include")
 	if _, err := os.Stat(filepath.Join(inc, "cuda.h")); err != nil {
 		return nil, fmt.Errorf("no CUDA headers (--cuda %s): %w", cfg.CUDA, err)
@@ -121,9 +121,8 @@ func cresult(call string, r int32) error {
 	return nil
 }
 
-// nativeVariant is one column of a comparison: op does k units of work
-// (launches, instantiations or updates); per divides a unit's time (1, or
-// the node count for costs per node).
+// nativeVariant is one row of a comparison: op does k units of work
+// (batches of launches, instantiations or updates).
 type nativeVariant struct {
 	name string
 	ref  int // index of its C reference in the same comparison; -1: a reference, -2: none
@@ -201,10 +200,6 @@ func printVariants(w io.Writer, vs []nativeVariant, samples [][]float64, per flo
 	}
 }
 
-// emptyNativeKernel is the launch path's kernel: no arguments, no work.
-var emptyNativeKernel = &gg.Kernel{Name: "gg_bench_empty", Go: func(gg.Block, gg.Args) {},
-	CUDA: `extern "C" __global__ void gg_bench_empty() {}`}
-
 // instKernel has one argument, for updates to change.
 var instKernel = &gg.Kernel{Name: "gg_bench_arg", Params: []gg.ParamType{gg.Int32}, Go: func(gg.Block, gg.Args) {},
 	CUDA: `extern "C" __global__ void gg_bench_arg(int v) {}`}
@@ -281,7 +276,7 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 	}
 	defer s.Destroy()
 	one := gg.Dim1(1)
-	f, err := d.NativeFunction(emptyNativeKernel)
+	f, err := d.NativeFunction(bench.Empty)
 	if err != nil {
 		return err
 	}
@@ -290,7 +285,7 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 		return err
 	}
 	defer g.Destroy()
-	if _, err := g.AddKernelNode(gg.KernelParams{Kernel: emptyNativeKernel, Grid: one, Block: one}); err != nil {
+	if _, err := g.AddKernelNode(gg.KernelParams{Kernel: bench.Empty, Grid: one, Block: one}); err != nil {
 		return err
 	}
 	x, err := g.Instantiate(0)
@@ -298,7 +293,7 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 		return err
 	}
 	defer x.Destroy()
-	launch := func() error { return s.Launch(emptyNativeKernel, one, one) }
+	launch := func() error { return s.Launch(bench.Empty, one, one) }
 	graphLaunch := func() error { return x.Launch(s) }
 	repeat := func(one func() error) func(k int) error {
 		return func(k int) error {

@@ -618,14 +618,14 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 	cpp := filepath.Join(tmp, "tfside-cpp")
 	cxxFlags := []string{"-std=c++20", "-O2", "-pthread"}
 	fmt.Fprintf(progress, "tfside: compiling %s\n", cfg.Harness)
-	if _, err := tfCommand(10*time.Minute, nil, cfg.CXX, append(cxxFlags, "-I"+cfg.Dir, cfg.Harness, "-o", cpp)...); err != nil {
+	if _, err := runChild(10*time.Minute, nil, cfg.CXX, append(cxxFlags, "-I"+cfg.Dir, cfg.Harness, "-o", cpp)...); err != nil {
 		return fmt.Errorf("compiling the C++ harness: %w", err)
 	}
-	info, err := tfCommand(time.Minute, nil, cpp, "-info")
+	info, err := runChild(time.Minute, nil, cpp, "-info")
 	if err != nil {
 		return err
 	}
-	cxxVersion, err := tfCommand(time.Minute, nil, cfg.CXX, "--version")
+	cxxVersion, err := runChild(time.Minute, nil, cfg.CXX, "--version")
 	if err != nil {
 		return err
 	}
@@ -690,7 +690,7 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []stri
 	// generous bound that still stops a hung child.
 	timeout := time.Minute + time.Duration(20*float64(want)*(cfg.Time+cfg.Warmup)*float64(time.Second))
 	cmdline := prog + " " + strings.Join(args, " ")
-	out, err := tfCommand(timeout, env, prog, args...)
+	out, err := runChild(timeout, env, prog, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -710,10 +710,10 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []stri
 	return ss, nil
 }
 
-// tfCommand runs prog with the environment plus env, within timeout, and
+// runChild runs prog with the environment plus env, within timeout, and
 // returns its standard output; the error names the command and carries its
 // standard error.
-func tfCommand(timeout time.Duration, env []string, prog string, args ...string) (string, error) {
+func runChild(timeout time.Duration, env []string, prog string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c := exec.CommandContext(ctx, prog, args...)

@@ -10,12 +10,9 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -125,7 +122,7 @@ func benchTorch(w, progress io.Writer, cfg torchConfig) error {
 	ptArgs := []string{script, "--steps", steps, "--every", every}
 	var gg, pt []trainRun
 	runGG := func() error {
-		out, err := childOutput(append(os.Environ(), selfEnv...), self, ggArgs...)
+		out, err := runChild(5*time.Minute, selfEnv, self, ggArgs...)
 		if err != nil {
 			return err
 		}
@@ -137,7 +134,7 @@ func benchTorch(w, progress io.Writer, cfg torchConfig) error {
 		return nil
 	}
 	runPT := func() error {
-		out, err := childOutput(os.Environ(), cfg.Python, ptArgs...)
+		out, err := runChild(5*time.Minute, nil, cfg.Python, ptArgs...)
 		if err != nil {
 			return err
 		}
@@ -163,21 +160,6 @@ func benchTorch(w, progress io.Writer, cfg torchConfig) error {
 	}
 	printTorchTable(w, cfg, gg, pt)
 	return nil
-}
-
-// childOutput runs prog with a time limit and returns its output; a failure
-// is an error with the output.
-func childOutput(env []string, prog string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, prog, args...)
-	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
 }
 
 func printTorchTable(w io.Writer, cfg torchConfig, gg, pt []trainRun) {
