@@ -34,15 +34,15 @@ type Properties struct {
 // Device is one GPU (or, on the host backend, this machine acting as one).
 // Its methods are safe for concurrent use.
 type Device struct {
-	props Properties
-	be    backend.Device // the backend's device
-	goRun bool           // the backend runs kernels' Go bodies (Kernel.Go), not their CUDA
-
-	mu     sync.Mutex // guards defPool
+	// What every call checks first, on one cache line (see Stream).
 	closed atomic.Bool
-
+	goRun  bool                  // the backend runs kernels' Go bodies (Kernel.Go), not their CUDA
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
-	once   atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
+	be     backend.Device        // the backend's device
+
+	props Properties
+	mu    sync.Mutex            // guards defPool
+	once  atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
 
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
 

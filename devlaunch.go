@@ -239,9 +239,9 @@ func (e *Exec) DeviceHandle() (uint64, error) {
 // checkStreamLaunch refuses a kernel that launches graphs outside a graph:
 // the GPU refuses to launch such a kernel into a stream
 // (cudaErrorNotSupported) and the kernel does not run.
-func checkStreamLaunch(opName string, p *KernelParams) error {
+func checkStreamLaunch(p *KernelParams) (*Code, string) {
 	if p.Kernel != nil && p.Kernel.DeviceRuntime {
-		return newErr(opName, ErrNotSupported, "kernel %q launches graphs (DeviceRuntime): it runs only as a kernel node of a graph", p.Kernel.Name)
+		return ErrNotSupported, fmt.Sprintf("kernel %q launches graphs (DeviceRuntime): it runs only as a kernel node of a graph", p.Kernel.Name)
 	}
-	return nil
+	return nil, ""
 }

@@ -128,6 +128,26 @@ type KernelParams struct {
 // launch), else to a new slice. A Kernel does not change after its first
 // launch, so l keeps its lowering when it launches the same kernel again.
 func (d *Device) lowerLaunchInto(l *backend.Launch, p *KernelParams, words *[]uint64) (*Code, string) {
+	if code, msg := d.checkLaunch(p); code != nil {
+		return code, msg
+	}
+	w, code, msg := marshalArgs(p, words)
+	if code != nil {
+		return code, msg
+	}
+	k := p.Kernel
+	if l.Kernel.Key != any(k) {
+		l.Kernel = lowerKernel(k)
+	}
+	l.Grid, l.Block, l.Shared, l.Args = dims(p.Grid), dims(p.Block), uint32(p.SharedMem), w
+	return nil, ""
+}
+
+// checkLaunch checks p's kernel and configuration against the device:
+// everything about a launch but its arguments, so that a
+// stream launching the same kernel in the same configuration again need
+// not check it again (Stream.launchKernel).
+func (d *Device) checkLaunch(p *KernelParams) (*Code, string) {
 	k := p.Kernel
 	if k == nil {
 		return ErrInvalidDeviceFunction, "nil kernel"
@@ -148,8 +168,16 @@ func (d *Device) lowerLaunchInto(l *backend.Launch, p *KernelParams, words *[]ui
 	if p.SharedMem < 0 || p.SharedMem > pr.SharedMemPerBlock {
 		return ErrInvalidValue, fmt.Sprintf("shared memory %d outside [0, %d]", p.SharedMem, pr.SharedMemPerBlock)
 	}
+	return nil, ""
+}
+
+// marshalArgs checks p's arguments, one per p.Kernel.Params entry, and
+// converts them into the words the kernel reads: in *words if it has room,
+// else in a new slice.
+func marshalArgs(p *KernelParams, words *[]uint64) ([]uint64, *Code, string) {
+	k := p.Kernel
 	if len(p.Args) != len(k.Params) {
-		return ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
+		return nil, ErrInvalidValue, fmt.Sprintf("kernel %q takes %d arguments, got %d", k.Name, len(k.Params), len(p.Args))
 	}
 	var w []uint64
 	if words != nil && cap(*words)-len(*words) >= len(p.Args) {
@@ -162,15 +190,11 @@ func (d *Device) lowerLaunchInto(l *backend.Launch, p *KernelParams, words *[]ui
 	for i, t := range k.Params {
 		v, ok := marshalArg(t, p.Args[i])
 		if !ok {
-			return ErrInvalidValue, fmt.Sprintf("kernel %q argument %d: want %v, got %s", k.Name, i, t, goTypeName(p.Args[i]))
+			return nil, ErrInvalidValue, fmt.Sprintf("kernel %q argument %d: want %v, got %s", k.Name, i, t, goTypeName(p.Args[i]))
 		}
 		w[i] = v
 	}
-	if l.Kernel.Key != any(k) {
-		l.Kernel = lowerKernel(k)
-	}
-	l.Grid, l.Block, l.Shared, l.Args = dims(p.Grid), dims(p.Block), uint32(p.SharedMem), w
-	return nil, ""
+	return w, nil, ""
 }
 
 func dimIn(d, max Dim3) bool {

@@ -12,18 +12,26 @@ import (
 // Calls return as soon as the work is queued. Methods are safe for
 // concurrent use.
 type Stream struct {
+	// What every launch reads comes first, on as few cache lines as
+	// possible: between two launches the driver has run for microseconds
+	// and evicted them (docs/performance.md, "The stream launch path").
 	dev       *Device
 	be        backend.Stream // the backend's stream
 	destroyed atomic.Bool
-
-	argMu  sync.Mutex     // guards launch and args
-	launch backend.Launch // a launch, lowered: the last kernel's lowering is kept
-	args   []uint64       // its argument words; the backend copies both
-
-	capInto   *Graph      // the graph a native BeginCaptureToGraph captures into
 	capturing atomic.Bool // cap != nil; read without the lock on every operation
-	cap       *captureSeq // guarded by dev.caps.mu
-	capDeps   []*Node     // the capture's dependency set for this stream
+
+	argMu sync.Mutex // guards checked, launch and args
+	// checked is the kernel whose launch, in the configuration launch
+	// holds, was checked and lowered by the last launch: the same launch
+	// again needs only its arguments marshalled (a Kernel does not change
+	// after its first launch). nil after a launch that failed its checks.
+	checked *Kernel
+	launch  backend.Launch // a launch, lowered
+	args    []uint64       // its argument words; the backend copies both
+
+	capInto *Graph      // the graph a native BeginCaptureToGraph captures into
+	cap     *captureSeq // guarded by dev.caps.mu
+	capDeps []*Node     // the capture's dependency set for this stream
 
 	capData map[*Node]EdgeData // non-default data of the edges from capDeps (edgedata_capture.go)
 }
@@ -139,9 +147,6 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 			return err
 		}
 	}
-	if err := checkStreamLaunch(opName, p); err != nil {
-		return err
-	}
 	// The arguments are marshalled into the stream's buffer, which the
 	// backend copies: a launch allocates nothing it need not
 	// (TestLaunchAllocs).
@@ -150,7 +155,26 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 		s.args = make([]uint64, 0, max(16, len(p.Args)))
 	}
 	s.args = s.args[:0]
-	code, msg := s.dev.lowerLaunchInto(&s.launch, p, &s.args)
+	var code *Code
+	var msg string
+	if l := &s.launch; p.Kernel != nil && p.Kernel == s.checked && sameConfig(p, l) {
+		// The launch before was of this kernel in this configuration:
+		// checked then, lowered in l, its words in l.Args (none if the
+		// kernel takes none). Only the arguments are new.
+		if len(p.Args) > 0 || len(l.Args) > 0 {
+			if l.Args, code, msg = marshalArgs(p, &s.args); code != nil {
+				s.checked = nil
+			}
+		}
+	} else {
+		s.checked = nil
+		if code, msg = checkStreamLaunch(p); code == nil {
+			code, msg = s.dev.lowerLaunchInto(l, p, &s.args)
+		}
+		if code == nil {
+			s.checked = p.Kernel
+		}
+	}
 	var err error
 	if code == nil {
 		err = s.be.Launch(&s.launch)
@@ -159,7 +183,18 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return backendErr(opName, err)
+	if err != nil {
+		return backendErr(opName, err)
+	}
+	return nil
+}
+
+// sameConfig reports whether p launches in the configuration l was lowered
+// with.
+func sameConfig(p *KernelParams, l *backend.Launch) bool {
+	return p.Grid.X == int(l.Grid[0]) && p.Grid.Y == int(l.Grid[1]) && p.Grid.Z == int(l.Grid[2]) &&
+		p.Block.X == int(l.Block[0]) && p.Block.Y == int(l.Block[1]) && p.Block.Z == int(l.Block[2]) &&
+		p.SharedMem == int(l.Shared)
 }
 
 // LaunchHostFunc queues fn to run on the host after all earlier work in the

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	gg "github.com/gpugraph/gpugraph"
@@ -377,10 +378,78 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 	return nil
 }
 
+// bareCalls are the driver's graph entry points, for Go loops calling them
+// through the binding's foreign call (driver.FastCall) with nothing of
+// gpugraph above it, as the launch path's bare rows do.
+type bareCalls struct {
+	instantiate, destroy, update uintptr
+}
+
+// bareOut receives the bare calls' out-parameters: a global does not move,
+// as a variable on a goroutine's stack may while its address is held in a
+// uintptr.
+var bareOut [4]uintptr
+
+func loadBareCalls() (*bareCalls, error) {
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, err
+	}
+	var b bareCalls
+	var errs []error
+	for _, e := range []struct {
+		p    *uintptr
+		name string
+	}{{&b.instantiate, "cuGraphInstantiateWithFlags"}, {&b.destroy, "cuGraphExecDestroy"}, {&b.update, "cuGraphExecUpdate_v2"}} {
+		var err error
+		*e.p, err = purego.Dlsym(cu, e.name)
+		errs = append(errs, err)
+	}
+	return &b, errors.Join(errs...)
+}
+
+// instUpdate returns the bare loops of the C loops of instloop.c:
+// instantiate g (cuGraphInstantiate is cuGraphInstantiateWithFlags in
+// cuda.h) and destroy the result; update x from h, then g, alternating.
+func (b *bareCalls) instUpdate(g, h, x uintptr) (inst, update func(k int) error) {
+	out := uintptr(unsafe.Pointer(&bareOut[0]))
+	inst = func(k int) error {
+		for range k {
+			if err := cresult("cuGraphInstantiate", int32(driver.FastCall(b.instantiate, [12]uintptr{out, g, 0}))); err != nil {
+				return err
+			}
+			if err := cresult("cuGraphExecDestroy", int32(driver.FastCall(b.destroy, [12]uintptr{bareOut[0]}))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	i := 0
+	update = func(k int) error {
+		for range k {
+			src := g
+			if i++; i&1 == 1 {
+				src = h
+			}
+			if err := cresult("cuGraphExecUpdate", int32(driver.FastCall(b.update, [12]uintptr{x, src, out}))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return inst, update
+}
+
 // benchInstUpdate compares Graph.Instantiate (with Exec.Destroy) and
 // Exec.Update with cuGraphInstantiate and cuGraphExecUpdate loops, per
-// node, and prints the host backend's costs per node beside them.
+// node, and prints the host backend's costs per node beside them. The bare
+// rows make the same calls from a Go loop: between them and the C loop is
+// the foreign call, between the API and them gpugraph's own path.
 func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg nativeConfig) error {
+	bare, err := loadBareCalls()
+	if err != nil {
+		return err
+	}
 	host, err := gg.Open(gg.BackendHost)
 	if err != nil {
 		return err
@@ -440,12 +509,15 @@ func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 					continue
 				}
 				k0 := len(vs)
+				bi, bu := bare.instUpdate(g.NativeGraph(), h.NativeGraph(), x.NativeExec())
 				vs = append(vs,
-					nativeVariant{"Graph.Instantiate", k0 + 1, inst},
+					nativeVariant{"Graph.Instantiate", k0 + 2, inst},
+					nativeVariant{"Go loop, bare calls", k0 + 2, bi},
 					nativeVariant{"C loop, cuGraphInstantiate", -1, func(k int) error {
 						return cresult("cuGraphInstantiate", c.instantiate(g.NativeGraph(), int32(k)))
 					}},
-					nativeVariant{"Exec.Update", k0 + 3, update},
+					nativeVariant{"Exec.Update", k0 + 5, update},
+					nativeVariant{"Go loop, bare call", k0 + 5, bu},
 					nativeVariant{"C loop, cuGraphExecUpdate", -1, func(k int) error {
 						// From h, then g, as the next API update would go.
 						return cresult("cuGraphExecUpdate", c.update(x.NativeExec(), h.NativeGraph(), g.NativeGraph(), int32(k)))

@@ -95,10 +95,12 @@ type Kernel struct {
 // 64-bit word per parameter (pointers and integers as their values,
 // floats as their bits).
 type Launch struct {
-	Kernel      Kernel
+	// The fields a stream launch reads come first: with Kernel.Key after
+	// them they share a cache line with the root Stream's own.
 	Grid, Block [3]uint32
 	Shared      uint32
 	Args        []uint64
+	Kernel      Kernel
 }
 
 // Memcpy is a checked copy of Size bytes. Each side is device memory

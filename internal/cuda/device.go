@@ -404,7 +404,7 @@ func (d *Device) memsetCall(p *backend.Memset) func(stream uintptr) error {
 // NewStream creates a CU_STREAM_NON_BLOCKING stream: no implicit
 // synchronization with the legacy stream.
 func (d *Device) NewStream() (backend.Stream, error) {
-	s := &Stream{d: d}
+	s := &Stream{d: d, l: d.drv.Launcher()}
 	err := d.Do(func() error { var err error; s.h, err = d.drv.StreamCreate(1); return err })
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"testing"
+	"unsafe"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
@@ -43,5 +44,16 @@ func TestOpenWithoutDriver(t *testing.T) {
 	}
 	if !errors.Is(err, backend.ErrNoDevice) {
 		t.Fatalf("Open without a driver: %v, want ErrNoDevice", err)
+	}
+}
+
+// TestStreamLayout: a Stream is one 64-byte size class, so that what a
+// launch reads of it (Stream's comment) lies on one cache line.
+func TestStreamLayout(t *testing.T) {
+	if n := unsafe.Sizeof(Stream{}); n != 64 {
+		t.Fatalf("a Stream is %d bytes, want 64", n)
+	}
+	if off := unsafe.Offsetof(Stream{}.d); off != 56 {
+		t.Fatalf("the fields a launch reads end at %d, want 56", off)
 	}
 }

@@ -384,9 +384,12 @@ func (d *Device) Instantiate(g uintptr, flags uint64, upload backend.Stream) (ex
 // from the stream as for kernel launches.
 func (d *Device) Launch(exec uintptr, s backend.Stream) error {
 	st := s.(*Stream)
-	err := d.drv.GraphLaunch(exec, st.h)
+	err := st.l.GraphLaunch(exec, st.h)
+	if err == nil {
+		return nil
+	}
 	if contextError(err) {
-		err = d.do(func() error { return d.drv.GraphLaunch(exec, st.h) })
+		err = d.do(func() error { return st.l.GraphLaunch(exec, st.h) })
 	}
 	return Err(err)
 }

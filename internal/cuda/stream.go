@@ -4,19 +4,21 @@ import (
 	"time"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
-// Stream is a native CUstream.
+// Stream is a native CUstream. A launch reads the first 56 bytes and
+// nothing else of the backend's (the object is 64 bytes, so on one cache
+// line, TestStreamLayout): the kernel last launched and its CUfunction,
+// which only Launch touches (never two at once: backend.Stream), so that a
+// loop launching one kernel finds its function with a comparison; the
+// driver's launch entry points; the CUstream.
 type Stream struct {
-	d *Device
-	h uintptr
-
-	// The kernel last launched into the stream and its CUfunction, which
-	// only Launch touches (never two at once: backend.Stream): a loop
-	// launching one kernel finds its function with a comparison, not a
-	// lookup in the device's cache at every launch.
 	lastKey any
 	lastFn  uintptr
+	l       driver.Launcher
+	h       uintptr
+	d       *Device
 }
 
 var (
@@ -37,26 +39,44 @@ func (s *Stream) Native() uintptr { return s.h }
 // are copied into C memory under the arena's lock: a launch allocates
 // nothing.
 func (s *Stream) Launch(l *backend.Launch) error {
-	d := s.d
 	f := s.lastFn
 	if f == 0 || s.lastKey != l.Kernel.Key {
 		var err error
-		if f, err = d.Function(&l.Kernel); err != nil {
+		if f, err = s.d.Function(&l.Kernel); err != nil {
 			return err
 		}
 		s.lastKey, s.lastFn = l.Kernel.Key, f
 	}
-	var params uintptr
 	if len(l.Args) > 0 {
-		// The parameter array lives in the device's arena until the
-		// driver has copied it: a kernel without arguments takes no lock.
-		d.cm.Lock()
-		defer d.cm.Unlock()
-		params = d.cm.Params(l.Args)
+		return s.launchArgs(f, l)
 	}
-	err := d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
+	err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, 0)
+	if err != nil {
+		return s.relaunch(err, f, l, 0)
+	}
+	return nil
+}
+
+// launchArgs launches f with l's arguments: the parameter array lives in
+// the device's arena until the driver has copied it, so a kernel without
+// arguments takes no lock.
+func (s *Stream) launchArgs(f uintptr, l *backend.Launch) error {
+	d := s.d
+	d.cm.Lock()
+	defer d.cm.Unlock()
+	params := d.cm.Params(l.Args)
+	err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
+	if err != nil {
+		return s.relaunch(err, f, l, params)
+	}
+	return nil
+}
+
+// relaunch repeats a launch that failed with err with the device's context
+// made current, if err says another one is.
+func (s *Stream) relaunch(err error, f uintptr, l *backend.Launch, params uintptr) error {
 	if contextError(err) {
-		err = d.do(func() error { return d.drv.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
+		err = s.d.do(func() error { return s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
 	}
 	return Err(err)
 }

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"sync"
 	"testing"
 
@@ -73,6 +74,47 @@ func invalidCalls(t *testing.T, d *gg.Device) {
 	IsCode(t, g.AddDependency(a, b), gg.ErrInvalidValue)
 	OK(t, d.Free(p))
 	OK(t, s.Synchronize())
+}
+
+// streamLaunchRechecks: every stream launch is checked, also one of the
+// kernel and configuration the stream launched last, whose checked
+// lowering the stream reuses (Stream.launchKernel): wrong argument counts
+// and types, a changed configuration and another kernel are refused, and a
+// refusal does not disturb the next launch; the arguments of every launch
+// reach its kernel.
+func streamLaunchRechecks(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	p := Must[gg.DevicePtr](t)(d.Malloc(64))
+	set := func(grid gg.Dim3, i int, v uint32) error { return s.Launch(setU32, grid, one, p, i, v) }
+	OK(t, set(one, 0, 10))
+	OK(t, set(one, 1, 11)) // the same kernel and configuration: new arguments
+	for _, c := range []struct {
+		name string
+		err  error
+		code *gg.Code
+	}{
+		{"too few arguments", s.Launch(setU32, one, one, p, 0), gg.ErrInvalidValue},
+		{"too many arguments", s.Launch(setU32, one, one, p, 0, uint32(1), 2), gg.ErrInvalidValue},
+		{"no arguments", s.Launch(setU32, one, one), gg.ErrInvalidValue},
+		{"an argument of the wrong type", s.Launch(setU32, one, one, p, 0, "x"), gg.ErrInvalidValue},
+		{"an empty grid", set(gg.Dim3{}, 0, 1), gg.ErrInvalidConfiguration},
+		{"negative shared memory", s.LaunchKernel(gg.KernelParams{Kernel: setU32, Grid: one, Block: one, SharedMem: -1, Args: []any{p, 0, uint32(1)}}), gg.ErrInvalidValue},
+		{"a nil kernel", s.Launch(nil, one, one), gg.ErrInvalidDeviceFunction},
+		{"arguments to a kernel without parameters", s.Launch(KA, one, one, 1), gg.ErrInvalidValue},
+	} {
+		if !errors.Is(c.err, c.code) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.code)
+		}
+		OK(t, set(one, 2, 12)) // and the same launch as before still runs
+	}
+	OK(t, set(gg.Dim1(2), 3, 13))
+	OK(t, s.Launch(KA, one, one))
+	OK(t, s.Launch(KA, one, one))
+	IsCode(t, s.Launch(KA, one, one, p), gg.ErrInvalidValue)
+	OK(t, set(one, 4, 14))
+	OK(t, set(one, 5, 15))
+	OK(t, s.Synchronize())
+	equalU32(t, ReadU32(t, d, p, 6), 10, 11, 12, 13, 14, 15)
 }
 
 // setParams: a node's new parameters reach later

@@ -26,6 +26,7 @@ var scenarios = []struct {
 	{"GraphOrder", graphOrder},
 	{"EventsAcrossStreams", eventsAcrossStreams},
 	{"InvalidCalls", invalidCalls},
+	{"StreamLaunchRechecks", streamLaunchRechecks},
 	{"SetParams", setParams},
 	{"EditEmbeddedGraph", editEmbeddedGraph},
 	// capture.go

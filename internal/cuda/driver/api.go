@@ -224,9 +224,40 @@ func (d *Driver) KernelGetName(k uintptr) (string, error) {
 // Launch launches f with its parameter array already laid out in C memory
 // (CMem.Params). It is the hot path: one fastCall, no allocation.
 func (d *Driver) Launch(f uintptr, grid, block [3]uint32, shared uint32, stream, params uintptr) error {
-	r := fastCall(d.launchKernel, [12]uintptr{f,
+	l := d.Launcher()
+	return l.Launch(f, grid, block, shared, stream, params)
+}
+
+// Launcher is the launch fast path (cuLaunchKernel, cuGraphLaunch) for a
+// caller that keeps it beside its own data, as a stream does: the entry
+// points are copied into it, so a launch reads no cache line of the
+// Driver's, which the driver's own run between two launches has likely
+// evicted (docs/performance.md, "The stream launch path").
+type Launcher struct {
+	d             *Driver
+	kernel, graph uintptr
+}
+
+// Launcher returns d's launch fast path.
+func (d *Driver) Launcher() Launcher { return Launcher{d, d.launchKernel, d.graphLaunch} }
+
+// Launch is Driver.Launch.
+func (l *Launcher) Launch(f uintptr, grid, block [3]uint32, shared uint32, stream, params uintptr) error {
+	r := fastCall(l.kernel, [12]uintptr{f,
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(shared), stream, params, 0})
-	return d.check("cuLaunchKernel", r)
+	if r == 0 {
+		return nil
+	}
+	return l.d.check("cuLaunchKernel", r)
+}
+
+// GraphLaunch is Driver.GraphLaunch.
+func (l *Launcher) GraphLaunch(exec, stream uintptr) error {
+	r := fastCall(l.graph, [12]uintptr{exec, stream})
+	if r == 0 {
+		return nil
+	}
+	return l.d.check("cuGraphLaunch", r)
 }

@@ -351,8 +351,8 @@ func (d *Driver) Instantiate(g uintptr, flags uint64) (uintptr, error) {
 // GraphLaunch is the hot path of a graph launch: one fastCall, no
 // allocation.
 func (d *Driver) GraphLaunch(exec, stream uintptr) error {
-	r := fastCall(d.graphLaunch, [12]uintptr{exec, stream})
-	return d.check("cuGraphLaunch", r)
+	l := d.Launcher()
+	return l.GraphLaunch(exec, stream)
 }
 
 func (d *Driver) GraphUpload(exec, stream uintptr) error {
