@@ -3,9 +3,12 @@ package gpugraph_test
 import (
 	"errors"
 	"math"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/ebitengine/purego"
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
@@ -300,4 +303,88 @@ func TestCUDACapture(t *testing.T) {
 	isCode(t, s1.Synchronize(), gg.ErrStreamCaptureUnsupported)
 	_, err = s1.EndCapture()
 	isCode(t, err, gg.ErrStreamCaptureInvalidated)
+}
+
+// ctxOut receives the context entry points' out-parameters: a global does
+// not move while its address is held in a uintptr.
+var ctxOut [2]uintptr
+
+// TestCUDAExecCallsCarryTheirContext: the driver takes the context of
+// cuGraphExecUpdate and cuGraphExecDestroy from the executable graph, so the
+// cuda backend makes them without making its own context current
+// (internal/cuda Device.bound). With no context current on the calling
+// thread, and with another context of the device current, an update reaches
+// the next launch, a destroy succeeds, and the thread's current context is
+// left as it was.
+func TestCUDAExecCallsCarryTheirContext(t *testing.T) {
+	d := openCUDA(t)
+	drv, err := driver.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym := func(name string) uintptr {
+		p, err := purego.Dlsym(cu, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	getCurrent, deviceGet, ctxCreate, ctxDestroy := sym("cuCtxGetCurrent"), sym("cuDeviceGet"), sym("cuCtxCreate_v2"), sym("cuCtxDestroy_v2")
+	cuCall := func(name string, fn uintptr, a ...uintptr) {
+		t.Helper()
+		var w [12]uintptr
+		copy(w[:], a)
+		if r := driver.FastCall(fn, w); uint32(r) != 0 {
+			t.Fatalf("%s: %v", name, drv.Check(name, int(uint32(r))))
+		}
+	}
+	current := func() uintptr {
+		cuCall("cuCtxGetCurrent", getCurrent, uintptr(unsafe.Pointer(&ctxOut[0])))
+		return ctxOut[0]
+	}
+	setCurrent := func(ctx uintptr) {
+		t.Helper()
+		if err := drv.SetCurrent(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	s := stream(t, d)
+	p := must[gg.DevicePtr](t)(d.Malloc(64))
+	g1, _ := chainOf(t, d, p, 1, 2, 3)
+	e := must[*gg.Exec](t)(g1.Instantiate(0))
+	cuCall("cuDeviceGet", deviceGet, uintptr(unsafe.Pointer(&ctxOut[1])), uintptr(d.Properties().Ordinal))
+	cuCall("cuCtxCreate_v2", ctxCreate, uintptr(unsafe.Pointer(&ctxOut[0])), 0, ctxOut[1])
+	other := ctxOut[0]
+	defer func() { setCurrent(0); cuCall("cuCtxDestroy_v2", ctxDestroy, other) }()
+
+	for i, c := range []struct {
+		name string
+		ctx  uintptr
+	}{{"no context current", 0}, {"another context current", other}} {
+		v := uint32(10 * (i + 1))
+		g, _ := chainOf(t, d, p, v, v+1, v+2)
+		x := must[*gg.Exec](t)(g.Instantiate(0)) // with the device's context, for Destroy below
+		setCurrent(c.ctx)
+		if _, err := e.Update(g); err != nil {
+			t.Fatalf("%s: Update: %v", c.name, err)
+		}
+		if err := x.Destroy(); err != nil {
+			t.Fatalf("%s: Destroy: %v", c.name, err)
+		}
+		if got := current(); got != c.ctx {
+			t.Errorf("%s: the thread's context is %#x after Update and Destroy, want %#x", c.name, got, c.ctx)
+		}
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+		if got := readU32(t, d, p, 3); got[0] != v || got[1] != v+1 || got[2] != v+2 {
+			t.Fatalf("%s: the launch after the update wrote %v, want %v", c.name, got, []uint32{v, v + 1, v + 2})
+		}
+	}
 }

@@ -160,6 +160,22 @@ func (d *Device) do(f func() error) error {
 	return f()
 }
 
+// bound runs f, a call on a handle that carries its context (an
+// executable graph's: cuGraphExecUpdate, cuGraphExecDestroy), without
+// making the device's context current: the driver takes the context from
+// the handle, with none current on the thread and with another one
+// (measured: TestCUDAExecCallsCarryTheirContext). cuCtxSetCurrent before
+// each such call made a 10-node update 3-4 % slower (its own foreign call)
+// and the update itself slower still (docs/performance.md). Only if the
+// driver objects is f repeated with ours made current, as launches are.
+func (d *Device) bound(f func() error) error {
+	err := f()
+	if contextError(err) {
+		err = d.do(f)
+	}
+	return Err(err)
+}
+
 // Err maps a driver error to a *backend.Error with the Code of the same
 // name (and the entry point as its detail); other errors, nil included,
 // pass through (a caller's own error returned from inside Do stays its).

@@ -408,7 +408,7 @@ type UpdateInfo struct {
 // Update is cuGraphExecUpdate of exec from g.
 func (d *Device) Update(exec, g uintptr) (UpdateInfo, error) {
 	var info driver.UpdateResultInfo
-	err := d.Do(func() error { var err error; info, err = d.drv.GraphExecUpdate(exec, g); return err })
+	err := d.bound(func() error { var err error; info, err = d.drv.GraphExecUpdate(exec, g); return err })
 	return UpdateInfo{int(info.Result), info.ErrorNode, info.ErrorFromNode}, err
 }
 
@@ -427,7 +427,7 @@ func (d *Device) Enabled(exec, n uintptr) (bool, error) {
 // DestroyExec is cuGraphExecDestroy.
 func (d *Device) DestroyExec(exec uintptr) error {
 	d.disown(kindExec, exec)
-	return d.Do(func() error { return d.drv.GraphExecDestroy(exec) })
+	return d.bound(func() error { return d.drv.GraphExecDestroy(exec) })
 }
 
 // RetainUserObject is cuGraphRetainUserObject.
