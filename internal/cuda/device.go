@@ -162,12 +162,13 @@ func (d *Device) do(f func() error) error {
 
 // bound runs f, a call on a handle that carries its context (an
 // executable graph's: cuGraphExecUpdate, cuGraphExecDestroy), without
-// making the device's context current: the driver takes the context from
-// the handle, with none current on the thread and with another one
-// (measured: TestCUDAExecCallsCarryTheirContext). cuCtxSetCurrent before
-// each such call made a 10-node update 3-4 % slower (its own foreign call)
-// and the update itself slower still (docs/performance.md). Only if the
-// driver objects is f repeated with ours made current, as launches are.
+// making the device's context current: with another context current the
+// driver takes the context from the handle (measured:
+// TestCUDAExecCallsCarryTheirContext). cuCtxSetCurrent before each such
+// call made a 10-node update 3-4 % slower (its own foreign call) and the
+// update itself slower still (docs/performance.md). If the driver objects,
+// as it does with no context current on the thread, f is repeated with
+// ours made current, as launches are.
 func (d *Device) bound(f func() error) error {
 	err := f()
 	if contextError(err) {
