@@ -169,10 +169,9 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	} else {
 		s.checked = nil
 		if code, msg = checkStreamLaunch(p); code == nil {
-			code, msg = s.dev.lowerLaunchInto(l, p, &s.args)
-		}
-		if code == nil {
-			s.checked = p.Kernel
+			if code, msg = s.dev.lowerLaunchInto(l, p, &s.args); code == nil {
+				s.checked = p.Kernel
+			}
 		}
 	}
 	var err error

@@ -247,6 +247,10 @@ func benchNative(w, progress io.Writer, d *gg.Device, cfg nativeConfig) error {
 	if err != nil {
 		return err
 	}
+	b, err := loadBareCalls()
+	if err != nil {
+		return err
+	}
 	// One OS thread with the device's context current for every variant:
 	// the C loops take the context from the thread, as the driver calls
 	// under the API do.
@@ -260,16 +264,16 @@ func benchNative(w, progress io.Writer, d *gg.Device, cfg nativeConfig) error {
 	fmt.Fprintf(w, "device: %s\n", d.Properties().Name)
 	fmt.Fprintf(w, "host:   %d CPUs, %s; %s %s/%s\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "runs:   %d interleaved rounds, %gs per variant per round; ratio = median / C median, paired = median of the rounds' ratios\n", cfg.Rounds, cfg.Time)
-	if err := benchLaunchPath(w, progress, d, c, cfg); err != nil {
+	if err := benchLaunchPath(w, progress, d, c, b, cfg); err != nil {
 		return err
 	}
-	return benchInstUpdate(w, progress, d, c, cfg)
+	return benchInstUpdate(w, progress, d, c, b, cfg)
 }
 
 // benchLaunchPath compares Stream.Launch and Exec.Launch with cuLaunchKernel
 // and cuGraphLaunch loops: 1000 launches of an empty kernel, or of a
 // one-node graph of it, then a synchronize, per unit.
-func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg nativeConfig) error {
+func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, b *bareCalls, cfg nativeConfig) error {
 	const batch = 1000
 	s, err := d.NewStream()
 	if err != nil {
@@ -324,19 +328,9 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 			return nil
 		}
 	}
-	// The bare foreign call: the driver's entry points called from a Go
-	// loop through the launch path's own call (driver.FastCall), without
-	// gpugraph above it. Between it and the C loop is the price of calling
-	// C from Go; between it and the API, gpugraph's own path.
-	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		return err
-	}
-	cuLaunch, err1 := purego.Dlsym(cu, "cuLaunchKernel")
-	cuGraph, err2 := purego.Dlsym(cu, "cuGraphLaunch")
-	if err := errors.Join(err1, err2); err != nil {
-		return err
-	}
+	// The bare foreign call (bareCalls): between it and the C loop is the
+	// price of calling C from Go; between it and the API, gpugraph's own
+	// path.
 	st, gx := s.NativeStream(), x.NativeExec()
 	bare := func(call string, fn uintptr, a [12]uintptr) func() error {
 		return func() error { return cresult(call, int32(driver.FastCall(fn, a))) }
@@ -346,10 +340,10 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 	la := [12]uintptr{f, 1, 1, 1, 1, 1, 1, 0, st, 0, 0}
 	vs := []nativeVariant{
 		{"Stream.Launch", 2, repeat(launch)},
-		{"Go loop, bare cuLaunchKernel", 2, repeat(bare("cuLaunchKernel", cuLaunch, la))},
+		{"Go loop, bare cuLaunchKernel", 2, repeat(bare("cuLaunchKernel", b.launch, la))},
 		{"C loop, cuLaunchKernel", -1, cloop("cuLaunchKernel", c.launch, f)},
 		{"Exec.Launch, 1-node graph", 5, repeat(graphLaunch)},
-		{"Go loop, bare cuGraphLaunch", 5, repeat(bare("cuGraphLaunch", cuGraph, [12]uintptr{gx, st}))},
+		{"Go loop, bare cuGraphLaunch", 5, repeat(bare("cuGraphLaunch", b.graphLaunch, [12]uintptr{gx, st}))},
 		{"C loop, cuGraphLaunch", -1, cloop("cuGraphLaunch", c.graphLaunch, gx)},
 	}
 	samples, err := interleave(progress, "launch path", vs, cfg.Rounds, cfg.Time)
@@ -378,11 +372,11 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg na
 	return nil
 }
 
-// bareCalls are the driver's graph entry points, for Go loops calling them
-// through the binding's foreign call (driver.FastCall) with nothing of
-// gpugraph above it, as the launch path's bare rows do.
+// bareCalls are the driver's entry points for the bare rows: Go loops
+// calling them through the binding's foreign call (driver.FastCall) with
+// nothing of gpugraph above it.
 type bareCalls struct {
-	instantiate, destroy, update uintptr
+	launch, graphLaunch, instantiate, destroy, update uintptr
 }
 
 // bareOut receives the bare calls' out-parameters: a global does not move,
@@ -400,7 +394,8 @@ func loadBareCalls() (*bareCalls, error) {
 	for _, e := range []struct {
 		p    *uintptr
 		name string
-	}{{&b.instantiate, "cuGraphInstantiateWithFlags"}, {&b.destroy, "cuGraphExecDestroy"}, {&b.update, "cuGraphExecUpdate_v2"}} {
+	}{{&b.launch, "cuLaunchKernel"}, {&b.graphLaunch, "cuGraphLaunch"}, {&b.instantiate, "cuGraphInstantiateWithFlags"},
+		{&b.destroy, "cuGraphExecDestroy"}, {&b.update, "cuGraphExecUpdate_v2"}} {
 		var err error
 		*e.p, err = purego.Dlsym(cu, e.name)
 		errs = append(errs, err)
@@ -445,11 +440,7 @@ func (b *bareCalls) instUpdate(g, h, x uintptr) (inst, update func(k int) error)
 // node, and prints the host backend's costs per node beside them. The bare
 // rows make the same calls from a Go loop: between them and the C loop is
 // the foreign call, between the API and them gpugraph's own path.
-func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, cfg nativeConfig) error {
-	bare, err := loadBareCalls()
-	if err != nil {
-		return err
-	}
+func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, bare *bareCalls, cfg nativeConfig) error {
 	host, err := gg.Open(gg.BackendHost)
 	if err != nil {
 		return err

@@ -160,17 +160,24 @@ func (d *Device) do(f func() error) error {
 	return f()
 }
 
-// bound runs f, a call on a handle that carries its context (an
-// executable graph's: cuGraphExecUpdate, cuGraphExecDestroy), without
-// making the device's context current: with another context current the
-// driver takes the context from the handle (measured:
-// TestCUDAExecCallsCarryTheirContext). cuCtxSetCurrent before each such
-// call made a 10-node update 3-4 % slower (its own foreign call) and the
-// update itself slower still (docs/performance.md). If the driver objects,
-// as it does with no context current on the thread, f is repeated with
-// ours made current, as launches are.
-func (d *Device) bound(f func() error) error {
-	err := f()
+// bound runs f, a call on a handle that carries its context, without
+// making the device's context current: a stream's (record, wait,
+// synchronize, query, semaphores: the driver takes the context from the
+// stream, as for launches) or an executable graph's (cuGraphExecUpdate,
+// cuGraphExecDestroy: with another context current the driver takes it
+// from the handle, measured by TestCUDAExecCallsCarryTheirContext).
+// cuCtxSetCurrent before each such call made a 10-node update 3-4 % slower
+// (its own foreign call) and the update itself slower still
+// (docs/performance.md). If the driver objects, as it does to the graph
+// calls with no context current on the thread, f is repeated with ours
+// made current (retry).
+func (d *Device) bound(f func() error) error { return d.retry(f(), f) }
+
+// retry finishes a call f made without making the device's context
+// current (bound, the launches), which returned err: if the driver objected
+// to the thread's context, f is repeated with ours current. The result is
+// mapped as Do's.
+func (d *Device) retry(err error, f func() error) error {
 	if contextError(err) {
 		err = d.do(f)
 	}

@@ -384,14 +384,10 @@ func (d *Device) Instantiate(g uintptr, flags uint64, upload backend.Stream) (ex
 // from the stream as for kernel launches.
 func (d *Device) Launch(exec uintptr, s backend.Stream) error {
 	st := s.(*Stream)
-	err := st.l.GraphLaunch(exec, st.h)
-	if err == nil {
-		return nil
+	if err := st.l.GraphLaunch(exec, st.h); err != nil {
+		return d.retry(err, func() error { return st.l.GraphLaunch(exec, st.h) })
 	}
-	if contextError(err) {
-		err = d.do(func() error { return st.l.GraphLaunch(exec, st.h) })
-	}
-	return Err(err)
+	return nil
 }
 
 // Upload is cuGraphUpload.

@@ -50,9 +50,8 @@ func (s *Stream) Launch(l *backend.Launch) error {
 	if len(l.Args) > 0 {
 		return s.launchArgs(f, l)
 	}
-	err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, 0)
-	if err != nil {
-		return s.relaunch(err, f, l, 0)
+	if err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, 0); err != nil {
+		return s.d.retry(err, func() error { return s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, 0) })
 	}
 	return nil
 }
@@ -65,20 +64,10 @@ func (s *Stream) launchArgs(f uintptr, l *backend.Launch) error {
 	d.cm.Lock()
 	defer d.cm.Unlock()
 	params := d.cm.Params(l.Args)
-	err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params)
-	if err != nil {
-		return s.relaunch(err, f, l, params)
+	if err := s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params); err != nil {
+		return d.retry(err, func() error { return s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
 	}
 	return nil
-}
-
-// relaunch repeats a launch that failed with err with the device's context
-// made current, if err says another one is.
-func (s *Stream) relaunch(err error, f uintptr, l *backend.Launch, params uintptr) error {
-	if contextError(err) {
-		err = s.d.do(func() error { return s.l.Launch(f, l.Grid, l.Block, l.Shared, s.h, params) })
-	}
-	return Err(err)
 }
 
 // HostFunc is cuLaunchHostFunc through the shared callback. In a capture
@@ -117,38 +106,27 @@ func (s *Stream) Memset(p *backend.Memset) error {
 // Record is cuEventRecord.
 func (s *Stream) Record(e backend.Event) error {
 	h := e.(*Event).h
-	return s.call(func() error { return s.d.drv.EventRecord(h, s.h) })
+	return s.d.bound(func() error { return s.d.drv.EventRecord(h, s.h) })
 }
 
 // Wait is cuStreamWaitEvent.
 func (s *Stream) Wait(e backend.Event) error {
 	h := e.(*Event).h
-	return s.call(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
+	return s.d.bound(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
 }
 
 // Synchronize is cuStreamSynchronize.
 func (s *Stream) Synchronize() error {
-	return s.call(func() error { return s.d.drv.StreamSynchronize(s.h) })
+	return s.d.bound(func() error { return s.d.drv.StreamSynchronize(s.h) })
 }
 
 // Query is cuStreamQuery.
-func (s *Stream) Query() error { return s.call(func() error { return s.d.drv.StreamQuery(s.h) }) }
+func (s *Stream) Query() error { return s.d.bound(func() error { return s.d.drv.StreamQuery(s.h) }) }
 
 // Destroy is cuStreamDestroy.
 func (s *Stream) Destroy() error {
 	s.d.disown(kindStream, s.h)
 	return s.d.Do(func() error { return s.d.drv.StreamDestroy(s.h) })
-}
-
-// call makes a stream-bound driver call without making the context current
-// (the driver takes it from the stream, as for launches), and again with
-// it only if the driver objects.
-func (s *Stream) call(f func() error) error {
-	err := f()
-	if contextError(err) {
-		err = s.d.do(f)
-	}
-	return Err(err)
 }
 
 // Event is a native CUevent.

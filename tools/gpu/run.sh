@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs on the GPU machine (device tool, carry [".gpu"]) what tools/gpu/build.sh built:
-# every cuda test, the demo and training, then the launch path against .gpu/base/ if present.
+# every cuda test, the demo and training, then the launch path against .gpu/base/ if present
+# (tools/gpu/launchpath_ab.sh).
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 export NCCL_NVLS_ENABLE=0
 cd "$(dirname "$0")/../.."
@@ -18,13 +19,7 @@ echo "== train"; .gpu/train.test -test.run CUDA -test.v > $OUT/train.txt 2>&1; t
 echo "== demo, train"; .gpu/gpugraph demo --backend cuda > $OUT/demo.txt 2>&1; tail -1 $OUT/demo.txt
 .gpu/gpugraph train --backend cuda > $OUT/train-cmd.txt 2>&1; tail -3 $OUT/train-cmd.txt
 .gpu/gpugraph launch --nproc 1 train --backend cuda --sync overlap,inline,after > $OUT/launch-train.txt 2>&1; tail -4 $OUT/launch-train.txt
-gcc -O2 -shared -fPIC -I/usr/local/cuda/include -o /tmp/liblaunchloop.so tools/bench/native/launchloop.c -L/usr/local/cuda/lib64/stubs -lcuda || echo "no launchloop"
 [ -x .gpu/base/gpugraph.test ] || exit 0
-for i in 1 2 3; do
-  for v in base new; do
-    b=.gpu/gpugraph.test; [ $v = base ] && b=.gpu/base/gpugraph.test
-    # Repeats of a variant in one process are named api#01, ... (launchRounds): one name.
-    GG_LAUNCH_LOOP=/tmp/liblaunchloop.so $b -test.run '^$' -test.bench 'CUDALaunchPath/^(api|c-loop)(#[0-9]+)?$' -test.count 2 -test.benchtime 0.3s 2>&1 | grep ^Bench | sed -E "s/#[0-9]+-/-/; s/^/$v /" >> $OUT/launchpath.txt
-  done
-done
-awk '{print $1, $2, $6}' $OUT/launchpath.txt | sort | awk '{k=$1" "$2; v[k]=v[k]" "$3} END {for (k in v) print k, v[k]}' | sort
+# the launch path of .gpu/base against this tree's, alternating (C loops built there)
+ROUNDS=3 COUNT=4 OUT=$OUT bash tools/gpu/launchpath_ab.sh
+"$(command -v python3 || echo /opt/torch/.venv/bin/python)" tools/gpu/launchpath_ab.py $OUT/lp.txt
