@@ -20,11 +20,12 @@ func TestConformanceCUDA(t *testing.T) {
 	backendtest.Run(t, openCUDA)
 }
 
-// TestDevicesHost runs the device scenarios on host with 2 and 4 devices
-// (and 1: the refusals), each device with its own memory and workers.
+// TestDevicesHost runs the device scenarios on host with 2, 4 and 8
+// devices (and 1: the refusals), each device with its own memory and
+// workers: nothing assumes two.
 func TestDevicesHost(t *testing.T) {
 	defer gg.SetHostDeviceCount(1)
-	for _, n := range []int{1, 2, 4} {
+	for _, n := range []int{1, 2, 4, 8} {
 		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
 			if err := gg.SetHostDeviceCount(n); err != nil {
 				t.Fatal(err)

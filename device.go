@@ -294,7 +294,8 @@ func (d *Device) EnablePeerAccess(peer *Device) error {
 		return err
 	}
 	if peer.props.Ordinal == d.props.Ordinal {
-		return newErr(opName, ErrInvalidDevice, "device %d is not its own peer", d.props.Ordinal)
+		// cudaDeviceEnablePeerAccess's answer, measured on two GPUs.
+		return newErr(opName, ErrPeerAccessUnsupported, "device %d is not its own peer", d.props.Ordinal)
 	}
 	return backendErr(opName, ps.EnablePeerAccess(peer.be))
 }

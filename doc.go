@@ -327,8 +327,9 @@
 // another's memory, one way; enabling it twice fails with
 // ErrPeerAccessAlreadyEnabled, disabling what is not enabled with
 // ErrPeerAccessNotEnabled, and a device is not its own peer
-// (ErrInvalidDevice). Copies between devices need no access. Memory of a
-// pool is accessible where MemPool.SetAccess grants it, a graph
+// (ErrPeerAccessUnsupported). Copies between devices need no access. Peer
+// access opens Malloc memory, not a pool's: memory of a pool is accessible
+// where MemPool.SetAccess grants it, a graph
 // allocation where its alloc node's access descriptors do (the resident
 // device's access is implicit); a MallocAsync captured into a graph records
 // the pool's access at that moment, and later changes to the pool do not
@@ -337,7 +338,8 @@
 // in the checking mode (WithMemCheck) a kernel given a pointer argument to
 // such memory fails with ErrIllegalAddress, the fault it would be on a GPU
 // (what a kernel computes from its pointers is not checked: it reaches
-// memory through raw pointers).
+// memory through raw pointers). docs/driver-peer.txt holds the driver's
+// answers to each of these questions, measured on two GPUs.
 //
 // A graph may hold work of several devices: Graph.AddNodeOn adds a kernel,
 // copy, memset, host, empty or event node that runs on another device of

@@ -30,7 +30,9 @@ var (
 	ErrLossyQuery               = backend.ErrLossyQuery
 	ErrNotReady                 = backend.ErrNotReady
 	ErrIllegalAddress           = backend.ErrIllegalAddress
+	ErrLaunchTimeout            = backend.ErrLaunchTimeout
 	ErrPeerAccessAlreadyEnabled = backend.ErrPeerAccessAlreadyEnabled
+	ErrPeerAccessUnsupported    = backend.ErrPeerAccessUnsupported
 	ErrPeerAccessNotEnabled     = backend.ErrPeerAccessNotEnabled
 	ErrContextIsDestroyed       = backend.ErrContextIsDestroyed
 	ErrLaunchFailure            = backend.ErrLaunchFailure

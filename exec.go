@@ -71,6 +71,11 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 	if err := g.checkInstantiate(opName, p, withParams); err != nil {
 		return nil, err
 	}
+	// A potentially unsafe call, as the driver treats it (the
+	// CaptureInstantiateProhibited scenario).
+	if err := g.dev.unsafeCall(opName, g.dev.mainScope(), ErrStreamCaptureUnsupported); err != nil {
+		return nil, err
+	}
 	if err := g.lock(opName); err != nil {
 		return nil, err
 	}

@@ -150,7 +150,11 @@ func nativeParams(t NodeType, info backend.NodeInfo) NodeParams {
 	switch t {
 	case NodeMemAlloc:
 		if info.Ptr != 0 {
-			return MemAllocParams{Size: info.Size, Location: info.Location, Ptr: DevicePtr(info.Ptr)}
+			p := MemAllocParams{Size: info.Size, Location: info.Location, Ptr: DevicePtr(info.Ptr)}
+			for _, dev := range info.Access {
+				p.Access = append(p.Access, MemAccessDesc{Device: dev})
+			}
+			return p
 		}
 	case NodeMemFree:
 		if info.Ptr != 0 {

@@ -35,9 +35,11 @@ var (
 	ErrSharedObjectInitFailed   = &Code{303, "cudaErrorSharedObjectInitFailed", "shared object initialization failed"}
 	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
 	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
+	ErrPeerAccessUnsupported    = &Code{217, "cudaErrorPeerAccessUnsupported", "peer access is not supported across the given devices"}
 	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
 	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
 	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
+	ErrLaunchTimeout            = &Code{702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"}
 	ErrPeerAccessAlreadyEnabled = &Code{704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"}
 	ErrPeerAccessNotEnabled     = &Code{705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"}
 	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}

@@ -141,5 +141,6 @@ type NodeInfo struct {
 	Ptr      uint64     // a memory node's address
 	Size     int        // an alloc node's size
 	Location int        // an alloc node's device
+	Access   []int      // an alloc node's peers with read-write access (the resident device implicit)
 	Handle   uintptr    // the driver's handle, for NativeNodeParams
 }

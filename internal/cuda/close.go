@@ -137,6 +137,7 @@ func (d *Device) MemGetInfo() (free, total uint64, err error) {
 // Close resets it (cuDevicePrimaryCtxReset), so that a device opened
 // afterwards in the process works, and reports the error.
 func (d *Device) Close() error {
+	openDevices.remove(d)
 	var errs []error
 	keep := func(err error) {
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -144,7 +145,38 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 		return nil, props, backend.Errorf(backend.ErrMemoryAllocation, "%v", err)
 	}
 	d := &Device{drv: drv, ord: dev, ctx: ctx, cm: cm, fail: fail, funcs: map[any]uintptr{}, major: major, minor: minor}
+	openDevices.add(d)
 	return d, props, nil
+}
+
+// openDevices are the process's open Devices: a copy may read or write the
+// memory of any of them (CheckCopyRange), as the driver copies between
+// devices under unified addressing without peer access.
+var openDevices deviceSet
+
+type deviceSet struct {
+	mu   sync.Mutex
+	list []*Device
+}
+
+func (s *deviceSet) add(d *Device) {
+	s.mu.Lock()
+	s.list = append(s.list, d)
+	s.mu.Unlock()
+}
+
+func (s *deviceSet) remove(d *Device) {
+	s.mu.Lock()
+	if i := slices.Index(s.list, d); i >= 0 {
+		s.list = slices.Delete(s.list, i, i+1)
+	}
+	s.mu.Unlock()
+}
+
+func (s *deviceSet) snapshot() []*Device {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.list)
 }
 
 // Do runs f with the device's context current on a locked OS thread, and
@@ -205,12 +237,12 @@ func Err(err error) error {
 // codes maps CUresult values to the Codes with CUDA runtime names.
 var codes = map[int]*backend.Code{
 	1: backend.ErrInvalidValue, 2: backend.ErrMemoryAllocation, 100: backend.ErrNoDevice, 101: backend.ErrInvalidDevice,
-	400: backend.ErrInvalidResourceHandle, 401: backend.ErrIllegalState, 600: backend.ErrNotReady, 700: backend.ErrIllegalAddress,
+	400: backend.ErrInvalidResourceHandle, 401: backend.ErrIllegalState, 600: backend.ErrNotReady, 700: backend.ErrIllegalAddress, 702: backend.ErrLaunchTimeout,
 	701: backend.ErrInvalidConfiguration, 704: backend.ErrPeerAccessAlreadyEnabled, 705: backend.ErrPeerAccessNotEnabled, 709: backend.ErrContextIsDestroyed, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
 	900: backend.ErrStreamCaptureUnsupported, 901: backend.ErrStreamCaptureInvalidated, 902: backend.ErrStreamCaptureMerge,
 	903: backend.ErrStreamCaptureUnmatched, 904: backend.ErrStreamCaptureUnjoined, 905: backend.ErrStreamCaptureIsolation,
 	906: backend.ErrStreamCaptureImplicit, 907: backend.ErrCapturedEvent, 908: backend.ErrStreamCaptureWrongThread,
-	402: backend.ErrLossyQuery, 800: backend.ErrNotPermitted, 910: backend.ErrGraphExecUpdateFailure,
+	217: backend.ErrPeerAccessUnsupported, 402: backend.ErrLossyQuery, 800: backend.ErrNotPermitted, 910: backend.ErrGraphExecUpdateFailure,
 	500: backend.ErrInvalidDeviceFunction, 218: backend.ErrInvalidDeviceFunction, 209: backend.ErrInvalidDeviceFunction,
 	303: backend.ErrSharedObjectInitFailed, 999: backend.ErrUnknown,
 }
@@ -308,6 +340,23 @@ func (d *Device) CheckRange(p uint64, n int) error {
 		return fmt.Errorf("[%#x, +%d) is not inside a live allocation of this device", p, n)
 	}
 	return nil
+}
+
+// CheckCopyRange is CheckRange for a side of a copy, which may be memory
+// of any open device of the process: the driver copies between devices'
+// allocations without peer access (measured on two GPUs, TestDevicesCUDA
+// PeerCopy). What no open device owns is still refused.
+func (d *Device) CheckCopyRange(p uint64, n int) error {
+	err := d.CheckRange(p, n)
+	if err == nil {
+		return nil
+	}
+	for _, o := range openDevices.snapshot() {
+		if o != d && o.CheckRange(p, n) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("[%#x, +%d) is not inside a live allocation of any open device", p, n)
 }
 
 // track records an allocation for the range checks of copies and memsets:

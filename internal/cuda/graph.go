@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"slices"
+
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
@@ -301,6 +303,7 @@ type NodeInfo struct {
 	Ptr      uint64             // an alloc node's address, a free node's pointer
 	Size     int                // an alloc node's size
 	Location int                // an alloc node's resident device
+	Access   []int              // an alloc node's peers with read-write access
 	Name     string             // a kernel node's function name, where the driver says
 }
 
@@ -333,6 +336,7 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 		case backend.NodeMemAlloc:
 			if p, err := d.drv.GraphMemAllocNodeGetParams(n); err == nil {
 				info.Ptr, info.Size, info.Location = p.Dptr, int(p.Bytesize), int(p.PoolProps.LocationID)
+				info.Access = peerAccess(p)
 			}
 		case backend.NodeMemFree:
 			if ptr, err := d.drv.GraphMemFreeNodeGetParams(n); err == nil {
@@ -536,4 +540,20 @@ func fromEdgeData(ed []driver.GraphEdgeData, n int) []backend.EdgeData {
 		data[i] = backend.EdgeData{FromPort: ed[i].FromPort, ToPort: ed[i].ToPort, Type: ed[i].Type}
 	}
 	return data
+}
+
+// peerAccess lists the devices other than the resident one that an alloc
+// node maps read-write, sorted: the driver's descriptors as gpugraph's
+// MemAllocParams.Access has them (the resident device implicit, as seed
+// and driver both treat it).
+func peerAccess(p driver.MemAllocNodeParams) []int {
+	var devs []int
+	for _, a := range p.Access {
+		const device, readWrite = 1, 3
+		if a.LocationType == device && a.Flags == readWrite && a.LocationID != p.PoolProps.LocationID {
+			devs = append(devs, int(a.LocationID))
+		}
+	}
+	slices.Sort(devs)
+	return slices.Compact(devs)
 }

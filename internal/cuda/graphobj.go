@@ -257,7 +257,7 @@ func (g *Graph) Node(n backend.Node, withParams bool) (backend.NodeInfo, error) 
 		deps[i] = Node(h)
 	}
 	return backend.NodeInfo{Type: info.Type, Deps: deps, Data: info.Data, Name: info.Name, Ptr: info.Ptr,
-		Size: info.Size, Location: info.Location, Handle: handle(n)}, nil
+		Size: info.Size, Location: info.Location, Access: info.Access, Handle: handle(n)}, nil
 }
 
 // ChildGraph is cuGraphChildGraphNodeGetGraph.

@@ -299,7 +299,7 @@ func (d *Device) Pools() []*Pool {
 // Bytes returns the device range [p, p+n) as bytes after checking that it
 // lies inside one live allocation: of Malloc, of a graph (live or not:
 // liveness is a matter of execution order) or of a pool, of d or, where d
-// has peer access to it, of another device.
+// has access to it (accessibleFrom), of another device.
 func (d *Device) Bytes(p uint64, n int) ([]byte, error) { return d.bytes(p, n, false) }
 
 // bytes is Bytes; anyPeer accepts any device's memory, access or not (a
@@ -312,8 +312,8 @@ func (d *Device) bytes(p uint64, n int, anyPeer bool) ([]byte, error) {
 		return d.ownBytes(p, n)
 	}
 	if x := d.owner(p); x != nil {
-		if !anyPeer && !d.peerAccess(x.cfg.Ordinal) && !x.grants(p, d.cfg.Ordinal) {
-			return nil, fmt.Errorf("[%#x, +%d) is memory of device %d, which device %d has no peer access to", p, n, x.cfg.Ordinal, d.cfg.Ordinal)
+		if !anyPeer && !x.accessibleFrom(d, p) {
+			return nil, fmt.Errorf("[%#x, +%d) is memory of device %d, which device %d has no access to", p, n, x.cfg.Ordinal, d.cfg.Ordinal)
 		}
 		return x.ownBytes(p, n)
 	}

@@ -149,15 +149,21 @@ func (d *Device) peerAccess(ord int) bool {
 	return d.peers[ord]
 }
 
-// grants reports whether d's memory at p is accessible from device ord by
-// itself: pool memory whose pool grants it (cudaMemPoolSetAccess), a graph
-// allocation whose node's descriptors do.
-func (d *Device) grants(p uint64, ord int) bool {
-	if pool := d.PoolAt(p); pool != nil {
-		return pool.PeerAccess(ord)
+// accessibleFrom reports whether x's memory at p is accessible from work
+// on device d (another device): pool memory where its pool grants d access
+// (cudaMemPoolSetAccess; peer access does not open pool memory, as the
+// driver answers: docs/driver-peer.txt, "pool memory, peer access 1 -> 0,
+// no pool access"), other memory where d has peer access to x, or a graph
+// allocation whose node's descriptors grant it.
+func (x *Device) accessibleFrom(d *Device, p uint64) bool {
+	if pool := x.PoolAt(p); pool != nil {
+		return pool.PeerAccess(d.cfg.Ordinal)
 	}
-	if gm := d.GraphMemIfAny(); gm.Contains(p) {
-		return gm.accessible(p, ord)
+	if d.peerAccess(x.cfg.Ordinal) {
+		return true
+	}
+	if gm := x.GraphMemIfAny(); gm.Contains(p) {
+		return gm.accessible(p, d.cfg.Ordinal)
 	}
 	return false
 }
@@ -172,7 +178,7 @@ func (d *Device) checkPointers(o *kernelOp) *backend.Error {
 		if i >= 16 || o.ptrs&(1<<i) == 0 || p == 0 || d.holds(p) {
 			continue
 		}
-		if x := d.owner(p); x != nil && !d.peerAccess(x.cfg.Ordinal) && !x.grants(p, d.cfg.Ordinal) {
+		if x := d.owner(p); x != nil && !x.accessibleFrom(d, p) {
 			err := backend.Errorf(backend.ErrIllegalAddress, "argument %d, %#x, is memory of device %d, which device %d has no access to",
 				i, p, x.cfg.Ordinal, d.cfg.Ordinal)
 			err.Op = "kernel " + o.name

@@ -56,6 +56,30 @@ func captureErrors(t *testing.T, d *gg.Device) {
 	}
 }
 
+// captureInstantiateProhibited: instantiating a graph is a potentially
+// unsafe call: refused while a global-mode capture is open (measured on two
+// H200s, driver 580, when collectives captured on one GPU were
+// instantiated while the other GPU's capture was still open), and the
+// refusal invalidates that capture as other unsafe calls do; a relaxed
+// capture allows it.
+func captureInstantiateProhibited(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	other := NewGraph(t, d)
+	Must[*gg.Node](t)(other.AddKernelNode(kp(KA)))
+	OK(t, s.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s.LaunchKernel(kp(KB)))
+	_, err := other.Instantiate(0)
+	IsCode(t, err, gg.ErrStreamCaptureUnsupported)
+	_, err = s.EndCapture()
+	IsCode(t, err, gg.ErrStreamCaptureInvalidated)
+
+	OK(t, s.BeginCapture(gg.CaptureModeRelaxed))
+	OK(t, s.LaunchKernel(kp(KB)))
+	e := Must[*gg.Exec](t)(other.Instantiate(0))
+	EndOK(t, s)
+	OK(t, e.Destroy())
+}
+
 // captureToGraphAndClone: capture into an existing graph with
 // dependencies updated mid-capture, capture info, and cloning.
 func captureToGraphAndClone(t *testing.T, d *gg.Device) {

@@ -34,6 +34,7 @@ var scenarios = []struct {
 	{"CaptureErrors", captureErrors},
 	{"CaptureToGraphAndClone", captureToGraphAndClone},
 	{"CaptureLaunchAndInvalidation", captureLaunchAndInvalidation},
+	{"CaptureInstantiateProhibited", captureInstantiateProhibited},
 	// memory.go
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},

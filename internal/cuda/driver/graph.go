@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"unsafe"
 )
 
@@ -267,7 +268,7 @@ func (d *Driver) GraphExecEventWaitNodeSetEvent(exec, node, event uintptr) error
 
 // MemAllocNodeParams describe a graph allocation
 // (CUDA_MEM_ALLOC_NODE_PARAMS): Bytesize bytes from a pool with PoolProps,
-// accessible as Access says. GraphMemAllocNodeGetParams leaves Access nil.
+// accessible as Access says.
 type MemAllocNodeParams struct {
 	PoolProps MemPoolProps
 	Access    []MemAccessDesc
@@ -320,11 +321,19 @@ func (d *Driver) GraphAddMemAllocNode(m *CMem, g uintptr, deps []uintptr, p MemA
 }
 
 // GraphMemAllocNodeGetParams reads an allocation node's parameters back,
-// without its access descriptors.
+// its access descriptors copied out of the node's memory (the driver owns
+// them, valid while the node lives).
 func (d *Driver) GraphMemAllocNodeGetParams(node uintptr) (MemAllocNodeParams, error) {
 	var p memAllocNodeParams
 	err := d.call("cuGraphMemAllocNodeGetParams", node, uintptr(unsafe.Pointer(&p)))
-	return MemAllocNodeParams{PoolProps: p.PoolProps, Bytesize: p.Bytesize, Dptr: p.Dptr}, err
+	out := MemAllocNodeParams{PoolProps: p.PoolProps, Bytesize: p.Bytesize, Dptr: p.Dptr}
+	if err == nil && p.AccessDescs != 0 && p.AccessDescCount > 0 && p.AccessDescCount <= 1024 {
+		// C memory: read through a pointer-typed copy of the address (a
+		// uintptr converted directly would be a vet-flagged misuse).
+		descs := unsafe.Slice(*(**MemAccessDesc)(unsafe.Pointer(&p.AccessDescs)), p.AccessDescCount)
+		out.Access = slices.Clone(descs)
+	}
+	return out, err
 }
 
 // GraphAddMemFreeNode adds a node freeing the graph allocation at dptr.
