@@ -55,6 +55,8 @@ type Device struct {
 	defPool  *MemPool // the host backend's default memory pool, once asked for (under mu)
 
 	uobj userObjectState // user object destructors
+
+	watches watches // what bounds the device's waits (watch.go)
 }
 
 // Option configures Open.
@@ -132,7 +134,7 @@ func (d *Device) Synchronize() error {
 	if err := d.unsafeCall("Device.Synchronize", d.mainScope(), nil); err != nil {
 		return err
 	}
-	if err := d.be.Synchronize(); err != nil {
+	if err := d.wait("Device.Synchronize", d.be.Synchronize); err != nil {
 		return backendErr("Device.Synchronize", err)
 	}
 	if e := d.sticky.Load(); e != nil {
@@ -154,7 +156,7 @@ func (d *Device) Close() error {
 	if d.closed.Load() {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
-	d.be.Synchronize()
+	d.wait("Device.Close", d.be.Synchronize)
 	if !d.closed.CompareAndSwap(false, true) {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}

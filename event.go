@@ -164,7 +164,7 @@ func (e *Event) Synchronize() error {
 			return err
 		}
 	}
-	if err := e.be.Synchronize(); err != nil {
+	if err := e.dev.wait(opName, e.be.Synchronize); err != nil {
 		return backendErr(opName, err)
 	}
 	if x := e.dev.sticky.Load(); x != nil {

@@ -93,7 +93,7 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if err := s.be.Synchronize(); err != nil {
+	if err := s.dev.wait(opName, s.be.Synchronize); err != nil {
 		return backendErr(opName, err)
 	}
 	if e := s.dev.sticky.Load(); e != nil {
@@ -231,6 +231,11 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
+	if bp.SrcHost != nil || bp.DstHost != nil {
+		// A copy with pageable host memory returns when it is done, after
+		// the work queued before it: a wait.
+		return backendErr(opName, s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) }))
+	}
 	return backendErr(opName, s.be.Memcpy(&bp))
 }
 
@@ -270,7 +275,7 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return d.afterSync(opName, d.be.Memcpy(&bp))
+	return d.afterSync(opName, d.wait(opName, func() error { return d.be.Memcpy(&bp) }))
 }
 
 // Memset fills synchronously after all work on the device (cudaMemset).
@@ -290,7 +295,7 @@ func (sc *Scope) Memset(p MemsetParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return d.afterSync(opName, d.be.Memset(&bp))
+	return d.afterSync(opName, d.wait(opName, func() error { return d.be.Memset(&bp) }))
 }
 
 // afterSync is the result of a synchronous copy or memset: the backend's
