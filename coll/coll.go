@@ -16,18 +16,28 @@
 // absent): InitAll is ncclCommInitAll, each call is the NCCL call on the
 // stream's native handle, and NCCL's own capture support puts its kernels
 // in the graph. A job of one process per GPU starts with InitFromEnv (or
-// NewUniqueID and InitRank); its communicators are nonblocking, so a rank
-// that never arrives at start-up or at a communicator's first collectives
-// fails the others after the timeout (the communicator is aborted). A rank
-// that dies while the others' NCCL kernels wait for it is not detected
-// yet.
+// NewUniqueID and InitRank). Every communicator is connected when it is
+// made (a warm-up group), so its collectives can be captured in every
+// capture mode. A rank that never arrives at start-up, or that dies while
+// the others' NCCL kernels wait for it, fails the others' waits within the
+// timeout (WithTimeout): the communicator is aborted and the wait returns
+// ErrLaunchTimeout, or ErrLaunchFailure where NCCL reports the failure
+// first. A communicator that failed is refused with ErrIllegalState from
+// then on: destroy it and create another.
 //
-// On the host backend a communicator spans host devices of one process
-// (gpugraph.SetHostDeviceCount): the collectives run in shared memory on
-// the devices' workers, and a rank that does not arrive within the
-// communicator's timeout fails the others' calls with ErrLaunchFailure
-// (the device's sticky error, as an aborted NCCL communicator leaves it),
-// never a hang.
+// On the host backend a communicator made by InitAll spans host devices of
+// one process (gpugraph.SetHostDeviceCount): the collectives run in shared
+// memory on the devices' workers. One made by InitRank or InitFromEnv
+// spans processes, one host device each (gpugraph launch --nproc N, or
+// torchrun), joined by TCP in a star: every rank connects to rank 0, which
+// runs each collective with the same code over copies of the others'
+// buffers and sends each rank its result (bit for bit the in-process
+// results), and relays sends between other ranks. Either way a rank that
+// does not arrive within the communicator's timeout, or whose connection
+// closes (its process died), fails the others' calls with
+// ErrLaunchFailure naming it (the device's sticky error, as an aborted
+// NCCL communicator leaves it), never a hang; the communicator is broken
+// from then on, and its other ranks are told.
 //
 // A group is process-wide, not per thread as in NCCL: the outermost
 // GroupEnd issues the calls every goroutine made since the outermost
@@ -75,18 +85,35 @@ const (
 	Avg  = RedOp(host.Avg)
 )
 
-// DefaultTimeout is how long a rank waits for the others by default.
-const DefaultTimeout = 60 * time.Second
+// DefaultTimeout is how long a rank waits for the others by default: at
+// start-up, and, on the cuda backend, in any one wait on a device whose
+// work includes the communicator's collectives.
+const DefaultTimeout = 30 * time.Second
 
 // Option configures InitAll.
 type Option func(*config)
 
 type config struct{ timeout time.Duration }
 
+// options applies opts to the defaults.
+func options(opName string, opts []Option) (config, error) {
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.timeout <= 0 {
+		return cfg, errorf(opName, gg.ErrInvalidValue, "timeout %v: a rank must be given time to wait for the others", cfg.timeout)
+	}
+	return cfg, nil
+}
+
 // WithTimeout sets how long a rank waits for the others before its call
-// fails: at a host collective, at the rendezvous of InitFromEnv, and in a
-// nonblocking NCCL communicator's start-up and calls (then aborted with
-// ncclCommAbort).
+// fails: at a host collective, at the rendezvous of InitFromEnv, in a
+// nonblocking NCCL communicator's start-up and calls, and in every wait
+// (Synchronize, a synchronous copy) on a device of an NCCL communicator:
+// past it the communicator is aborted (ncclCommAbort), the wait fails with
+// ErrLaunchTimeout and the device with it. Set it above the longest wait
+// of the program.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Comm is one rank's communicator (ncclComm_t): rank i of the devices
@@ -94,12 +121,18 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 type Comm struct {
 	dev        *gg.Device
 	rank, size int
-	group      *host.CommGroup // host backend
-	nc         *ncclComm       // cuda backend
+	group      runner    // host backend
+	nc         *ncclComm // cuda backend
 
 	mu        sync.Mutex
 	plans     []uint64 // captured calls, kept for the graphs that replay them
 	destroyed bool
+}
+
+// runner runs a rank's calls of a host communicator: *host.CommGroup (the
+// devices of one process) or *host.NetComm (one device per process).
+type runner interface {
+	Run(rank int, calls []host.Call)
 }
 
 // InitAll creates one communicator per device, rank i on devs[i]
@@ -108,9 +141,9 @@ type Comm struct {
 // NCCL's (libnccl.so.2, loaded at the first call).
 func InitAll(devs []*gg.Device, opts ...Option) ([]*Comm, error) {
 	const opName = "coll.InitAll"
-	cfg := config{timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := options(opName, opts)
+	if err != nil {
+		return nil, err
 	}
 	if len(devs) == 0 {
 		return nil, errorf(opName, gg.ErrInvalidValue, "no devices")
@@ -133,12 +166,15 @@ func InitAll(devs []*gg.Device, opts ...Option) ([]*Comm, error) {
 	}
 	comms := make([]*Comm, len(devs))
 	if devs[0].Properties().Backend == gg.BackendCUDA {
-		ncs, err := ncclInitAll(opName, ords)
+		ncs, err := ncclInitAll(opName, ords, cfg.timeout)
 		if err != nil {
 			return nil, err
 		}
 		for i, d := range devs {
 			comms[i] = &Comm{dev: d, rank: i, size: len(devs), nc: ncs[i]}
+		}
+		if err := start(opName, comms); err != nil {
+			return nil, err
 		}
 		return comms, nil
 	}
@@ -159,16 +195,28 @@ func (c *Comm) Size() int { return c.size }
 func (c *Comm) Device() *gg.Device { return c.dev }
 
 // Destroy releases the communicator (ncclCommDestroy), and the captured
-// calls that graphs of it replay: launch none of them after.
+// calls that graphs of it replay: launch none of them after. On cuda a
+// communicator whose calls an unfinished stream capture holds is not
+// destroyed (ErrStreamCaptureUnsupported: end the capture first), one that
+// failed is aborted (ncclCommAbort), and Destroy returns within the
+// communicator's timeout. Destroy the graphs and executable graphs that
+// captured a communicator's calls before it: NCCL waits for them.
 func (c *Comm) Destroy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.destroyed {
 		return errorf("Comm.Destroy", gg.ErrInvalidValue, "communicator already destroyed")
 	}
-	c.destroyed = true
 	if c.nc != nil {
+		if err := c.nc.checkDestroy("Comm.Destroy"); err != nil {
+			return err
+		}
+		c.destroyed = true
 		return c.nc.destroy("Comm.Destroy")
+	}
+	c.destroyed = true
+	if a, ok := c.group.(interface{ Abort() }); ok {
+		a.Abort() // closes a communicator's connections to other processes
 	}
 	for _, id := range c.plans {
 		plans.Delete(id)
@@ -258,13 +306,30 @@ func (c *Comm) issue(opName string, s *gg.Stream, call host.Call) error {
 	if err := c.check(opName, s, &call); err != nil {
 		return err
 	}
+	p := pendingCall{c: c, s: s, call: call}
+	if c.nc != nil {
+		if err := c.nc.usable(opName); err != nil {
+			return err
+		}
+		st, err := s.IsCapturing()
+		if err != nil {
+			return relabel(opName, err)
+		}
+		p.capturing = st != gg.CaptureStatusNone
+		if err := c.nc.checkP2P(opName, &p.call, p.capturing); err != nil {
+			return err
+		}
+	}
 	groups.mu.Lock()
 	if groups.depth > 0 {
-		groups.pending = append(groups.pending, pendingCall{c, s, call})
+		groups.pending = append(groups.pending, p)
 		groups.mu.Unlock()
 		return nil
 	}
 	groups.mu.Unlock()
+	if c.nc != nil {
+		return c.nc.post(opName, s, []host.Call{call}, p.capturing)
+	}
 	return c.launch(opName, s, []host.Call{call})
 }
 
@@ -298,11 +363,9 @@ var collective = &gg.Kernel{
 	},
 }
 
-// launch queues calls as one collective kernel in s.
+// launch queues calls of a host communicator as one collective kernel in
+// s.
 func (c *Comm) launch(opName string, s *gg.Stream, calls []host.Call) error {
-	if c.nc != nil {
-		return c.nc.post(opName, s, calls)
-	}
 	st, err := s.IsCapturing()
 	if err != nil {
 		return err
@@ -330,9 +393,10 @@ var groups struct {
 }
 
 type pendingCall struct {
-	c    *Comm
-	s    *gg.Stream
-	call host.Call
+	c         *Comm
+	s         *gg.Stream
+	call      host.Call
+	capturing bool // s was capturing when the call was issued (NCCL's)
 }
 
 // GroupStart begins a group (ncclGroupStart): calls until the matching

@@ -47,7 +47,10 @@ func ranksOn(t *testing.T, backend string, n int, opts ...coll.Option) ([]*coll.
 	}
 	t.Cleanup(func() {
 		for _, c := range comms {
-			c.Destroy()
+			start := time.Now()
+			if err := c.Destroy(); err != nil || time.Since(start) > time.Second {
+				t.Errorf("rank %d: Destroy took %v: %v", c.Rank(), time.Since(start), err)
+			}
 		}
 	})
 	return comms, streams
@@ -150,10 +153,11 @@ var modes = []struct {
 	name     string
 	captured bool
 	mode     gg.CaptureMode
-}{{"issued", false, 0}, {"captured-global", true, gg.CaptureModeGlobal}, {"captured-relaxed", true, gg.CaptureModeRelaxed}}
+}{{"issued", false, 0}, {"captured-global", true, gg.CaptureModeGlobal},
+	{"captured-thread-local", true, gg.CaptureModeThreadLocal}, {"captured-relaxed", true, gg.CaptureModeRelaxed}}
 
 func TestCollectives(t *testing.T) {
-	for n := 1; n <= 4; n++ {
+	for _, n := range []int{1, 2, 3, 4, 8} { // nothing assumes two ranks
 		for _, m := range modes {
 			t.Run(fmt.Sprintf("ranks=%d/%s", n, m.name), func(t *testing.T) {
 				comms, streams := ranks(t, n)
@@ -227,8 +231,8 @@ func runAll(t *testing.T, comms []*coll.Comm, streams []*gg.Stream, captured boo
 		}
 		var steps []step
 		for _, op := range []coll.RedOp{coll.Sum, coll.Prod, coll.Max, coll.Min, coll.Avg} {
-			if op == coll.Prod && (dt == coll.Float16 || dt == coll.BFloat16) && n > 2 {
-				continue // products leave the 16-bit types' exact range
+			if op == coll.Prod && ((dt == coll.Float16 || dt == coll.BFloat16) && n > 2 || n > 4) {
+				continue // products leave the 16-bit types' exact range, and int32's beyond 4 ranks
 			}
 			steps = append(steps, step{fmt.Sprintf("all-reduce %d", op),
 				func(r int) error { return comms[r].AllReduce(streams[r], send[r], recv[r], count, dt, op) },
@@ -286,24 +290,47 @@ func runAll(t *testing.T, comms []*coll.Comm, streams []*gg.Stream, captured boo
 							ok(t, streams[r].BeginCapture(mode))
 						}
 					}
+					// A failure ends the captures first: a global-mode capture
+					// left open would refuse the next test's calls.
+					fail := func(format string, args ...any) {
+						t.Helper()
+						if captured {
+							for r := range comms {
+								streams[r].EndCapture()
+							}
+						}
+						t.Fatalf(format, args...)
+					}
 					coll.GroupStart()
 					for r := range comms {
 						if err := st.issue(r); err != nil {
 							coll.GroupEnd()
-							t.Fatalf("%v %s, rank %d: %v", dt, st.name, r, err)
+							fail("%v %s, rank %d: %v", dt, st.name, r, err)
 						}
 					}
 					if err := coll.GroupEnd(); err != nil {
-						t.Fatalf("%v %s: %v", dt, st.name, err)
+						fail("%v %s: %v", dt, st.name, err)
 					}
 				}
 				if captured {
 					if round == 0 {
-						execs[st.name] = nil
+						// Every capture ends before any graph is instantiated:
+						// the driver refuses an instantiation while a
+						// global-mode capture is open anywhere.
+						graphs := make([]*gg.Graph, len(comms))
+						var errs []error
 						for r := range comms {
-							g, err := streams[r].EndCapture()
-							ok(t, err)
+							var err error
+							graphs[r], err = streams[r].EndCapture()
+							errs = append(errs, err)
+						}
+						ok(t, errors.Join(errs...))
+						execs[st.name] = nil
+						for _, g := range graphs {
 							execs[st.name] = append(execs[st.name], must2(t)(g.Instantiate(0)))
+							// NCCL holds its communicator until every graph and
+							// executable graph of its captured calls is gone.
+							ok(t, g.Destroy())
 						}
 					}
 					for r := range comms {
@@ -368,6 +395,11 @@ func TestCollectiveArgs(t *testing.T) {
 	if _, err := coll.InitAll([]*gg.Device{d0, d0}); !errors.Is(err, gg.ErrInvalidDevice) {
 		t.Errorf("a device twice: %v", err)
 	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if _, err := coll.InitAll([]*gg.Device{d0}, coll.WithTimeout(d)); !errors.Is(err, gg.ErrInvalidValue) {
+			t.Errorf("timeout %v: %v, want ErrInvalidValue", d, err)
+		}
+	}
 }
 
 func must(t *testing.T) func(gg.DevicePtr, error) gg.DevicePtr {
@@ -394,19 +426,24 @@ func ok(t *testing.T, err error) {
 }
 
 // TestCollectiveInConditionalCUDA records what NCCL does inside a
-// conditional body (issue 14: current NCCL fails there), with two ranks
-// where there are two GPUs. Whatever step fails must fail with an error; a
-// graph that launches must have run the all-reduce.
+// conditional body, with two ranks where there are two GPUs. Whatever step
+// fails must fail with an error; a graph that launches must have run the
+// all-reduce.
 func TestCollectiveInConditionalCUDA(t *testing.T) {
 	k := min(gpus(t), 2)
 	comms, streams := ranksOn(t, "cuda", k)
 	send, recv := make([]gg.DevicePtr, k), make([]gg.DevicePtr, k)
 	graphs := make([]*gg.Graph, k)
+	// Every rank's memory first: a global-mode capture, once begun on one
+	// device, refuses a Malloc on any.
 	for r, c := range comms {
 		d := c.Device()
 		send[r], recv[r] = must(t)(d.Malloc(64)), must(t)(d.Malloc(64))
 		ok(t, d.Memcpy(gg.HtoD(send[r], encode(coll.Float32, []float64{1, 2, 3, 4}))))
 		ok(t, d.Memset(gg.Memset8(recv[r], 0, 64)))
+	}
+	for r, c := range comms {
+		d := c.Device()
 		g, err := d.NewGraph()
 		ok(t, err)
 		h, err := g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault)
@@ -417,6 +454,7 @@ func TestCollectiveInConditionalCUDA(t *testing.T) {
 		ok(t, err)
 		ok(t, streams[r].BeginCaptureToGraph(bodies[0], nil, gg.CaptureModeGlobal))
 		graphs[r] = g
+		defer g.Destroy() // before the communicators, which NCCL holds while its graphs live
 	}
 	coll.GroupStart()
 	for r, c := range comms {
@@ -464,4 +502,33 @@ func TestCollectiveInConditionalCUDA(t *testing.T) {
 		}
 	}
 	t.Logf("an all-reduce of %d ranks ran in a conditional body", k)
+}
+
+// TestCollectiveRankMissingCUDA: on NCCL, a rank whose peer never issues
+// its part waits at most the communicator's timeout: the wait fails with
+// ErrLaunchTimeout, the communicators are aborted (their kernels return),
+// later calls are refused with ErrIllegalState, and Destroy returns.
+func TestCollectiveRankMissingCUDA(t *testing.T) {
+	if gpus(t) < 2 {
+		t.Skip("needs 2 GPUs")
+	}
+	comms, streams := ranksOn(t, "cuda", 2, coll.WithTimeout(2*time.Second))
+	d := comms[0].Device()
+	buf := must(t)(d.Malloc(64))
+	start := time.Now()
+	ok(t, comms[0].AllReduce(streams[0], buf, buf, 16, coll.Float32, coll.Sum))
+	err := streams[0].Synchronize()
+	el := time.Since(start)
+	if !errors.Is(err, gg.ErrLaunchTimeout) {
+		t.Fatalf("got %v, want ErrLaunchTimeout", err)
+	}
+	if el > 15*time.Second {
+		t.Fatalf("failed after %v, want about the 2s timeout", el)
+	}
+	t.Logf("rank 0 after %v: %v", el.Round(time.Millisecond), err)
+	for r, c := range comms {
+		if err := c.AllReduce(streams[r], buf, buf, 16, coll.Float32, coll.Sum); !errors.Is(err, gg.ErrIllegalState) {
+			t.Errorf("rank %d after the abort: %v, want ErrIllegalState", r, err)
+		}
+	}
 }

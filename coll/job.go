@@ -1,7 +1,6 @@
 package coll
 
 import (
-	"crypto/rand"
 	"fmt"
 	"net"
 	"os"
@@ -25,7 +24,10 @@ import (
 type UniqueID [128]byte
 
 // NewUniqueID makes a UniqueID for a communicator on the named backend
-// (ncclGetUniqueId on cuda; random bytes on host).
+// (ncclGetUniqueId on cuda). On host it opens the listener rank 0's InitRank
+// takes the other ranks' connections on, at 127.0.0.1, and the id holds its
+// address and a random token; rank 0's InitRank closes it, and an id never
+// passed to rank 0's InitRank keeps it open until the process exits.
 func NewUniqueID(backend string) (UniqueID, error) {
 	const opName = "coll.NewUniqueID"
 	var id UniqueID
@@ -41,22 +43,23 @@ func NewUniqueID(backend string) (UniqueID, error) {
 		}
 		return UniqueID(nid), nil
 	case gg.BackendHost:
-		rand.Read(id[:])
-		return id, nil
+		return newHostID(opName, "127.0.0.1")
 	}
 	return id, errorf(opName, gg.ErrInvalidValue, "unknown backend %q", backend)
 }
 
 // InitRank creates rank's communicator of a job of world ranks, one per
 // process (or per goroutine), on dev (ncclCommInitRank). Every rank calls
-// it with the same id; it returns when all have. Host devices cannot reach
-// another process: on host, world must be 1 (ErrNotSupported otherwise);
-// several host devices of one process use InitAll.
+// it with the same id; it returns when all have, or fails when they have
+// not within the communicator's timeout. On host the ranks connect by TCP
+// to the address in the id (rank 0's, which must be the process that made
+// the id); several host devices of one process are better served by
+// InitAll, which shares memory.
 func InitRank(dev *gg.Device, world, rank int, id UniqueID, opts ...Option) (*Comm, error) {
 	const opName = "coll.InitRank"
-	cfg := config{timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := options(opName, opts)
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case dev == nil:
@@ -66,11 +69,15 @@ func InitRank(dev *gg.Device, world, rank int, id UniqueID, opts ...Option) (*Co
 	}
 	p := dev.Properties()
 	if p.Backend != gg.BackendCUDA {
-		if world > 1 {
-			return nil, errorf(opName, gg.ErrNotSupported,
-				"host devices share memory within one process only: a job of %d processes needs the cuda backend (NCCL); for several host devices in one process use coll.InitAll", world)
+		if world == 1 {
+			releaseHostID(id) // no other rank will connect
+			return &Comm{dev: dev, rank: 0, size: 1, group: host.NewCommGroup(1, cfg.timeout)}, nil
 		}
-		return &Comm{dev: dev, rank: 0, size: 1, group: host.NewCommGroup(1, cfg.timeout)}, nil
+		nc, err := initHostRank(opName, world, rank, id, cfg.timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &Comm{dev: dev, rank: rank, size: world, group: nc}, nil
 	}
 	l, err := lib(opName)
 	if err != nil {
@@ -94,7 +101,11 @@ func InitRank(dev *gg.Device, world, rank int, id UniqueID, opts ...Option) (*Co
 	if err := l.Wait(h, "ncclCommInitRankScalable", time.Now().Add(cfg.timeout)); err != nil {
 		return nil, ncclErr(opName, fmt.Errorf("rank %d of %d: %w", rank, world, err))
 	}
-	return &Comm{dev: dev, rank: rank, size: world, nc: &ncclComm{lib: l, comm: h, timeout: cfg.timeout}}, nil
+	c := &Comm{dev: dev, rank: rank, size: world, nc: &ncclComm{lib: l, comm: h, rank: rank, size: world, timeout: cfg.timeout}}
+	if err := start(opName, []*Comm{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Env is a process's place in a job, as its launcher describes it.
@@ -168,35 +179,43 @@ func EnvFromOS() (env Env, ok bool, err error) {
 // and every rank calls InitRank.
 func InitFromEnv(dev *gg.Device, env Env, opts ...Option) (*Comm, error) {
 	const opName = "coll.InitFromEnv"
-	cfg := config{timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := options(opName, opts)
+	if err != nil {
+		return nil, err
 	}
 	if dev == nil {
 		return nil, errorf(opName, gg.ErrInvalidDevice, "nil device")
 	}
-	if env.World > 1 && dev.Properties().Backend != gg.BackendCUDA {
-		// Refused before any socket is opened.
-		return InitRank(dev, env.World, env.Rank, UniqueID{}, opts...)
-	}
+	backend := dev.Properties().Backend
 	deadline := time.Now().Add(cfg.timeout)
 	var id UniqueID
 	switch {
 	case env.World == 1:
-		var err error
-		if id, err = NewUniqueID(dev.Properties().Backend); err != nil {
-			return nil, err
+		if backend == gg.BackendCUDA {
+			var err error
+			if id, err = NewUniqueID(backend); err != nil {
+				return nil, err
+			}
 		}
 	case env.Rank == 0:
 		ln, err := net.Listen("tcp", env.Addr)
 		if err != nil {
 			return nil, errorf(opName, gg.ErrInvalidValue, "rank 0 cannot listen at %s: %v", env.Addr, err)
 		}
-		if id, err = NewUniqueID(dev.Properties().Backend); err != nil {
+		if backend == gg.BackendCUDA {
+			id, err = NewUniqueID(backend)
+		} else {
+			// The communicator's connections come where the rendezvous
+			// is: an address every rank reaches.
+			h, _, _ := net.SplitHostPort(env.Addr)
+			id, err = newHostID(opName, h)
+		}
+		if err != nil {
 			ln.Close()
 			return nil, err
 		}
 		if err := rendezvous.Serve(ln, env.World, id, deadline); err != nil {
+			releaseHostID(id)
 			return nil, errorf(opName, gg.ErrUnknown, "%v", err)
 		}
 	default:
