@@ -31,7 +31,9 @@
 // launch starts a job of several processes, one per device, as torchrun
 // does, each with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
 // set; train started that way trains data-parallel across the processes
-// (NCCL on the cuda backend).
+// (NCCL on the cuda backend, TCP between host devices). When a rank fails,
+// launch stops every rank's process group (SIGTERM, then SIGKILL after
+// --grace) and fails naming the rank that failed first.
 //
 // bench measures launch overhead: N empty kernels issued one by one into a
 // stream against one launch of an N-node graph, for several DAG shapes and
@@ -73,6 +75,8 @@ commands:
          --sync LIST      data-parallel gradient all-reduce: overlap (per layer, on a second
                           stream, as DDP's buckets), inline, after (one call after backward),
                           or a comma-separated list to compare (default "overlap")
+         --timeout D      data-parallel: how long a rank waits for the others before it
+                          fails, naming the cause (default 30s)
   demo   run a fan-out/fan-in graph workload end to end and check its result
          --backend NAME   device backend (default "host")
          --dot FILE       also write the graph in Graphviz DOT form to FILE
@@ -102,8 +106,12 @@ commands:
          --node-rank K    this machine's number (default 0)
          --master H:P     where rank 0 hands out the communicator's id
                           (default 127.0.0.1 and a free port; needed when M > 1)
+         --grace D        when a rank fails or launch is interrupted, how long every
+                          rank has after SIGTERM before SIGKILL (default 5s)
          COMMAND...       a gpugraph command (train ...) or a program; each process
-                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
+                          when one fails, launch ends every rank's process group and
+                          exits non-zero naming the rank that failed first
   help   print this message
 `
 

@@ -38,6 +38,9 @@ type trainConfig struct {
 	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
+	// Timeout bounds the data-parallel ranks' waits for each other
+	// (coll.WithTimeout): a rank that died fails the others after it.
+	Timeout time.Duration
 }
 
 // modeResult is what one mode measured.
@@ -57,7 +60,7 @@ type modeResult struct {
 
 func trainMain(args []string, stdout, stderr io.Writer) error {
 	cfg := trainConfig{Backend: "host", Model: "small", Steps: 300, Every: 50, Warmup: 3, Batches: 32,
-		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Live: isTerminal(stdout)}
+		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Live: isTerminal(stdout), Timeout: coll.DefaultTimeout}
 	fs := newFlagSet("train", stderr)
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "small or reference")
@@ -71,8 +74,12 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Timeline, "timeline", cfg.Timeline, "SVG file for the graph memory timeline")
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "data-parallel: how long a rank waits for the others before failing")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if cfg.Timeout <= 0 {
+		return usagef("--timeout %v: the ranks need time to wait for each other", cfg.Timeout)
 	}
 	// Started as a rank of a job (gpugraph launch, torchrun, Slurm)?
 	if env, ok, err := coll.EnvFromOS(); err != nil {

@@ -23,12 +23,63 @@ import (
 // are either N devices of one process (train --devices N) or one device in
 // each process of a job (gpugraph launch --nproc N train, or torchrun).
 // Global rank 0 also trains a single-device model on the same global
-// batches, and the losses and final parameters are compared: they agree
-// within float rounding (the reduction order differs), checked.
+// batches, and the two are compared, as strictly as the arithmetic allows:
+//
+//   - After the first step every parameter of every local replica equals
+//     the single device's within fp32 rounding: the gradients are the same
+//     sums taken in another order (a shard's GEMM, then the all-reduce),
+//     so each parameter may differ by a rounding of its update and of
+//     itself: |p - p1| <= 2^-12 * max|p1 - p0| + 2 ulp(p1), where p0 and
+//     p1 are the single device's parameters before and after the step.
+//   - Over the run the loss drifts, as every fp32 training whose sums are
+//     reordered does (PyTorch DDP against its own single device on the
+//     same two GPUs: 2.1e-3 relative after 300 steps, docs/distributed.md),
+//     and is checked against the drift tolerance of driftTolerance.
+//   - Where the arithmetic is exact, one rank on the host backend (the
+//     all-reduce of one rank is the identity and the kernels are the same),
+//     the losses must be equal.
 
-// dpTolerance bounds the relative difference of the data-parallel loss
-// from the single-device one at every report.
-const dpTolerance = 1e-4
+// driftTolerance bounds the relative difference of the data-parallel
+// loss from the single device's at every report.
+func driftTolerance(backend string, world int) float64 {
+	switch {
+	case backend == gg.BackendHost && world == 1:
+		return 0 // exact
+	case backend == gg.BackendHost:
+		return 1e-4 // the host's reordered sums drift by 1e-7 over 300 steps
+	}
+	// GPUs: 1.3e-3 over 300 steps of the reference model on two H200s,
+	// PyTorch DDP 2.1e-3 on the same GPUs (docs/distributed.md).
+	return 5e-3
+}
+
+// firstStepBound is the bound on a parameter's difference after the first
+// step (see above).
+func firstStepBound(p0, p1 []float32, i int, maxUpdate float64) float64 {
+	ulp := float64(math.Nextafter32(float32(math.Abs(float64(p1[i]))), math.MaxFloat32)) - math.Abs(float64(p1[i]))
+	return maxUpdate/4096 + 2*ulp
+}
+
+// checkFirstStep compares a replica's parameters after the first step with
+// the single device's: p0 before, p1 after it. It returns the largest
+// difference and the largest update.
+func checkFirstStep(rank int, p0, p1, got []float32) (worst, maxUpdate float64, err error) {
+	if len(got) != len(p1) || len(p0) != len(p1) {
+		return 0, 0, fmt.Errorf("rank %d has %d parameters, one device %d", rank, len(got), len(p1))
+	}
+	for i := range p1 {
+		maxUpdate = max(maxUpdate, math.Abs(float64(p1[i]-p0[i])))
+	}
+	for i := range p1 {
+		d := math.Abs(float64(got[i] - p1[i]))
+		worst = max(worst, d)
+		if d > firstStepBound(p0, p1, i, maxUpdate) || math.IsNaN(float64(got[i])) {
+			return worst, maxUpdate, fmt.Errorf("after the first step, rank %d's parameter %d is %g, one device's %g (before the step %g): "+
+				"differs by %.3g, more than fp32 rounding allows (%.3g)", rank, i, got[i], p1[i], p0[i], d, firstStepBound(p0, p1, i, maxUpdate))
+		}
+	}
+	return worst, maxUpdate, nil
+}
 
 // syncWords says what each mode does, for the report.
 var syncWords = map[train.SyncMode]string{
@@ -135,7 +186,7 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 		defer func() { err = errors.Join(err, d.Close()) }()
 		j.reps = append(j.reps, &replica{rank: i, dev: d})
 	}
-	comms, err := coll.InitAll(devs)
+	comms, err := coll.InitAll(devs, collTimeout(cfg))
 	if err != nil {
 		return err
 	}
@@ -170,7 +221,7 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 		return fmt.Errorf("rank %d: open device %d: %w", env.Rank, ord, err)
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
-	c, err := coll.InitFromEnv(d, env)
+	c, err := coll.InitFromEnv(d, env, collTimeout(cfg))
 	if err != nil {
 		return fmt.Errorf("rank %d of %d: %w", env.Rank, env.World, err)
 	}
@@ -183,9 +234,18 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 	err = j.trainModes(out, cfg)
 	if env.Rank != 0 && err == nil {
 		st, _ := d.MemoryStats()
-		fmt.Fprintf(w, "rank %d, device %d: %s\n", env.Rank, env.LocalRank, memLine(st))
+		fmt.Fprintf(w, "rank %d, device %d: %s\n", env.Rank, ord, memLine(st))
 	}
 	return err
+}
+
+// collTimeout is the ranks' timeout: --timeout, or coll's default for a
+// configuration made without flags.
+func collTimeout(cfg trainConfig) coll.Option {
+	if cfg.Timeout == 0 {
+		return coll.WithTimeout(coll.DefaultTimeout)
+	}
+	return coll.WithTimeout(cfg.Timeout)
 }
 
 func checkSteps(cfg trainConfig) error {
@@ -299,6 +359,38 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		return ref.Step(refStream, refStatic.X, refStatic.Y, refStatic.Loss)
 	}
 
+	// The parameters before the first step, to check the replicas after it.
+	var before []float32
+	if ref != nil {
+		if before, err = ref.ReadParams(refStream); err != nil {
+			return err
+		}
+	}
+	firstStep := func() error {
+		if ref == nil {
+			return nil
+		}
+		after, err := ref.ReadParams(refStream)
+		if err != nil {
+			return err
+		}
+		worst, upd := 0.0, 0.0
+		for _, r := range j.reps {
+			got, err := r.model.ReadParams(r.s)
+			if err != nil {
+				return err
+			}
+			w, u, err := checkFirstStep(r.rank, before, after, got)
+			if err != nil {
+				return err
+			}
+			worst, upd = max(worst, w), u
+		}
+		fmt.Fprintf(w, "  after the first step: every parameter of %d local replica(s) within %.2g of one device's (largest update %.2g; bound 2^-12 of it + 2 ulp)\n",
+			len(j.reps), worst, upd)
+		return nil
+	}
+
 	step := 0
 	for ; step < cfg.Warmup; step++ {
 		batch := step % ds.Batches()
@@ -312,6 +404,11 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		}
 		if err := refStep(batch); err != nil {
 			return err
+		}
+		if step == 0 {
+			if err := firstStep(); err != nil {
+				return err
+			}
 		}
 	}
 	// Capture the step on every rank: each capture holds its replica's
@@ -345,6 +442,9 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	worst := 0.0
 	for step < cfg.Steps {
 		chunk := min(cfg.Every-step%cfg.Every, cfg.Steps-step)
+		if step == 0 {
+			chunk = 1 // no warm-up: the first step alone, to check it
+		}
 		start := time.Now()
 		first := step
 		if err := j.each(func(r *replica) error {
@@ -367,6 +467,14 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 			}
 		}
 		step += chunk
+		if first == 0 {
+			if err := firstStep(); err != nil {
+				return err
+			}
+			if step%cfg.Every != 0 && step < cfg.Steps {
+				continue
+			}
+		}
 		if refStream != nil {
 			if err := refStream.Synchronize(); err != nil {
 				return err
@@ -427,10 +535,11 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	for i := range p0 {
 		maxDiff = max(maxDiff, math.Abs(float64(p0[i]-pr[i])))
 	}
-	if worst > dpTolerance {
-		return fmt.Errorf("data-parallel loss differs from one device's by %.2e (tolerance %.0e)", worst, dpTolerance)
+	tol := driftTolerance(cfg.Backend, n)
+	if worst > tol {
+		return fmt.Errorf("data-parallel loss differs from one device's by %.2e (tolerance %.0e)", worst, tol)
 	}
-	fmt.Fprintf(w, "verdict: %d rank(s) train as one device on the same global batches: losses within %.1e (tolerance %.0e), parameters within %.1e\n",
-		n, worst, dpTolerance, maxDiff)
+	fmt.Fprintf(w, "verdict: %d rank(s) train as one device on the same global batches: losses within %.1e (drift tolerance %.0e), parameters within %.1e at the end\n",
+		n, worst, tol, maxDiff)
 	return nil
 }
