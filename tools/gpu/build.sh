@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p .gpu
 export CGO_ENABLED=0
+# Without symbol tables and DWARF: everything carried to the GPU machine
+# must fit in 64 MiB (tracebacks still name every function).
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-s" # -s implies -w
 go test -c -o .gpu/gpugraph.test .
 go test -c -o .gpu/cuda.test ./internal/cuda
 go test -c -o .gpu/driver.test ./internal/cuda/driver
@@ -19,6 +22,7 @@ go test -c -o .gpu/cublas.test ./internal/cublas
 go test -c -o .gpu/train.test ./internal/train
 go test -c -o .gpu/coll.test ./coll
 go test -c -o .gpu/nccl.test ./internal/nccl
+go test -c -o .gpu/main.test ./cmd/gpugraph
 go build -o .gpu/gpugraph ./cmd/gpugraph
 if [ -n "${BASE:-}" ]; then
   wt=$(mktemp -d)
@@ -27,7 +31,7 @@ if [ -n "${BASE:-}" ]; then
   git worktree remove --force "$wt"
 fi
 du -sh .gpu
-# issue 15, tools/gpu/two.sh: the graph spanning two GPUs
+# tools/gpu/two.sh: the graph spanning two GPUs
 go build -o .gpu/peer-pipeline ./examples/peer-pipeline
 # PERF=1: tools/gpu/perf.sh's taskflow section (about 3 MB more to carry)
 if [ -n "${PERF:-}" ]; then

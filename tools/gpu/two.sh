@@ -1,18 +1,22 @@
 #!/bin/bash
-# two.sh: issue 15 in one command, on a machine with two GPUs (it also runs
-# on one, and says which steps need two). Run from the repository root with
+# two.sh: every device and collective scenario, the driver probe, and
+# data-parallel training against PyTorch DDP, in one command, on a machine
+# with two or more GPUs (it also runs on one, and says which steps need
+# two). Run from the repository root with
 # .gpu/ built here by tools/gpu/build.sh and carried (device tool: carry
 # [".gpu"]); every log goes under $OUT (default /tmp/two-out), the summary
 # is printed at the end and kept in $OUT/summary.txt. It exits 0 even when a
 # step fails, and says which.
 #
 #	bash tools/gpu/two.sh                 # every step
-#	bash tools/gpu/two.sh tests probe     # only some: info tests pipeline probe train ddp bw
+#	bash tools/gpu/two.sh tests probe     # only some: info tests kill pipeline probe train ddp bw
 #
 # Steps and their logs:
 #   info      nvidia-smi, topology, nvcc, NCCL, torch                         info.txt
 #   tests     .gpu/gpugraph.test TestDevicesCUDA|TestConformanceCUDA          conformance.txt
 #             .gpu/coll.test -test.run CUDA                                   coll.txt
+#   kill      .gpu/main.test -test.run KillRank: a rank killed in the middle
+#             of training (host and cuda); launch must end the job        kill.txt
 #   pipeline  .gpu/peer-pipeline -backend cuda (examples/peer-pipeline)       peer-pipeline.txt
 #   probe     nvcc tools/probe/peer.cu, run: the driver's answers, in
 #             docs/driver-peer.txt's layout                                   driver-peer.txt
@@ -50,7 +54,7 @@ STATUS=$OUT/status.txt
 T0=$SECONDS
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(info tests pipeline probe train ddp bw)
+[ ${#steps[@]} -eq 0 ] && steps=(info tests kill pipeline probe train ddp bw)
 want() { local s; for s in "${steps[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -119,13 +123,19 @@ if want info; then
   status info "ok: $(gpunames)"
 fi
 
+# Go's own time limit, below the step's: a hang prints every goroutine.
+GOLIMIT=$((LIMIT - 20))s
 if want tests; then
   if need_bin gpugraph.test conformance; then
-    run conformance "$OUT/conformance.txt" .gpu/gpugraph.test -test.run 'TestDevicesCUDA|TestConformanceCUDA' -test.v
+    run conformance "$OUT/conformance.txt" .gpu/gpugraph.test -test.run 'TestDevicesCUDA|TestConformanceCUDA' -test.v -test.timeout "$GOLIMIT"
   fi
   if need_bin coll.test coll; then
-    run coll "$OUT/coll.txt" .gpu/coll.test -test.run CUDA -test.v
+    run coll "$OUT/coll.txt" .gpu/coll.test -test.run CUDA -test.v -test.timeout "$GOLIMIT"
   fi
+fi
+
+if want kill && need_bin main.test kill; then
+  run kill "$OUT/kill.txt" .gpu/main.test -test.run 'KillRank' -test.v -test.timeout "$GOLIMIT"
 fi
 
 if want pipeline; then
@@ -146,7 +156,7 @@ if want probe; then
     if nvcc -O2 -o "$BUILD/peer" tools/probe/peer.cu > "$OUT/probe-build.txt" 2>&1; then
       {
         echo "# tools/probe/peer.cu on $(gpunames)," \
-          "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), $(nvcc --version | grep -o 'V[0-9.]*'), run $(date -u +%F)"
+          "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), $(nvcc --version | grep -o 'V[0-9][0-9.]*'), run $(date -u +%F)"
       } > "$OUT/driver-peer.header"
       if [ "$NGPU" -ge 2 ]; then
         run probe "$OUT/driver-peer.run" "$BUILD/peer"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary of tools/gpu/two.sh's logs (issue 15): python3 two_summary.py OUT.
+"""Summary of tools/gpu/two.sh's logs: python3 two_summary.py OUT.
 
 Reads whatever logs OUT holds (a step that did not run is said to be
 missing) and prints: the steps' status; the conformance and collective
@@ -71,7 +71,7 @@ def steps():
 @guarded
 def tests():
     section("1. backend conformance (several devices) and collectives on cuda")
-    for log, prefixes in (("conformance.txt", ("TestDevicesCUDA", "TestConformanceCUDA")), ("coll.txt", None)):
+    for log, prefixes in (("conformance.txt", ("TestDevicesCUDA", "TestConformanceCUDA")), ("coll.txt", None), ("kill.txt", None)):
         ls = lines(log)
         if ls is None:
             print("  %s: missing" % log)
@@ -228,6 +228,30 @@ def training():
         p = mem_peaks("ddp-%d" % n)
         if p:
             print("    nvidia-smi peak: " + p)
+    drift()
+
+
+def drift():
+    """gpugraph's loss drift from one device against PyTorch DDP's, on the
+    same GPUs in the same run: the data-parallel check's yardstick."""
+    ddp = ddp_lines(2)
+    ref = [float(v["maxrel"]) for v in ddp.values() if v.get("maxrel", "-") != "-"]
+    if not ref:
+        print("  drift: no PyTorch DDP figure on 2 GPUs to compare with")
+        return
+    worst_ddp = max(ref)
+    for name in ("dp-devices-2", "dp-launch-2"):
+        r = gpugraph_dp(name)
+        if not r:
+            continue
+        for run in r[0]:
+            m = re.search(r"losses within ([\d.e+-]+)", run["verdict"])
+            if not m:
+                print("  drift %s --sync %s: no verdict" % (name, run["mode"]))
+                continue
+            g = float(m.group(1))
+            print("  drift %s --sync %-8s %.2e against PyTorch DDP's %.2e (largest of its modes): %s" % (
+                name, run["mode"], g, worst_ddp, "within" if g <= worst_ddp else "MORE than DDP's"))
 
 
 def ddp_lines(n):
@@ -300,7 +324,7 @@ def bandwidth():
 
 
 if __name__ == "__main__":
-    print("issue 15: two GPUs (tools/gpu/two.sh), logs in %s" % OUT)
+    print("two GPUs (tools/gpu/two.sh), logs in %s" % OUT)
     steps()
     tests()
     training()
