@@ -328,7 +328,7 @@ func (c *Comm) issue(opName string, s *gg.Stream, call host.Call) error {
 	}
 	groups.mu.Unlock()
 	if c.nc != nil {
-		return c.nc.post(opName, s, []host.Call{call}, p.capturing)
+		return c.nc.post(opName, s, call, p.capturing)
 	}
 	return c.launch(opName, s, []host.Call{call})
 }

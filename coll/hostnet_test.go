@@ -370,14 +370,18 @@ func startRankOn(t *testing.T, ctx context.Context, backend, mode string, rank, 
 
 // TestHostNetProcesses: two processes, each a rank of one job on its own
 // host device, all-reduce issued and captured.
-func TestHostNetProcesses(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func TestHostNetProcesses(t *testing.T) { allReduceProcesses(t, gg.BackendHost, 30*time.Second) }
+
+// allReduceProcesses runs allReduceRank in two processes of a job on the
+// backend and checks what each got.
+func allReduceProcesses(t *testing.T, backend string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	addr := freeAddr(t)
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
 	for r := range 2 {
-		cmd, out := startRank(t, ctx, "allreduce", r, 2, addr)
+		cmd, out := startRankOn(t, ctx, backend, "allreduce", r, 2, addr)
 		cmds, outs = append(cmds, cmd), append(outs, out)
 	}
 	for r, cmd := range cmds {
@@ -693,24 +697,7 @@ func TestProcessesCUDA(t *testing.T) {
 	if gpus(t) < 2 {
 		t.Skip("needs 2 GPUs")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	addr := freeAddr(t)
-	var cmds []*exec.Cmd
-	var outs []*bytes.Buffer
-	for r := range 2 {
-		cmd, out := startRankOn(t, ctx, gg.BackendCUDA, "allreduce", r, 2, addr)
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
-	for r, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("rank %d: %v\n%s", r, err, outs[r])
-		}
-		want := fmt.Sprintf("rank %d: [2 4 6 1 2 4 6 1]", r)
-		if !strings.Contains(outs[r].String(), want) {
-			t.Fatalf("rank %d printed %q, want %q", r, outs[r], want)
-		}
-	}
+	allReduceProcesses(t, gg.BackendCUDA, 2*time.Minute)
 }
 
 // TestProcessDiesCUDA: rank 1 is a process on GPU 1, killed after a first

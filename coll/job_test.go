@@ -61,7 +61,7 @@ func TestEnvFromOS(t *testing.T) {
 // A job of several processes on host devices (hostnet_test.go has the
 // working ones): an id that is not a host id is refused, and a rank whose
 // rank 0 never answers fails within its timeout.
-func TestInitAcrossProcessesHostRefused(t *testing.T) {
+func TestInitAcrossProcessesHostArgs(t *testing.T) {
 	d, err := gg.Open("host")
 	ok(t, err)
 	defer d.Close()
@@ -191,7 +191,7 @@ func TestRankMissingCUDA(t *testing.T) {
 	ok(t, err)
 	start = time.Now()
 	_, err = coll.InitRank(d, 2, 0, id, coll.WithTimeout(timeout))
-	if !errors.Is(err, gg.ErrUnknown) || !strings.Contains(err.Error(), "did not arrive") || time.Since(start) > timeout+10*time.Second {
+	if !errors.Is(err, gg.ErrLaunchTimeout) || !strings.Contains(err.Error(), "did not arrive") || time.Since(start) > timeout+10*time.Second {
 		t.Fatalf("InitRank: %v after %v", err, time.Since(start))
 	}
 	t.Logf("InitRank, after %v: %v", time.Since(start).Round(time.Millisecond), err)

@@ -380,30 +380,10 @@ func (n *ncclComm) destroy(opName string) error {
 	}
 }
 
-// post issues calls of one rank on s: one call alone, several in a group.
-func (n *ncclComm) post(opName string, s *gg.Stream, calls []host.Call, capturing bool) error {
-	if err := n.usable(opName); err != nil {
-		return err
-	}
-	for i := range calls {
-		if err := n.checkP2P(opName, &calls[i], capturing); err != nil {
-			return err
-		}
-	}
-	var err error
-	if len(calls) == 1 {
-		err = n.settle(calls[0].Kind.String(), n.call(s.NativeStream(), calls[0]))
-	} else {
-		err = n.settle("group", n.lib.Group(func() error {
-			for _, c := range calls {
-				if err := n.settle(c.Kind.String(), n.call(s.NativeStream(), c)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}))
-	}
-	return n.after(opName, s, err, calls, capturing)
+// post issues one call of the rank on s, which Comm.issue checked.
+func (n *ncclComm) post(opName string, s *gg.Stream, call host.Call, capturing bool) error {
+	err := n.settle(call.Kind.String(), n.call(s.NativeStream(), call))
+	return n.after(opName, s, err, []host.Call{call}, capturing)
 }
 
 // after is the result of posting calls: a failure breaks the
