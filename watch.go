@@ -91,7 +91,7 @@ func (d *Device) wait(opName string, f func() error) error {
 		var cause *Error
 		for _, w := range ws {
 			if err := w.Check(); err != nil {
-				cause = newErr(opName, ErrLaunchFailure, "%s failed: %v; aborted it", w.Name(), err)
+				cause = newErr(opName, ErrLaunchFailure, "%s failed: %v; aborted", w.Name(), err)
 				break
 			}
 		}
@@ -100,7 +100,7 @@ func (d *Device) wait(opName string, f func() error) error {
 			for _, w := range ws[1:] {
 				names += ", " + w.Name()
 			}
-			cause = newErr(opName, ErrLaunchTimeout, "the work queued on device %d did not finish within %v while %s was attached (a peer that died or stopped?): aborted it",
+			cause = newErr(opName, ErrLaunchTimeout, "the work queued on device %d did not finish within %v, waiting on %s (a peer that died or stopped?): aborted",
 				d.props.Ordinal, limit, names)
 		}
 		if cause == nil {
