@@ -65,6 +65,7 @@ commands:
          --steps N        training steps per mode (default 300)
          --every N        report loss and memory every N steps (default 50)
          --warmup N       op-by-op steps before the capture, graph mode (default 3)
+         --batch N        samples per step, the global batch (default: the model's)
          --batches N      distinct batches in the data set (default 32)
          --modes LIST     eager,graph, or one of them (default "eager,graph")
          --gemm NAME      auto, kernel or cublas (default "auto": cuBLAS on cuda if found)

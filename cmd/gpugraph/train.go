@@ -38,6 +38,7 @@ type trainConfig struct {
 	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
+	Batch     int // the global batch; 0 keeps the model's
 	// Timeout bounds the data-parallel ranks' waits for each other
 	// (coll.WithTimeout): a rank that died fails the others after it.
 	Timeout time.Duration
@@ -72,6 +73,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Modes, "modes", cfg.Modes, "eager,graph")
 	fs.StringVar(&cfg.GEMM, "gemm", cfg.GEMM, "auto, kernel or cublas")
 	fs.StringVar(&cfg.Timeline, "timeline", cfg.Timeline, "SVG file for the graph memory timeline")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "samples per step (the global batch; default: the model's)")
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "data-parallel: how long a rank waits for the others before failing")
@@ -162,6 +164,12 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 		tc = train.Reference()
 	default:
 		return tc, usagef("unknown model %q (small, reference)", cfg.Model)
+	}
+	switch {
+	case cfg.Batch > 0:
+		tc.Batch = cfg.Batch
+	case cfg.Batch < 0:
+		return tc, usagef("--batch %d: negative", cfg.Batch)
 	}
 	if cfg.Optimizer != "" {
 		tc.Optimizer = cfg.Optimizer

@@ -278,7 +278,11 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %d replicas of %d samples each per global batch of %d, %d steps\n",
 		how, tc, cfg.Backend, n, local.Batch, tc.Batch, cfg.Steps)
-	fmt.Fprintf(w, "  gradients all-reduced (average), %s; the step is captured per rank\n", syncWords[mode])
+	if n == 1 {
+		fmt.Fprintf(w, "  --sync %v: one rank needs no gradient all-reduce (the average of one gradient is itself); the step is captured\n", mode)
+	} else {
+		fmt.Fprintf(w, "  --sync %v: gradients all-reduced (average), %s; the step is captured per rank\n", mode, syncWords[mode])
+	}
 
 	for _, r := range j.reps {
 		// The pool keeps what a step frees for the next one.
@@ -302,11 +306,15 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		}
 		m, c := r.model, r.comm
 		defer func() { err = errors.Join(err, m.Destroy()) }()
-		m.GradSync = func(s *gg.Stream, g gg.DevicePtr, floats int) error {
-			return c.AllReduce(s, g, g, floats, coll.Float32, coll.Avg)
+		// The average of one rank's gradient is that gradient: the step of
+		// one rank is the plain step, with no all-reduce in it.
+		if n > 1 {
+			m.GradSync = func(s *gg.Stream, g gg.DevicePtr, floats int) error {
+				return c.AllReduce(s, g, g, floats, coll.Float32, coll.Avg)
+			}
+			m.SyncMode = mode
 		}
-		m.SyncMode = mode
-		if mode == train.SyncOverlap {
+		if n > 1 && mode == train.SyncOverlap {
 			if r.side, err = r.dev.NewStream(); err != nil {
 				return err
 			}

@@ -320,6 +320,7 @@ def main():
     ap.add_argument("--every", type=int, default=50, help="report (and time a chunk) every N steps")
     ap.add_argument("--warmup", type=int, default=DDP_WARMUP, help="eager DDP steps before timing (graph mode: before the capture)")
     ap.add_argument("--batches", type=int, default=32, help="distinct global batches in the data set")
+    ap.add_argument("--batch", type=int, default=0, help="global batch (default: the model's); weak scaling: 512 per rank")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", default="eager,graph")
     ap.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP bucket size (default: DDP's)")
@@ -334,6 +335,8 @@ def main():
     args = ap.parse_args()
 
     cfg = dict(MODELS[args.model])
+    if args.batch > 0:
+        cfg["Batch"] = args.batch
     modes = [m for m in args.modes.split(",") if m]
     for m in modes:
         if m not in ("eager", "graph"):

@@ -246,6 +246,69 @@ if want bw; then
   fi
 fi
 
+# scale: strong and weak scaling beside PyTorch DDP, the plain captured
+# step beside the 1-GPU data-parallel one, two "machines" over sockets, and
+# where a step's time goes (nsys, where installed). Not in the default
+# steps: bash tools/gpu/two.sh scale.
+if want scale && need_bin gpugraph scale && needs2 scale; then
+  M=(--backend cuda --model reference)
+  memwatch scale-plain
+  run scale-plain "$OUT/scale-plain.txt" .gpu/gpugraph train "${M[@]}" --modes graph
+  memstop
+  # Strong scaling: a global batch of 512 on 1 and 2 GPUs; weak: 512 per
+  # GPU (the 1-GPU run is the same as strong scaling's).
+  for spec in "1 512" "2 512" "2 1024"; do
+    set -- $spec
+    n=$1 b=$2
+    name=scale-gg-$n-$b
+    memwatch "$name"
+    run "$name" "$OUT/$name.txt" .gpu/gpugraph launch --nproc "$n" train "${M[@]}" --batch "$b" --sync overlap,after
+    memstop
+  done
+  if [ -n "$TORCHRUN" ] && "$PY" -c 'import torch' 2> /dev/null; then
+    for spec in "1 512" "2 512" "2 1024"; do
+      set -- $spec
+      name=scale-ddp-$1-$2
+      memwatch "$name"
+      run "$name" "$OUT/$name.txt" "$TORCHRUN" --standalone --nproc_per_node "$1" tools/ddp/train_ddp.py --model reference --batch "$2" --steps 300 --sweep off
+      memstop
+    done
+  fi
+  # Two machines, simulated: a launch per GPU, each seeing one, NCCL's
+  # shared-memory and peer-to-peer transports off: the ranks talk over
+  # sockets (loopback), as two machines without InfiniBand would.
+  port=$((29500 + RANDOM % 1000))
+  sock=(env NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SOCKET_IFNAME=lo)
+  memwatch scale-2nodes
+  timeout -k 15 "$LIMIT" "${sock[@]}" CUDA_VISIBLE_DEVICES=1 .gpu/gpugraph launch --nnodes 2 --node-rank 1 --master 127.0.0.1:$port --nproc 1 \
+    train "${M[@]}" --sync overlap,inline,after > "$OUT/scale-2nodes-node1.txt" 2>&1 &
+  node1=$!
+  run scale-2nodes "$OUT/scale-2nodes.txt" "${sock[@]}" CUDA_VISIBLE_DEVICES=0 .gpu/gpugraph launch --nnodes 2 --node-rank 0 --master 127.0.0.1:$port --nproc 1 \
+    train "${M[@]}" --sync overlap,inline,after
+  wait "$node1"
+  echo "# node 1 exit $?" >> "$OUT/scale-2nodes-node1.txt"
+  memstop
+  if need_bin coll.test scale-sockets-bw; then
+    run scale-sockets-bw "$OUT/scale-sockets-bw.txt" "${sock[@]}" .gpu/coll.test -test.run '^$' -test.bench 'AllReduce/cuda' -test.benchtime 50x
+  fi
+  # Where a step's time goes, per GPU: kernels by kind, and the gaps.
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
+  if [ -n "$NSYS" ]; then
+    # 1 GPU: the plain captured step; 2: a process per GPU (rank 1's GPU
+    # runs the step alone; rank 0's also trains the one-device reference).
+    for n in 1 2; do
+      args=(train "${M[@]}" --steps 200 --modes graph)
+      [ "$n" = 2 ] && args=(launch --nproc 2 train "${M[@]}" --steps 200 --sync overlap)
+      run "scale-nsys-$n" "$OUT/scale-nsys-$n.txt" "$NSYS" profile -t cuda -o "$BUILD/step-$n" -f true .gpu/gpugraph "${args[@]}"
+      "$NSYS" stats -q -r cuda_gpu_trace -f csv -o "$BUILD/step-$n" "$BUILD/step-$n.nsys-rep" > /dev/null 2>&1
+      "$PY" tools/gpu/timeline.py "$BUILD"/step-${n}_cuda_gpu_trace.csv > "$OUT/scale-timeline-$n.txt" 2>&1 ||
+        status "scale-timeline-$n" "FAILED (log scale-timeline-$n.txt)"
+    done
+  else
+    status scale-timeline "no nsys on this machine: no timeline"
+  fi
+fi
+
 echo "== summary ($((SECONDS - T0)) s)"
 if [ -n "$PY" ] && "$PY" tools/gpu/two_summary.py "$OUT" > "$OUT/summary.txt" 2> "$OUT/summary-error.txt"; then
   cat "$OUT/summary.txt"

@@ -154,8 +154,9 @@ def gpugraph_dp(name):
         return None
     runs, cur = [], None
     for l in ls:
-        if "gradients all-reduced (average)" in l:
-            mode = next((m for w, m in SYNC_WORDS.items() if w in l), "?")
+        m = re.search(r"--sync (\w+):", l)
+        if m or "gradients all-reduced (average)" in l:
+            mode = m.group(1) if m else next((m for w, m in SYNC_WORDS.items() if w in l), "?")
             cur = {"mode": mode, "mem": [], "verdict": "", "step": None}
             runs.append(cur)
         elif cur is None:
@@ -254,9 +255,9 @@ def drift():
                 name, run["mode"], g, worst_ddp, "within" if g <= worst_ddp else "MORE than DDP's"))
 
 
-def ddp_lines(n):
+def ddp_lines(n, log=None):
     out = {}
-    for l in lines("ddp-%d.txt" % n) or []:
+    for l in lines(log or "ddp-%d.txt" % n) or []:
         if l.startswith("DDP "):
             f = l.split()
             kv = dict(x.split("=", 1) for x in f[2:] if "=" in x)
@@ -323,6 +324,69 @@ def bandwidth():
     print("  (gg/NCCL: gpugraph's bandwidth over NCCL's C++ program's, else torch's; 1.00 = the same)")
 
 
+@guarded
+def scale():
+    if read("scale-gg-1-512.txt") is None:
+        return
+    section("4. scaling beside PyTorch DDP (two.sh scale): step time, speed-up, memory per GPU")
+    plain = None
+    for l in lines("scale-plain.txt") or []:
+        m = re.search(r"trained .* ([\d.]+) (µs|ms) per step", l)
+        if m:
+            plain = dur_ms(m.group(1), m.group(2))
+    gg = {}
+    for n, b in ((1, 512), (2, 512), (2, 1024)):
+        r = gpugraph_dp("scale-gg-%d-%d" % (n, b))
+        if r:
+            for run in r[0]:
+                gg[(run["mode"], n, b)] = run
+    ddp = {(n, b): ddp_lines(n, "scale-ddp-%d-%d.txt" % (n, b)) for n, b in ((1, 512), (2, 512), (2, 1024))}
+    print("  %-40s %10s %10s %8s %10s %8s" % ("", "1 GPU 512", "2 GPUs 512", "strong", "2 GPUs 1024", "weak"))
+    rows = []
+    for mode in ("overlap", "after"):
+        t = [gg.get((mode, n, b), {}).get("step") for n, b in ((1, 512), (2, 512), (2, 1024))]
+        rows.append(("gpugraph --sync " + mode, t))
+    for mode in ("graph", "eager"):
+        t = [ddp[k].get(mode, {}).get("step_ms_chunks") for k in ((1, 512), (2, 512), (2, 1024))]
+        rows.append(("PyTorch DDP " + mode, [float(x) if x else None for x in t]))
+    for what, (t1, t2, tw) in rows:
+        f = lambda x: "%.3f ms" % x if x else "-"
+        print("  %-40s %10s %10s %8s %10s %8s" % (what, f(t1), f(t2), "%.2fx" % (t1 / t2) if t1 and t2 else "-",
+                                                  f(tw), "%.2fx" % (2 * t1 / tw) if t1 and tw else "-"))
+    if plain:
+        one = gg.get(("overlap", 1, 512), {}).get("step")
+        print("  plain captured step (train --modes graph, 1 GPU): %.3f ms; the 1-GPU data-parallel step: %s" % (
+            plain, "%.3f ms (%.2fx)" % (one, one / plain) if one else "?"))
+    print("  memory per GPU (nvidia-smi peak over the run, all modes):")
+    for name in ["scale-gg-%d-%d" % k for k in ((1, 512), (2, 512), (2, 1024))] + ["scale-ddp-%d-%d" % k for k in ((1, 512), (2, 512), (2, 1024))]:
+        p = mem_peaks(name)
+        if p:
+            print("    %-22s %s" % (name, p))
+    for k, d in ddp.items():
+        for mode, kv in d.items():
+            print("    DDP %s %d GPU(s) batch %d: torch reserved %s MiB, allocated %s MiB per rank" % (
+                mode, k[0], k[1], kv.get("reserved_mib", "?"), kv.get("allocated_mib", "?")))
+    r = gpugraph_dp("scale-2nodes")
+    if r:
+        print("  two machines simulated (a launch per GPU, NCCL over loopback sockets):")
+        for run in r[0]:
+            print("    --sync %-8s step %s; %s" % (run["mode"], "%.3f ms" % run["step"] if run["step"] else "?",
+                                                  run["verdict"].replace("verdict: ", "") or "no verdict"))
+        for e in r[1][:3]:
+            print("    ! " + e.strip())
+    for l in lines("scale-sockets-bw.txt") or []:
+        m = re.match(r"BenchmarkAllReduce/cuda/ranks=(\d+)/bytes=(\d+)/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) algGB/s\s+([\d.]+) busGB/s", l)
+        if m and int(m.group(2)) in (1 << 20, 13688872, 1 << 26, 1 << 28):
+            print("    all-reduce over sockets, %s: %.1f µs, busbw %s GB/s" % (m.group(3), float(m.group(4)) / 1e3, m.group(6)))
+    for n in (1, 2):
+        t = read("scale-timeline-%d.txt" % n)
+        if t:
+            print("  where the time goes, %d GPU(s) (nsys; scale-timeline-%d.txt):" % (n, n))
+            for l in t.splitlines():
+                if l.startswith("device") or re.match(r"  (GEMM|NCCL|elementwise|copy|memset|overlap|idle)", l):
+                    print("    " + l.strip())
+
+
 if __name__ == "__main__":
     print("two GPUs (tools/gpu/two.sh), logs in %s" % OUT)
     steps()
@@ -330,3 +394,4 @@ if __name__ == "__main__":
     training()
     scaling()
     bandwidth()
+    scale()
