@@ -160,6 +160,7 @@ func (d *Device) Close() error {
 	if !d.closed.CompareAndSwap(false, true) {
 		return newErr("Device.Close", ErrContextIsDestroyed, "device already closed")
 	}
+	d.closeWatches()
 	d.caps.endDeviceCaptures(d)
 	d.uobj.releaseAll()
 	return backendErr("Device.Close", d.be.Close())

@@ -134,3 +134,48 @@ func TestWaitWithWatchFinishes(t *testing.T) {
 		t.Fatalf("Synchronize: %v, aborted %d", err, fw.aborted.Load())
 	}
 }
+
+// TestWatchOutlivesDevice: a device closed with a watch still attached
+// ends its watchdog, and the watch's later detach is harmless.
+func TestWatchOutlivesDevice(t *testing.T) {
+	d, err := gg.Open("host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	detach := watch.Attach(d, &fakeWatch{timeout: time.Minute, release: make(chan struct{})})
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	detach()
+}
+
+// BenchmarkWaitWatched: the price of a wait (synchronizing an idle stream)
+// without and with a watch attached; with one, the wait registers with the
+// device's watchdog.
+func BenchmarkWaitWatched(b *testing.B) {
+	for _, watched := range []bool{false, true} {
+		name := "unwatched"
+		if watched {
+			name = "watched"
+		}
+		b.Run(name, func(b *testing.B) {
+			d, err := gg.Open("host")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			s, err := d.NewStream()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if watched {
+				defer watch.Attach(d, &fakeWatch{timeout: time.Minute, release: make(chan struct{})})()
+			}
+			for b.Loop() {
+				if err := s.Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ type trainConfig struct {
 	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
-	Batch     int // the global batch; 0 keeps the model's
+	Batch     int    // the global batch; 0 keeps the model's
 	// Timeout bounds the data-parallel ranks' waits for each other
 	// (coll.WithTimeout): a rank that died fails the others after it.
 	Timeout time.Duration
