@@ -1,6 +1,7 @@
 package coll
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -116,13 +117,25 @@ type Env struct {
 	LocalRank int
 	// Addr is where rank 0 hands out the UniqueID (host:port).
 	Addr string
+	// Token tells this job from another that dials the same Addr (a stale
+	// job, a typo): rank 0 gives the UniqueID only to a rank that proves it
+	// has the same token, and a rank takes it only from a rank 0 that
+	// proves the same (neither sends it). Empty, as under torchrun or
+	// Slurm, is a token too: it must then be empty on every rank.
+	Token string
 }
+
+// JobTokenEnv is the variable EnvFromOS reads Env.Token from. gpugraph
+// launch sets it to a random value for a job of one machine; a job of
+// several machines needs the same value on every one, set by the user.
+const JobTokenEnv = "GPUGRAPH_JOB_TOKEN"
 
 // EnvFromOS reads the job from the environment: RANK, WORLD_SIZE,
 // LOCAL_RANK, MASTER_ADDR and MASTER_PORT as gpugraph launch and torchrun
 // set them, or Slurm's SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID (with
-// MASTER_ADDR and MASTER_PORT from the job script). ok is false when the
-// process was not started as part of a job.
+// MASTER_ADDR and MASTER_PORT from the job script), and the job's token
+// from GPUGRAPH_JOB_TOKEN (JobTokenEnv; empty if unset). ok is false when
+// the process was not started as part of a job.
 func EnvFromOS() (env Env, ok bool, err error) {
 	get := func(names ...string) (string, bool) {
 		for _, n := range names {
@@ -170,13 +183,19 @@ func EnvFromOS() (env Env, ok bool, err error) {
 	if hasAddr || hasPort {
 		env.Addr = net.JoinHostPort(addr, port)
 	}
+	env.Token = os.Getenv(JobTokenEnv)
 	return env, true, nil
 }
 
 // InitFromEnv creates this process's communicator of the job env describes
 // on dev: rank 0 makes the UniqueID and hands it to the others over TCP at
 // env.Addr (waiting for all of them at most the communicator's timeout),
-// and every rank calls InitRank.
+// only to ranks with the same env.Token, and every rank calls InitRank.
+// A rank that rank 0 refuses (another job's token, another world size, a
+// rank out of range or already joined, another version of the rendezvous)
+// fails at once with ErrInvalidValue saying which; a rank 0 that does not answer, or answers as another job,
+// and a rank 0 whose ranks do not all join, fail at the timeout with
+// ErrUnknown.
 func InitFromEnv(dev *gg.Device, env Env, opts ...Option) (*Comm, error) {
 	const opName = "coll.InitFromEnv"
 	cfg, err := options(opName, opts)
@@ -214,12 +233,17 @@ func InitFromEnv(dev *gg.Device, env Env, opts ...Option) (*Comm, error) {
 			ln.Close()
 			return nil, err
 		}
-		if err := rendezvous.Serve(ln, env.World, id, deadline); err != nil {
+		if err := rendezvous.Serve(ln, env.World, env.Token, id, deadline); err != nil {
 			releaseHostID(id)
 			return nil, errorf(opName, gg.ErrUnknown, "%v", err)
 		}
 	default:
-		got, err := rendezvous.Fetch(env.Addr, env.Rank, env.World, deadline)
+		got, err := rendezvous.Fetch(env.Addr, env.Rank, env.World, env.Token, deadline)
+		if errors.Is(err, rendezvous.ErrMismatch) {
+			// Final: this rank's env is not the job's (asking again would
+			// be refused again).
+			return nil, errorf(opName, gg.ErrInvalidValue, "%v", err)
+		}
 		if err != nil {
 			return nil, errorf(opName, gg.ErrUnknown, "%v", err)
 		}

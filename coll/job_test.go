@@ -15,7 +15,7 @@ import (
 )
 
 func TestEnvFromOS(t *testing.T) {
-	vars := []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}
+	vars := []string{"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", coll.JobTokenEnv}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -26,6 +26,8 @@ func TestEnvFromOS(t *testing.T) {
 		{name: "not a job"},
 		{"torchrun", map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
 			coll.Env{Rank: 3, World: 4, LocalRank: 1, Addr: "127.0.0.1:29500"}, true, ""},
+		{"gpugraph launch", map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "GPUGRAPH_JOB_TOKEN": "abc"},
+			coll.Env{Rank: 1, World: 2, LocalRank: 1, Addr: "127.0.0.1:29500", Token: "abc"}, true, ""},
 		{"slurm", map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1234"},
 			coll.Env{Rank: 1, World: 2, LocalRank: 0, Addr: "127.0.0.1:1234"}, true, ""},
 		{"one rank, no address", map[string]string{"RANK": "0", "WORLD_SIZE": "1"}, coll.Env{World: 1}, true, ""},
@@ -76,6 +78,58 @@ func TestInitAcrossProcessesHostArgs(t *testing.T) {
 	for _, bad := range [][2]int{{0, 0}, {2, 2}, {2, -1}} {
 		if _, err := coll.InitRank(d, bad[0], bad[1], coll.UniqueID{}); !errors.Is(err, gg.ErrInvalidValue) {
 			t.Errorf("rank %d of %d: %v", bad[1], bad[0], err)
+		}
+	}
+}
+
+// TestInitFromEnvOtherJob: two jobs of host processes at the same address
+// with different tokens do not mix. A rank of the other job is refused at
+// once, with ErrInvalidValue saying why, and the job's own rank joins.
+func TestInitFromEnvOtherJob(t *testing.T) {
+	devs, _ := hostDevices(t, 3)
+	addr := freeAddr(t)
+	const timeout = 3 * time.Second
+	type result struct {
+		c   *coll.Comm
+		err error
+	}
+	rank0 := make(chan result, 1)
+	go func() {
+		c, err := coll.InitFromEnv(devs[0], coll.Env{Rank: 0, World: 2, Addr: addr, Token: "job A"}, coll.WithTimeout(timeout))
+		rank0 <- result{c, err}
+	}()
+	for _, token := range []string{"job B", ""} {
+		start := time.Now()
+		_, err := coll.InitFromEnv(devs[1], coll.Env{Rank: 1, World: 2, Addr: addr, Token: token}, coll.WithTimeout(timeout))
+		el := time.Since(start)
+		if !errors.Is(err, gg.ErrInvalidValue) || !strings.Contains(err.Error(), "wrong job token") {
+			t.Fatalf("rank 1 with token %q: %v, want ErrInvalidValue: wrong job token", token, err)
+		}
+		if el > time.Second { // refused, not retried until the timeout
+			t.Fatalf("rank 1 with token %q refused after %v", token, el)
+		}
+		t.Logf("token %q, after %v: %v", token, el.Round(time.Millisecond), err)
+	}
+	c1, err := coll.InitFromEnv(devs[2], coll.Env{Rank: 1, World: 2, Addr: addr, Token: "job A"}, coll.WithTimeout(timeout))
+	ok(t, err)
+	defer c1.Destroy()
+	r := <-rank0
+	ok(t, r.err)
+	defer r.c.Destroy()
+	// The job works: the two ranks all-reduce.
+	var wg sync.WaitGroup
+	got := make([][]float64, 2)
+	errs := make([]error, 2)
+	for i, dc := range []struct {
+		d *gg.Device
+		c *coll.Comm
+	}{{devs[0], r.c}, {devs[2], c1}} {
+		wg.Go(func() { got[i], errs[i] = allReduceRank(dc.d, dc.c, false) })
+	}
+	wg.Wait()
+	for i := range 2 {
+		if errs[i] != nil || fmt.Sprint(got[i]) != "[2 4 6 1 2 4 6 1]" {
+			t.Fatalf("rank %d: %v, %v", i, got[i], errs[i])
 		}
 	}
 }

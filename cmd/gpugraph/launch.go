@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +22,9 @@ import (
 // launch --nproc N [--grace D] COMMAND...: starts a job of N processes on
 // this machine (times --nnodes machines), as torchrun does: each runs
 // COMMAND with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
-// and MASTER_PORT set (and NCCL_NVLS_ENABLE=0 unless set), so
+// and MASTER_PORT set (and NCCL_NVLS_ENABLE=0 unless set, and on one
+// machine GPUGRAPH_JOB_TOKEN to a random value unless set: a job of several
+// machines shares one only if the user sets the same on every machine), so
 // coll.InitFromEnv makes it one rank of a communicator. COMMAND is a
 // gpugraph command (train, demo, ...) or any program. Output lines carry
 // the rank.
@@ -142,6 +145,24 @@ func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 		prog, args = exe, cfg.Command
 	}
 	world := cfg.NProc * cfg.NNodes
+	// The job's token (coll.Env.Token): rank 0 hands the communicator's id
+	// only to ranks that prove they have it, so a rank of another job at
+	// the same address is refused. One the user set is kept: that is how
+	// the machines of a job share one. A job of one machine gets a random
+	// one. A job of several machines without one runs with the empty token,
+	// as torchrun and Slurm jobs do, and launch says so: a random token
+	// would differ between the machines, and one derived from what they
+	// all are given (--master, the sizes) would be the same for another
+	// job at the same --master, so it would tell apart nothing that the
+	// address and the world size (which rank 0 checks) do not.
+	var tokenEnv []string
+	if _, set := os.LookupEnv("GPUGRAPH_JOB_TOKEN"); !set {
+		if cfg.NNodes == 1 {
+			tokenEnv = []string{"GPUGRAPH_JOB_TOKEN=" + rand.Text()}
+		} else {
+			fmt.Fprintf(stderr, "gpugraph launch: GPUGRAPH_JOB_TOKEN is not set, so a rank of another job that dials %s could join this one: set the same GPUGRAPH_JOB_TOKEN on every machine of the job (make one with: openssl rand -hex 16)\n", cfg.Master)
+		}
+	}
 	var out sync.Mutex
 	ranks := make([]*launchedRank, cfg.NProc)
 	var pipes sync.WaitGroup
@@ -152,6 +173,7 @@ func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 			"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(world),
 			"LOCAL_RANK="+strconv.Itoa(local), "LOCAL_WORLD_SIZE="+strconv.Itoa(cfg.NProc),
 			"MASTER_ADDR="+addr, "MASTER_PORT="+port)
+		c.Env = append(c.Env, tokenEnv...)
 		if _, set := os.LookupEnv("NCCL_NVLS_ENABLE"); !set {
 			// NVLink SHARP multicast is off unless asked for: on shared
 			// machines it can put GPUs out of service.

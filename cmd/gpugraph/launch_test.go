@@ -77,6 +77,36 @@ func TestLaunchProgramEnv(t *testing.T) {
 	}
 }
 
+// Every rank of a job on one machine gets the same random job token, a
+// token the user set is kept, and two jobs get two tokens.
+func TestLaunchJobToken(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	tokens := func() []string {
+		var out, errOut bytes.Buffer
+		if err := runLaunch(launchConfig{NProc: 3, NNodes: 1, Command: []string{"sh", "-c", "echo token=$GPUGRAPH_JOB_TOKEN"}}, &out, &errOut); err != nil {
+			t.Fatal(err, errOut.String())
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			_, tok, _ := strings.Cut(l, "token=")
+			got = append(got, tok)
+		}
+		return got
+	}
+	t.Setenv("GPUGRAPH_JOB_TOKEN", "")
+	os.Unsetenv("GPUGRAPH_JOB_TOKEN")
+	a, b := tokens(), tokens()
+	if len(a) != 3 || a[0] == "" || a[1] != a[0] || a[2] != a[0] || b[0] == a[0] {
+		t.Fatalf("job 1's ranks got %q, job 2's %q: want one non-empty token per job", a, b)
+	}
+	t.Setenv("GPUGRAPH_JOB_TOKEN", "mine")
+	if c := tokens(); c[0] != "mine" || c[2] != "mine" {
+		t.Fatalf("with GPUGRAPH_JOB_TOKEN=mine the ranks got %q", c)
+	}
+}
+
 func TestLaunchUsage(t *testing.T) {
 	for name, cfg := range map[string]launchConfig{
 		"no command":            {NProc: 1, NNodes: 1},

@@ -110,7 +110,9 @@ commands:
          --grace D        when a rank fails or launch is interrupted, how long every
                           rank has after SIGTERM before SIGKILL (default 5s)
          COMMAND...       a gpugraph command (train ...) or a program; each process
-                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT;
+                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+                          and GPUGRAPH_JOB_TOKEN (random per job on one machine; on
+                          several, set the same one on every machine);
                           when one fails, launch ends every rank's process group and
                           exits non-zero naming the rank that failed first
   help   print this message
