@@ -353,6 +353,14 @@ def scale():
         f = lambda x: "%.3f ms" % x if x else "-"
         print("  %-40s %10s %10s %8s %10s %8s" % (what, f(t1), f(t2), "%.2fx" % (t1 / t2) if t1 and t2 else "-",
                                                   f(tw), "%.2fx" % (2 * t1 / tw) if t1 and tw else "-"))
+    r = gpugraph_dp("scale-gg-1-256")
+    if r:
+        half = {run["mode"]: run["step"] for run in r[0]}
+        for mode in ("overlap", "after"):
+            h, t2 = half.get(mode), gg.get((mode, 2, 512), {}).get("step")
+            if h and t2:
+                print("  --sync %-8s 1 GPU at batch 256 (one rank's compute of the 2-GPU step): %.3f ms; the 2-GPU step %.3f ms: %.3f ms more (all-reduces and the waits they cause)" % (
+                    mode, h, t2, t2 - h))
     if plain:
         one = gg.get(("overlap", 1, 512), {}).get("step")
         print("  plain captured step (train --modes graph, 1 GPU): %.3f ms; the 1-GPU data-parallel step: %s" % (
