@@ -34,7 +34,8 @@ type watches struct {
 
 	mu      sync.Mutex
 	waiting map[*waitRec]struct{} // waits in progress
-	kick    chan struct{}         // wakes the watchdog when a wait begins
+	kick    chan struct{}         // wakes the parked watchdog when a wait begins
+	parked  atomic.Bool           // the watchdog sleeps until kicked
 	stop    chan struct{}         // ends the watchdog (the last watch detached)
 	cause   atomic.Pointer[Error] // what the watchdog aborted the watches for
 }
@@ -114,10 +115,11 @@ func (d *Device) wait(opName string, f func() error) error {
 		return f()
 	}
 	ws.waiting[rec] = struct{}{}
-	first := len(ws.waiting) == 1
 	kick := ws.kick
 	ws.mu.Unlock()
-	if first {
+	// Wake the watchdog only if it sleeps: while waits come one after
+	// another (a training loop), it is ticking and nobody pays a wake-up.
+	if ws.parked.Load() && ws.parked.CompareAndSwap(true, false) {
 		select {
 		case kick <- struct{}{}:
 		default:
@@ -148,7 +150,20 @@ func (d *Device) watchdog(stop, kick chan struct{}) {
 		}
 		ws.mu.Unlock()
 		if oldest == nil {
-			tick.Stop() // no ticks while nothing waits: an idle device burns nothing
+			// Park: no ticks while nothing waits, so an idle device burns
+			// nothing. A wait that registered before parked was set is
+			// seen by the second look; one after it kicks.
+			ws.parked.Store(true)
+			ws.mu.Lock()
+			n := len(ws.waiting)
+			ws.mu.Unlock()
+			if n > 0 {
+				if !ws.parked.CompareAndSwap(true, false) {
+					<-kick // that wait's kick
+				}
+				continue
+			}
+			tick.Stop()
 			select {
 			case <-stop:
 				return
