@@ -62,15 +62,8 @@ func TestWaitsBoundedByWatch(t *testing.T) {
 				name = w.name + "/async-error"
 			}
 			t.Run(name, func(t *testing.T) {
-				d, err := gg.Open("host")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer d.Close()
-				s, err := d.NewStream()
-				if err != nil {
-					t.Fatal(err)
-				}
+				d := open(t)
+				s := must[*gg.Stream](t)(d.NewStream())
 				fw := &fakeWatch{timeout: 150 * time.Millisecond, release: make(chan struct{})}
 				if failing {
 					fw.timeout = time.Hour
@@ -83,7 +76,7 @@ func TestWaitsBoundedByWatch(t *testing.T) {
 					t.Fatal(err)
 				}
 				start := time.Now()
-				err = w.wait(d, s)
+				err := w.wait(d, s)
 				el := time.Since(start)
 				want := gg.ErrLaunchTimeout
 				if failing {
@@ -110,15 +103,8 @@ func TestWaitsBoundedByWatch(t *testing.T) {
 // TestWaitWithWatchFinishes: an attached watch does not change a wait on
 // work that finishes, and once detached the device waits as before.
 func TestWaitWithWatchFinishes(t *testing.T) {
-	d, err := gg.Open("host")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	s, err := d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := open(t)
+	s := must[*gg.Stream](t)(d.NewStream())
 	fw := &fakeWatch{timeout: time.Minute, release: make(chan struct{})}
 	detach := watch.Attach(d, fw)
 	var ran atomic.Bool
@@ -138,10 +124,7 @@ func TestWaitWithWatchFinishes(t *testing.T) {
 // TestWatchOutlivesDevice: a device closed with a watch still attached
 // ends its watchdog, and the watch's later detach is harmless.
 func TestWatchOutlivesDevice(t *testing.T) {
-	d, err := gg.Open("host")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := open(t)
 	detach := watch.Attach(d, &fakeWatch{timeout: time.Minute, release: make(chan struct{})})
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -159,15 +142,8 @@ func BenchmarkWaitWatched(b *testing.B) {
 			name = "watched"
 		}
 		b.Run(name, func(b *testing.B) {
-			d, err := gg.Open("host")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer d.Close()
-			s, err := d.NewStream()
-			if err != nil {
-				b.Fatal(err)
-			}
+			d := open(b)
+			s := must[*gg.Stream](b)(d.NewStream())
 			if watched {
 				defer watch.Attach(d, &fakeWatch{timeout: time.Minute, release: make(chan struct{})})()
 			}

@@ -400,20 +400,45 @@ func allReduceProcesses(t *testing.T, backend string, limit time.Duration) {
 // ErrLaunchFailure naming rank 1, as soon as the connection closes, well
 // before its timeout.
 func TestHostNetProcessDies(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	r := peerDies(t, gg.BackendHost, 20*time.Second)
+	err, el := r.err, r.after
+	if !errors.Is(err, gg.ErrLaunchFailure) || !strings.Contains(err.Error(), "rank 1 closed its connection") {
+		t.Fatalf("got %v, want ErrLaunchFailure saying rank 1 closed its connection", err)
+	}
+	if el > 2*time.Second {
+		t.Fatalf("failed %v after rank 1 died, want well within 2s", el)
+	}
+	t.Logf("rank 0, %v after rank 1 was killed: %v", el.Round(time.Millisecond), err)
+}
+
+// died is what rank 0 saw when its peer died: its communicator and
+// stream, and its next all-reduce's wait (the error, and how long after the
+// kill it came).
+type died struct {
+	c     *coll.Comm
+	s     *gg.Stream
+	err   error
+	after time.Duration
+}
+
+// peerDies runs rank 1 of a job of 2 as a process on the backend, rank 0
+// in this one (device 0), all-reduces once, kills rank 1, and waits on rank
+// 0's next all-reduce.
+func peerDies(t *testing.T, backend string, timeout time.Duration) died {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
 	addr := freeAddr(t)
-	cmd, out := startRank(t, ctx, "wait", 1, 2, addr)
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	d, err := gg.Open("host")
+	cmd, out := startRankOn(t, ctx, backend, "wait", 1, 2, addr)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	d, err := gg.Open(backend)
 	ok(t, err)
-	defer d.Close()
-	c, err := coll.InitFromEnv(d, coll.Env{Rank: 0, World: 2, Addr: addr}, coll.WithTimeout(20*time.Second))
+	t.Cleanup(func() { d.Close() })
+	c, err := coll.InitFromEnv(d, coll.Env{Rank: 0, World: 2, Addr: addr}, coll.WithTimeout(timeout))
 	if err != nil {
 		t.Fatalf("%v\nrank 1: %s", err, out)
 	}
-	defer c.Destroy()
+	t.Cleanup(func() { c.Destroy() })
 	if _, err := allReduceRank(d, c, false); err != nil {
 		t.Fatalf("%v\nrank 1: %s", err, out)
 	}
@@ -424,14 +449,7 @@ func TestHostNetProcessDies(t *testing.T) {
 	buf := must(t)(d.Malloc(64))
 	ok(t, c.AllReduce(s, buf, buf, 16, coll.Float32, coll.Sum))
 	err = s.Synchronize()
-	el := time.Since(killed)
-	if !errors.Is(err, gg.ErrLaunchFailure) || !strings.Contains(err.Error(), "rank 1 closed its connection") {
-		t.Fatalf("got %v, want ErrLaunchFailure saying rank 1 closed its connection", err)
-	}
-	if el > 2*time.Second {
-		t.Fatalf("failed %v after rank 1 died, want well within 2s", el)
-	}
-	t.Logf("rank 0, %v after rank 1 was killed: %v", el.Round(time.Millisecond), err)
+	return died{c, s, err, time.Since(killed)}
 }
 
 // TestHostNetRankGone: a rank that destroys its communicator, or just stops
@@ -709,32 +727,9 @@ func TestProcessDiesCUDA(t *testing.T) {
 	if gpus(t) < 2 {
 		t.Skip("needs 2 GPUs")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	addr := freeAddr(t)
-	cmd, out := startRankOn(t, ctx, gg.BackendCUDA, "wait", 1, 2, addr)
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	d, err := gg.Open("cuda")
-	ok(t, err)
-	defer d.Close()
 	const timeout = 3 * time.Second
-	c, err := coll.InitFromEnv(d, coll.Env{Rank: 0, World: 2, Addr: addr}, coll.WithTimeout(timeout))
-	if err != nil {
-		t.Fatalf("%v\nrank 1: %s", err, out)
-	}
-	defer c.Destroy()
-	if _, err := allReduceRank(d, c, false); err != nil {
-		t.Fatalf("%v\nrank 1: %s", err, out)
-	}
-	ok(t, cmd.Process.Kill())
-	killed := time.Now()
-	s, err := d.NewStream()
-	ok(t, err)
-	buf := must(t)(d.Malloc(64))
-	ok(t, c.AllReduce(s, buf, buf, 16, coll.Float32, coll.Sum))
-	err = s.Synchronize()
-	el := time.Since(killed)
+	r := peerDies(t, gg.BackendCUDA, timeout)
+	err, el := r.err, r.after
 	if !errors.Is(err, gg.ErrLaunchTimeout) && !errors.Is(err, gg.ErrLaunchFailure) {
 		t.Fatalf("got %v, want ErrLaunchTimeout or ErrLaunchFailure", err)
 	}
@@ -742,7 +737,7 @@ func TestProcessDiesCUDA(t *testing.T) {
 		t.Fatalf("failed %v after rank 1 died, want about the %v timeout", el, timeout)
 	}
 	t.Logf("rank 0, %v after rank 1 was killed: %v", el.Round(time.Millisecond), err)
-	if err := c.AllReduce(s, buf, buf, 16, coll.Float32, coll.Sum); !errors.Is(err, gg.ErrIllegalState) {
+	if err := r.c.AllReduce(r.s, 0, 0, 16, coll.Float32, coll.Sum); !errors.Is(err, gg.ErrIllegalState) {
 		t.Fatalf("the failed communicator: %v, want ErrIllegalState", err)
 	}
 }

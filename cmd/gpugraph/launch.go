@@ -260,13 +260,16 @@ func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 	// Run until every rank has exited, one fails, or launch is signalled.
 	var failed []int // ranks that failed on their own, in the order seen
 	var interrupted os.Signal
+	recordFailed := func(e rankExit) {
+		record(e)
+		if e.st.failed() {
+			failed = append(failed, e.local)
+		}
+	}
 	for running > 0 && len(failed) == 0 && interrupted == nil {
 		select {
 		case e := <-exits:
-			record(e)
-			if e.st.failed() {
-				failed = append(failed, e.local)
-			}
+			recordFailed(e)
 		case interrupted = <-sigs:
 		}
 	}
@@ -281,10 +284,7 @@ func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 		for running > 0 {
 			select {
 			case e := <-exits:
-				record(e)
-				if e.st.failed() {
-					failed = append(failed, e.local)
-				}
+				recordFailed(e)
 			case interrupted = <-sigs:
 				break settling
 			case <-settle.C:
