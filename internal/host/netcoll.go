@@ -34,6 +34,20 @@ import (
 // frame, calls that do not match) breaks the communicator: every call
 // fails from then on, and the other ranks are told (an abort frame, then
 // the connection closes), so every rank fails fast, naming the cause.
+//
+// A communicator destroyed while it works says goodbye instead: a bye
+// frame to its peer(s), after the last frame it wrote, carrying how many
+// collectives it joined and how many sends it made to each rank; then its
+// connections close. Rank 0 passes a rank's goodbye on to the others. A
+// goodbye fails only what needs the rank that left: a collective it did
+// not join (at rank 0, one whose part from it is missing), a send to it
+// not yet received, a receive from it not yet sent, and, at the other
+// ranks once rank 0 left, whatever rank 0 has not delivered yet.
+// Everything else completes: rank 0 goes on answering the others'
+// collectives and relaying their sends. A call that fails names the rank
+// that left and how far it got, and breaks the communicator as any failure
+// does. An EOF without a goodbye stays a failure (a crashed process), as
+// does a goodbye whose counts disagree with what arrived.
 
 // Frame types.
 const (
@@ -42,6 +56,11 @@ const (
 	frameSend   = 3 // a Send's data, to its receiver (relayed by rank 0)
 	frameAck    = 4 // the receiver has copied a Send's data: the sender may return
 	frameAbort  = 5 // the sender's communicator broke; the payload says why
+	// frameBye: the sender destroyed its working communicator and leaves.
+	// The sequence number is how many collectives it joined (sent its
+	// part of; rank 0: answered), the payload how many sends it wrote to
+	// which ranks (see byeSends).
+	frameBye = 6
 )
 
 const (
@@ -128,6 +147,10 @@ func parseHeader(h []byte, n int) (*frame, int, error) {
 		if length > maxMessage {
 			return nil, 0, fmt.Errorf("abort of %d bytes", length)
 		}
+	case frameBye:
+		if f.status != 0 || length%16 != 0 || length > 16*uint64(n) {
+			return nil, 0, fmt.Errorf("goodbye of status %d, %d bytes", f.status, length)
+		}
 	default:
 		return nil, 0, fmt.Errorf("frame type %d", f.typ)
 	}
@@ -189,6 +212,16 @@ type NetComm struct {
 	inbox   map[netKey]chan *frame // sends arrived, by sender and sequence number
 	acks    map[netKey]chan struct{}
 
+	gone     []*departure  // by rank: the ranks that said goodbye (nil while here)
+	departed []*departure  // the same, in the order they left
+	left     chan struct{} // closed, and replaced, when a rank says goodbye
+	// What this rank wrote, for its goodbye: parts of collectives (to
+	// rank 0; rank 0: collectives it answered) and sends, by receiver.
+	// Updated under mu while holding the write lock of the link the frame
+	// took.
+	outColl uint64
+	outSend []uint64
+
 	// Only the reader of the connection frames from a rank arrive on
 	// touches that rank's counters: the sequence numbers expected next.
 	inColl []uint64
@@ -196,6 +229,40 @@ type NetComm struct {
 
 	stageMu sync.Mutex
 	stage   *vmem.Reservation // rank 0: copies of the other ranks' buffers
+
+	// resultHook, if set (by tests), runs before rank 0 writes the result
+	// of collective call k to rank to.
+	resultHook func(k uint64, to int)
+}
+
+// departure is a rank that said goodbye, and the error of a call that
+// needs it.
+type departure struct {
+	rank  int
+	colls uint64 // collectives it joined
+}
+
+func (d *departure) Error() string {
+	if d.colls == 0 {
+		return fmt.Sprintf("rank %d destroyed its communicator before its first collective", d.rank)
+	}
+	return fmt.Sprintf("rank %d destroyed its communicator after its %s collective", d.rank, ordinal(d.colls))
+}
+
+// ordinal writes n as 1st, 2nd, 3rd, 4th, ..., 11th, ..., 21st.
+func ordinal(n uint64) string {
+	suffix := "th"
+	if n%100 < 11 || n%100 > 13 {
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprint(n, suffix)
 }
 
 // netSlot gathers the other ranks' parts of one collective at rank 0.
@@ -213,7 +280,33 @@ type netKey struct {
 type link struct {
 	peer int
 	conn net.Conn
-	wmu  sync.Mutex
+	wmu  chan struct{} // the write lock: held while a frame is written (a channel, so a goodbye can wait for it a bounded time)
+	done chan struct{} // closed when the reader of the connection returns
+}
+
+func (l *link) lock()   { l.wmu <- struct{}{} }
+func (l *link) unlock() { <-l.wmu }
+
+// lockBy takes the write lock unless deadline passes first (if it has
+// passed, only if the lock is free).
+func (l *link) lockBy(deadline time.Time) bool {
+	select {
+	case l.wmu <- struct{}{}:
+		return true
+	default:
+	}
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case l.wmu <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // errDestroyed is the cause of a communicator broken by Abort.
@@ -227,10 +320,11 @@ func NewNetComm(rank, n int, conns []net.Conn, timeout time.Duration) *NetComm {
 	c := &NetComm{rank: rank, n: n, timeout: timeout, links: make([]*link, n), broken: make(chan struct{}),
 		slots: map[uint64]*netSlot{}, replies: map[uint64]chan *frame{}, sendSeq: make([]uint64, n),
 		recvSeq: make([]uint64, n), inbox: map[netKey]chan *frame{}, acks: map[netKey]chan struct{}{},
+		gone: make([]*departure, n), left: make(chan struct{}), outSend: make([]uint64, n),
 		inColl: make([]uint64, n), inSend: make([]uint64, n)}
 	for r, conn := range conns {
 		if conn != nil {
-			c.links[r] = &link{peer: r, conn: conn}
+			c.links[r] = &link{peer: r, conn: conn, wmu: make(chan struct{}, 1), done: make(chan struct{})}
 		}
 	}
 	for _, l := range c.links {
@@ -246,7 +340,9 @@ func (c *NetComm) Size() int { return c.n }
 
 // Abort breaks the communicator and closes its connections without
 // waiting for anything (ncclCommAbort): calls in progress fail, and the
-// other ranks are told. It is how a communicator is destroyed.
+// other ranks are told: a working communicator says goodbye (the others
+// go on with what does not need this rank), a broken one aborts. It is how
+// a communicator is destroyed.
 func (c *NetComm) Abort() {
 	c.fail(errDestroyed)
 	c.stageMu.Lock()
@@ -318,6 +414,10 @@ func (c *NetComm) collective(call Call) error {
 		return err
 	}
 	k := c.collSeq
+	if err := c.collNeedLocked(k); err != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("%v (call %d of rank %d): %w", call.Kind, k, c.rank, err)
+	}
 	c.collSeq++
 	var s *netSlot
 	var result chan *frame
@@ -342,18 +442,11 @@ func (c *NetComm) collective(call Call) error {
 	wait := c.timeout + min(c.timeout/4, time.Second)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	var r *frame
-	select {
-	case r = <-result:
-	case <-c.broken:
-		// A rank that got its answer may have broken the communicator
-		// since (destroyed it): the answer came first.
-		select {
-		case r = <-result:
-		default:
-			return c.brokenWhile(what)
-		}
-	case <-timer.C:
+	r, timedOut, err := await(c, what, result, func() error { return c.collNeedLocked(k) }, timer.C)
+	if err != nil {
+		return err
+	}
+	if timedOut {
 		return fmt.Errorf("%s: timeout after %v waiting for rank 0", what, wait)
 	}
 	if r.kind != call.Kind || r.count != call.Count || r.dtype != call.Type || r.op != call.Op || r.root != call.Peer {
@@ -366,6 +459,69 @@ func (c *NetComm) collective(call Call) error {
 		return fmt.Errorf("%s: rank 0 sent %d bytes of result, want %d", what, len(r.data), want)
 	}
 	copy(bytes(call.Recv, len(r.data)), r.data)
+	return nil
+}
+
+// await takes what ch brings: it waits until it comes, the communicator
+// breaks, a rank the call needs leaves (need, called under c.mu, says
+// which) or timeout fires. What came first wins: a frame that arrived
+// before the communicator broke (a rank that got its answer may destroy
+// it since) or before the rank it needs left is taken.
+func await[T any](c *NetComm, what string, ch <-chan T, need func() error, timeout <-chan time.Time) (v T, timedOut bool, err error) {
+	for {
+		c.mu.Lock()
+		gone := need()
+		left := c.left
+		c.mu.Unlock()
+		if gone != nil {
+			// Whatever the rank sent was handed over before its goodbye.
+			select {
+			case v = <-ch:
+				return v, false, nil
+			default:
+				return v, false, fmt.Errorf("%s: %w", what, gone)
+			}
+		}
+		select {
+		case v = <-ch:
+			return v, false, nil
+		case <-left:
+		case <-c.broken:
+			select {
+			case v = <-ch:
+				return v, false, nil
+			default:
+				return v, false, c.brokenWhile(what)
+			}
+		case <-timeout:
+			return v, true, nil
+		}
+	}
+}
+
+// collNeedLocked is why collective call k of this rank cannot be done: a
+// rank left before it (at the other ranks: rank 0 left), or nil.
+func (c *NetComm) collNeedLocked(k uint64) error {
+	if d := c.gone[0]; d != nil && c.rank != 0 {
+		return d
+	}
+	for _, d := range c.departed {
+		if k >= d.colls {
+			return d
+		}
+	}
+	return nil
+}
+
+// needLocked is why a send to or receive from rank p cannot be done: p
+// left (or, at the other ranks, rank 0, which relays), or nil.
+func (c *NetComm) needLocked(p int) error {
+	if d := c.gone[0]; d != nil && c.rank != 0 {
+		return d
+	}
+	if d := c.gone[p]; d != nil {
+		return d
+	}
 	return nil
 }
 
@@ -396,11 +552,11 @@ func (c *NetComm) slotLocked(k uint64) *netSlot {
 func (c *NetComm) collectiveAtZero(what string, k uint64, s *netSlot, call Call) error {
 	timer := time.NewTimer(c.timeout)
 	defer timer.Stop()
-	select {
-	case <-s.ready:
-	case <-c.broken:
-		return c.brokenWhile(what)
-	case <-timer.C:
+	_, timedOut, err := await(c, what, s.ready, func() error { return c.collNeedLocked(k) }, timer.C)
+	if err != nil {
+		return err
+	}
+	if timedOut {
 		c.mu.Lock()
 		var missing []int
 		for r := 1; r < c.n; r++ {
@@ -458,13 +614,22 @@ func (c *NetComm) collectiveAtZero(what string, k uint64, s *netSlot, call Call)
 		} else {
 			out.data = bytes(calls[r].Recv, recvBytes(calls[r], r, c.n))
 		}
+		if c.resultHook != nil {
+			c.resultHook(k, r)
+		}
 		if err := c.write(out); err != nil {
+			if _, left := errors.AsType[*departure](err); left {
+				continue // it destroyed its communicator since it sent its part: it wants no answer
+			}
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	if runErr != nil {
 		return fmt.Errorf("%s: %v", what, runErr)
 	}
+	c.mu.Lock()
+	c.outColl++
+	c.mu.Unlock()
 	return nil
 }
 
@@ -501,6 +666,12 @@ func (c *NetComm) pointToPoint(sends, recvs []Call) error {
 		c.mu.Unlock()
 		return err
 	}
+	for _, s := range sends {
+		if err := c.needLocked(s.Peer); err != nil {
+			c.mu.Unlock()
+			return fmt.Errorf("send of rank %d to rank %d: %w", c.rank, s.Peer, err)
+		}
+	}
 	sendKeys := make([]netKey, len(sends))
 	acked := make([]chan struct{}, len(sends))
 	for i, s := range sends {
@@ -528,16 +699,11 @@ func (c *NetComm) pointToPoint(sends, recvs []Call) error {
 	}
 	for i, r := range recvs {
 		what := fmt.Sprintf("recv of rank %d from rank %d", c.rank, r.Peer)
-		var f *frame
-		select {
-		case f = <-boxes[i]:
-		case <-c.broken:
-			select {
-			case f = <-boxes[i]:
-			default:
-				return c.brokenWhile(what)
-			}
-		case <-timer.C:
+		f, timedOut, err := await(c, what, boxes[i], func() error { return c.needLocked(r.Peer) }, timer.C)
+		if err != nil {
+			return err
+		}
+		if timedOut {
 			return fmt.Errorf("%s: timeout after %v waiting for the send", what, c.timeout)
 		}
 		c.mu.Lock()
@@ -548,20 +714,20 @@ func (c *NetComm) pointToPoint(sends, recvs []Call) error {
 		}
 		copy(bytes(r.Recv, len(f.data)), f.data)
 		if err := c.write(&frame{typ: frameAck, from: c.rank, to: r.Peer, seq: f.seq}); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			// A receipt for a rank that left (or that only rank 0, which
+			// left, could pass on) is wanted by no one.
+			if _, left := errors.AsType[*departure](err); !left {
+				return fmt.Errorf("%s: %w", what, err)
+			}
 		}
 	}
 	for i, s := range sends {
 		what := fmt.Sprintf("send of rank %d to rank %d", c.rank, s.Peer)
-		select {
-		case <-acked[i]:
-		case <-c.broken:
-			select {
-			case <-acked[i]:
-			default:
-				return c.brokenWhile(what)
-			}
-		case <-timer.C:
+		_, timedOut, err := await(c, what, acked[i], func() error { return c.needLocked(s.Peer) }, timer.C)
+		if err != nil {
+			return err
+		}
+		if timedOut {
 			return fmt.Errorf("%s: not received within %v", what, c.timeout)
 		}
 	}
@@ -586,24 +752,68 @@ func (c *NetComm) route(rank int) *link {
 	return c.links[0]
 }
 
-// write sends f toward f.to, within the timeout.
+// write sends f toward f.to, within the timeout. If the rank at the other
+// end of the connection said goodbye, it writes nothing and returns the
+// *departure.
 func (c *NetComm) write(f *frame) error {
 	l := c.route(f.to)
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	c.mu.Lock()
+	d := c.gone[l.peer]
+	c.mu.Unlock()
+	if d != nil {
+		return d
+	}
+	l.lock()
 	l.conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	bufs := net.Buffers{f.header(), f.data}
-	if _, err := bufs.WriteTo(l.conn); err != nil {
-		return c.linkError(l, err, true)
+	_, err := bufs.WriteTo(l.conn)
+	if err == nil && f.from == c.rank && (f.typ == frameColl || f.typ == frameSend) {
+		c.mu.Lock()
+		if f.typ == frameColl {
+			c.outColl++
+		} else {
+			c.outSend[f.to]++
+		}
+		c.mu.Unlock()
+	}
+	l.unlock()
+	if err != nil {
+		return c.writeError(l, err)
 	}
 	return nil
 }
 
-// read takes l's frames until the connection fails or the communicator
-// breaks. It waits for a frame's first byte without a deadline (an idle
-// rank is not a dead one: a call waiting on it has its own timeout), and
-// for the rest of the frame at most the timeout between chunks.
+// writeError says why a write on l failed. A peer that said goodbye and
+// closed its connection may fail a write before its goodbye is read: the
+// reader has a moment to take it, and then the error is the *departure.
+func (c *NetComm) writeError(l *link, err error) error {
+	c.mu.Lock()
+	broken := c.err != nil
+	c.mu.Unlock()
+	if !broken {
+		t := time.NewTimer(abortGrace)
+		select {
+		case <-l.done:
+		case <-t.C:
+		}
+		t.Stop()
+		c.mu.Lock()
+		d := c.gone[l.peer]
+		c.mu.Unlock()
+		if d != nil {
+			return d
+		}
+	}
+	return c.linkError(l, err, true)
+}
+
+// read takes l's frames until the connection fails, the communicator
+// breaks or the peer says goodbye. It waits for a frame's first byte
+// without a deadline (an idle rank is not a dead one: a call waiting on it
+// has its own timeout), and for the rest of the frame at most the timeout
+// between chunks.
 func (c *NetComm) read(l *link) {
+	defer close(l.done)
 	h := make([]byte, headerSize)
 	for {
 		l.conn.SetReadDeadline(time.Time{})
@@ -635,6 +845,9 @@ func (c *NetComm) read(l *link) {
 			c.fail(err)
 			return
 		}
+		if f.typ == frameBye && f.from == l.peer {
+			return // it left: what follows is its connection closing
+		}
 	}
 }
 
@@ -655,11 +868,20 @@ func (c *NetComm) dispatch(l *link, f *frame) error {
 		}
 		return bad("an abort from rank %d", f.from)
 	}
+	if f.typ == frameBye {
+		if f.to != c.rank {
+			return bad("a goodbye of rank %d for rank %d", f.from, f.to)
+		}
+		return c.goodbye(f, bad)
+	}
 	if f.to != c.rank {
 		if c.rank != 0 || f.typ != frameSend && f.typ != frameAck {
 			return bad("a frame of type %d for rank %d", f.typ, f.to)
 		}
 		if err := c.write(f); err != nil {
+			if _, left := errors.AsType[*departure](err); left {
+				return nil // the sender learns from the receiver's goodbye that it left
+			}
 			return fmt.Errorf("relaying rank %d's message to rank %d: %w", f.from, f.to, err)
 		}
 		return nil
@@ -711,6 +933,104 @@ func (c *NetComm) dispatch(l *link, f *frame) error {
 	return nil
 }
 
+// goodbye records that f's sender left, after checking that what it says
+// it wrote has arrived (every frame it wrote comes before its goodbye),
+// and wakes the calls that may need it; rank 0 passes the goodbye on to
+// the other ranks.
+func (c *NetComm) goodbye(f *frame, bad func(string, ...any) error) error {
+	r := f.from
+	sent, err := byeSends(f.data, r, c.rank, c.n)
+	if err != nil {
+		return bad("a goodbye of rank %d: %v", r, err)
+	}
+	c.mu.Lock()
+	switch {
+	case c.gone[r] != nil:
+		c.mu.Unlock()
+		return bad("a second goodbye of rank %d", r)
+	case sent != c.inSend[r]:
+		c.mu.Unlock()
+		return bad("rank %d left after %d sends to rank %d, %d of which arrived", r, sent, c.rank, c.inSend[r])
+	case c.rank == 0 && f.seq != c.inColl[r]:
+		c.mu.Unlock()
+		return bad("rank %d left after %d collectives, %d of its parts arrived", r, f.seq, c.inColl[r])
+	}
+	d := &departure{rank: r, colls: f.seq}
+	c.gone[r] = d
+	c.departed = append(c.departed, d)
+	close(c.left)
+	c.left = make(chan struct{})
+	var others []*link
+	if c.rank == 0 && c.err == nil {
+		for p, l := range c.links {
+			if l != nil && p != r && c.gone[p] == nil {
+				others = append(others, l)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, l := range others {
+		g := *f
+		g.to = l.peer
+		// At its turn: after what rank 0 relayed from r to it. A rank that
+		// cannot be told is leaving too, or its own reader reports what
+		// happened to its connection.
+		c.write(&g)
+	}
+	return nil
+}
+
+// byeSends reads a goodbye's payload (of rank from, in a communicator of n
+// ranks): (rank, count) pairs, 8 bytes each, by rank, of the sends it
+// wrote; a rank not listed got none. It returns the count for rank to.
+func byeSends(data []byte, from, to, n int) (uint64, error) {
+	if len(data)%16 != 0 {
+		return 0, fmt.Errorf("%d bytes of send counts", len(data))
+	}
+	var sent uint64
+	prev := -1
+	for o := 0; o < len(data); o += 16 {
+		p, k := binary.LittleEndian.Uint64(data[o:]), binary.LittleEndian.Uint64(data[o+8:])
+		switch {
+		case p >= uint64(n) || int(p) == from:
+			return 0, fmt.Errorf("%d sends to rank %d", k, p)
+		case int(p) <= prev:
+			return 0, fmt.Errorf("sends to rank %d listed after rank %d's", p, prev)
+		case k == 0:
+			return 0, fmt.Errorf("0 sends to rank %d listed", p)
+		}
+		prev = int(p)
+		if int(p) == to {
+			sent = k
+		}
+	}
+	return sent, nil
+}
+
+// goodbyeFrame is this rank's goodbye to rank p. The caller holds p's
+// link's write lock: what it says of the sends to p is exact. A goodbye to
+// rank 0 lists the sends to every rank (rank 0 passes it on); rank 0's
+// lists those to p.
+func (c *NetComm) goodbyeFrame(p int) *frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var data []byte
+	put := func(q int, k uint64) {
+		if k > 0 {
+			data = binary.LittleEndian.AppendUint64(data, uint64(q))
+			data = binary.LittleEndian.AppendUint64(data, k)
+		}
+	}
+	if c.rank == 0 {
+		put(p, c.outSend[p])
+	} else {
+		for q, k := range c.outSend {
+			put(q, k)
+		}
+	}
+	return &frame{typ: frameBye, from: c.rank, to: p, seq: c.outColl, data: data}
+}
+
 // linkError says what happened to l's connection.
 func (c *NetComm) linkError(l *link, err error, midFrame bool) error {
 	var ne net.Error
@@ -736,8 +1056,9 @@ func (c *NetComm) linkError(l *link, err error, midFrame bool) error {
 }
 
 // fail breaks the communicator with err, once: calls waiting wake up and
-// fail, the other ranks are told why (a short, best-effort abort frame)
-// and the connections close.
+// fail, the other ranks are told why (a short, best-effort abort frame, or
+// a goodbye if err is errDestroyed: Abort of a working communicator) and
+// the connections close. A rank that said goodbye is told nothing.
 func (c *NetComm) fail(err error) {
 	c.mu.Lock()
 	if c.err != nil {
@@ -746,23 +1067,32 @@ func (c *NetComm) fail(err error) {
 	}
 	c.err = err
 	close(c.broken)
+	gone := slices.Clone(c.gone)
 	c.mu.Unlock()
+	bye := err == errDestroyed
 	msg := fmt.Sprintf("rank %d failed: %v", c.rank, err)
-	if err == errDestroyed {
-		msg = fmt.Sprintf("rank %d destroyed its communicator", c.rank)
+	deadline := time.Now() // an abort does not wait for the write lock
+	if bye {
+		deadline = deadline.Add(abortGrace) // a goodbye a little, all links together
 	}
 	for _, l := range c.links {
 		if l == nil {
 			continue
 		}
 		// A writer in the middle of a frame keeps the lock: then the
-		// connection just closes, and the other side sees that.
-		if l.wmu.TryLock() {
-			l.conn.SetWriteDeadline(time.Now().Add(abortGrace))
+		// connection just closes, and the other side sees that. The
+		// connection closes under the lock, so nothing follows a goodbye.
+		if gone[l.peer] == nil && l.lockBy(deadline) {
 			f := &frame{typ: frameAbort, from: c.rank, to: l.peer, data: []byte(truncate(msg))}
+			if bye {
+				f = c.goodbyeFrame(l.peer)
+			}
+			l.conn.SetWriteDeadline(time.Now().Add(abortGrace))
 			bufs := net.Buffers{f.header(), f.data}
 			bufs.WriteTo(l.conn)
-			l.wmu.Unlock()
+			l.conn.Close()
+			l.unlock()
+			continue
 		}
 		l.conn.Close()
 	}
