@@ -110,7 +110,11 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 		}
 	}
 	e.captured.Store(false)
-	if err := s.be.Record(e.be); err != nil {
+	rec := s.be.Record
+	if x, ok := s.be.(backend.ExternalEvents); ok && external {
+		rec = x.RecordExternal // a native capture makes it a node
+	}
+	if err := rec(e.be); err != nil {
 		return backendErr(opName, err)
 	}
 	e.recorded.Store(true)
@@ -149,6 +153,9 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 		if handled, err := s.captureWait(opName, e, external); handled {
 			return err
 		}
+	}
+	if x, ok := s.be.(backend.ExternalEvents); ok && external {
+		return backendErr(opName, x.WaitExternal(e.be)) // a native capture makes it a node
 	}
 	return backendErr(opName, s.be.Wait(e.be))
 }

@@ -50,6 +50,15 @@ type Stream interface {
 	Destroy() error
 }
 
+// ExternalEvents is implemented by streams whose driver captures work
+// itself (Capturer): RecordExternal and WaitExternal are Record and Wait
+// with cudaEventRecordExternal / cudaEventWaitExternal, which a capture
+// turns into event record and wait nodes instead of dependencies.
+type ExternalEvents interface {
+	RecordExternal(e Event) error
+	WaitExternal(e Event) error
+}
+
 // Event marks a point in a stream's work.
 type Event interface {
 	Synchronize() error

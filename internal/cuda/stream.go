@@ -115,6 +115,21 @@ func (s *Stream) Wait(e backend.Event) error {
 	return s.d.bound(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
 }
 
+// RecordExternal is cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL): in a
+// capture, an event record node (whose event a launch records, and which
+// can time the graph's work), not a dependency of the capture.
+func (s *Stream) RecordExternal(e backend.Event) error {
+	h := e.(*Event).h
+	return s.d.bound(func() error { return s.d.drv.EventRecordWithFlags(h, s.h, 1) })
+}
+
+// WaitExternal is cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL): in a capture,
+// an event wait node on a record made outside it.
+func (s *Stream) WaitExternal(e backend.Event) error {
+	h := e.(*Event).h
+	return s.d.bound(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 1) })
+}
+
 // Synchronize is cuStreamSynchronize.
 func (s *Stream) Synchronize() error {
 	return s.d.bound(func() error { return s.d.drv.StreamSynchronize(s.h) })

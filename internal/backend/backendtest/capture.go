@@ -82,6 +82,43 @@ func captureInstantiateProhibited(t *testing.T, d *gg.Device) {
 
 // captureToGraphAndClone: capture into an existing graph with
 // dependencies updated mid-capture, capture info, and cloning.
+// captureExternalEvents: RecordExternal and WaitExternal in a capture
+// become event record and wait nodes (cudaEventRecordExternal,
+// cudaEventWaitExternal), not dependencies, and the events a launch of the
+// graph records time its work: cudaEventElapsedTime between two record
+// nodes of one graph works (measured: driver-capture.txt).
+func captureExternalEvents(t *testing.T, d *gg.Device) {
+	s, other := NewStream(t, d), NewStream(t, d)
+	outside := Must[*gg.Event](t)(d.NewEvent(0))
+	start := Must[*gg.Event](t)(d.NewEvent(0))
+	end := Must[*gg.Event](t)(d.NewEvent(0))
+	OK(t, other.Record(outside))
+	OK(t, s.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s.WaitExternal(outside))
+	OK(t, s.RecordExternal(start))
+	OK(t, s.LaunchKernel(kp(KA)))
+	OK(t, s.RecordExternal(end))
+	g := EndOK(t, s)
+	ns := Must[[]*gg.Node](t)(g.Nodes())
+	want := []gg.NodeType{gg.NodeEventWait, gg.NodeEventRecord, gg.NodeKernel, gg.NodeEventRecord}
+	if len(ns) != len(want) {
+		t.Fatalf("captured %d nodes, want %v", len(ns), want)
+	}
+	for i, n := range ns {
+		if n.Type() != want[i] {
+			t.Fatalf("node %d is a %v node, want %v", i, n.Type(), want[i])
+		}
+	}
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	for range 2 {
+		OK(t, e.Launch(s))
+		OK(t, s.Synchronize())
+		if dt, err := gg.ElapsedTime(start, end); err != nil || dt < 0 {
+			t.Fatalf("ElapsedTime between the graph's record nodes: %v, %v", dt, err)
+		}
+	}
+}
+
 func captureToGraphAndClone(t *testing.T, d *gg.Device) {
 	s := NewStream(t, d)
 	g := NewGraph(t, d)

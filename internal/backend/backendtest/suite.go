@@ -35,6 +35,7 @@ var scenarios = []struct {
 	{"CaptureToGraphAndClone", captureToGraphAndClone},
 	{"CaptureLaunchAndInvalidation", captureLaunchAndInvalidation},
 	{"CaptureInstantiateProhibited", captureInstantiateProhibited},
+	{"CaptureExternalEvents", captureExternalEvents},
 	// memory.go
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},

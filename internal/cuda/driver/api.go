@@ -117,6 +117,13 @@ func (d *Driver) EventRecord(event, stream uintptr) error {
 	return d.call("cuEventRecord", event, stream)
 }
 
+// EventRecordWithFlags is cuEventRecordWithFlags; CU_EVENT_RECORD_EXTERNAL
+// (1) makes a capture record an event record node instead of a dependency
+// on the capture.
+func (d *Driver) EventRecordWithFlags(event, stream uintptr, flags uint32) error {
+	return d.call("cuEventRecordWithFlags", event, stream, uintptr(flags))
+}
+
 func (d *Driver) EventSynchronize(event uintptr) error {
 	return d.call("cuEventSynchronize", event)
 }

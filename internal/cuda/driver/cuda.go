@@ -81,7 +81,7 @@ var driverSymbols = []string{
 	"cuMemGetInfo_v2", "cuModuleUnload",
 	"cuDeviceCanAccessPeer", "cuCtxEnablePeerAccess", "cuCtxDisablePeerAccess",
 	"cuStreamCreate", "cuStreamDestroy_v2", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent",
-	"cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
+	"cuEventCreate", "cuEventRecord", "cuEventRecordWithFlags", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime_v2", "cuEventDestroy_v2",
 	"cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoDAsync_v2",
 	"cuMemsetD32Async", "cuMemsetD2D8Async", "cuMemsetD2D16Async", "cuMemsetD2D32Async",
 	"cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel", "cuLaunchHostFunc",
