@@ -38,6 +38,7 @@ type trainConfig struct {
 	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
+	Profile   int    // data-parallel: replays of the step timed piece by piece (0: none)
 	Batch     int    // the global batch; 0 keeps the model's
 	// Timeout bounds the data-parallel ranks' waits for each other
 	// (coll.WithTimeout): a rank that died fails the others after it.
@@ -77,6 +78,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "data-parallel: how long a rank waits for the others before failing")
+	fs.IntVar(&cfg.Profile, "profile", cfg.Profile, "data-parallel: time each piece of the step on the device over N replays and print it per rank")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -350,7 +352,42 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 	}
 	fmt.Fprintf(w, "%-24s peak reserved while training %s; peaks overall: allocated %s, reserved %s\n", "",
 		mib(r.reserved), mib(r.allocated), mib(r.peak))
-	return r, nil
+	if mode == "graph" && cfg.Profile > 0 {
+		// After everything above is read: the profiled replays train on.
+		err = profileOne(w, m, s, st, ds, cfg.Profile, r.stepTime)
+	}
+	return r, err
+}
+
+// profileOne times the pieces of the one-device step (--profile n).
+func profileOne(w io.Writer, m *train.Model, s *gg.Stream, st *train.Static, ds *train.Dataset, n int, plain time.Duration) (err error) {
+	p := &stepProfile{}
+	defer func() { err = errors.Join(err, p.destroy()) }()
+	m.Mark = p.Mark
+	c, err := gg.Capture(s, func(s *gg.Stream) error { return m.Step(s, st.X, st.Y, st.Loss) }, gg.CaptureOptions{})
+	m.Mark = nil
+	if err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	defer func() { err = errors.Join(err, c.Destroy()) }()
+	for k := range n + 1 {
+		if err := st.Load(s, ds, k%ds.Batches()); err != nil {
+			return err
+		}
+		if err := c.Replay(); err != nil {
+			return err
+		}
+		if err := s.Synchronize(); err != nil {
+			return err
+		}
+		if k > 0 { // the first replay warms up
+			if err := p.sample(); err != nil {
+				return fmt.Errorf("--profile: %w", err)
+			}
+		}
+	}
+	p.report(w, "step profile, one device", plain)
+	return nil
 }
 
 // timingEvents makes the two events that time the chunks of a mode on the

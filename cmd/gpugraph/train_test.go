@@ -77,3 +77,58 @@ func TestTrainDataParallel(t *testing.T) {
 		t.Errorf("3 devices for a batch of 128: %v, want a usage error", err)
 	}
 }
+
+// --profile times the pieces of the captured step: on one device, and per
+// rank of a data-parallel job with its sync stream, every piece a row in
+// step order, each stream's pieces one after another.
+func TestTrainProfile(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		devices int
+		want    []string
+	}{
+		{"one device", 0, []string{"step profile, one device", "fwd GEMM L0", "bwd dW GEMM L0", "update L0", "by kind:"}},
+		{"two ranks", 2, []string{"step profile, rank 0", "step profile, rank 1", "sync   all-reduce L0", "wait for sync stream", "by kind:"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			cfg := trainTestConfig()
+			cfg.Modes, cfg.Profile = "graph", 3
+			var err error
+			if c.devices > 0 {
+				cfg.Devices = c.devices
+				err = runDataParallel(&out, cfg, c.devices)
+			} else {
+				err = runTrain(&out, cfg)
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			s := out.String()
+			for _, want := range c.want {
+				if !strings.Contains(s, want) {
+					t.Errorf("output lacks %q:\n%s", want, s)
+				}
+			}
+		})
+	}
+}
+
+// The rows of a profile: each piece starts where its stream's previous
+// mark was, the sync stream's first at the step's start.
+func TestStepProfileRows(t *testing.T) {
+	p := &stepProfile{
+		marks: []profMark{{what: "start"}, {what: "a"}, {what: "wait x", side: true}, {what: "b"}, {what: "ar x", side: true}},
+		times: [][]float64{{0, 0, 0}, {3, 1, 2}, {4, 4, 4}, {6, 5, 7}, {9, 8, 10}},
+	}
+	got := p.rows()
+	want := []profRow{{"a", false, 0, 2}, {"wait x", true, 0, 4}, {"b", false, 2, 6}, {"ar x", true, 4, 9}}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -32,7 +32,15 @@ type Model struct {
 	// SyncOverlap needs SyncStream, a second stream of the model's device.
 	SyncMode   SyncMode
 	SyncStream *gg.Stream
-	syncEv     *gg.Event // SyncOverlap: the step's stream → SyncStream, and back
+
+	// Mark, if not nil, is called after each piece of the step with the
+	// stream it ran on and what it was ("fwd GEMM L0", "all-reduce L3",
+	// "wait for dW L3", ...), and once with "start" on the step's stream
+	// before anything: a profiler records a timing event there, and the
+	// time between two marks of a stream is what ran (or waited) between
+	// them. The first mark of the sync stream counts from "start".
+	Mark   func(s *gg.Stream, what string) error
+	syncEv *gg.Event // SyncOverlap: the step's stream → SyncStream, and back
 
 	cfg     Config
 	dev     *gg.Device
@@ -301,6 +309,16 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		return s.FreeAsync(p)
 	}
 
+	mark := func(s *gg.Stream, format string, args ...any) error {
+		if m.Mark == nil {
+			return nil
+		}
+		return m.Mark(s, fmt.Sprintf(format, args...))
+	}
+	if err := mark(s, "start"); err != nil {
+		return err
+	}
+
 	// Forward.
 	acts := append(m.acts[:0], x)
 	for l := range n {
@@ -313,7 +331,13 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := gemm(s, false, true, B, out, in, 1, acts[l], in, m.params[l], in, 0, h, out); err != nil {
 			return err
 		}
+		if err := mark(s, "fwd GEMM L%d", l); err != nil {
+			return err
+		}
 		if err := launchBiasAct(s, h, m.params[l]+gg.DevicePtr(4*out*in), B, out, l < n-1); err != nil {
+			return err
+		}
+		if err := mark(s, "fwd bias+ReLU L%d", l); err != nil {
 			return err
 		}
 	}
@@ -322,6 +346,9 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	// Loss: the logits become their gradient.
 	dZ := acts[n]
 	if err := launchSoftmaxXent(s, dZ, y, lossOut, B, cfg.Classes); err != nil {
+		return err
+	}
+	if err := mark(s, "loss"); err != nil {
 		return err
 	}
 	if cfg.adam() {
@@ -355,7 +382,13 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := gemm(s, true, false, out, in, B, 1, dZ, out, acts[l], in, 0, g, in); err != nil {
 			return err
 		}
+		if err := mark(s, "bwd dW GEMM L%d", l); err != nil {
+			return err
+		}
 		if err := launchColSum(s, dZ, g+gg.DevicePtr(4*out*in), B, out); err != nil {
+			return err
+		}
+		if err := mark(s, "bwd db L%d", l); err != nil {
 			return err
 		}
 		var dA gg.DevicePtr
@@ -364,6 +397,9 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				return err
 			}
 			if err := gemm(s, false, false, B, in, out, 1, dZ, out, m.params[l], in, 0, dA, in); err != nil {
+				return err
+			}
+			if err := mark(s, "bwd dA GEMM L%d", l); err != nil {
 				return err
 			}
 		}
@@ -381,10 +417,19 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 			if err := side.Wait(m.syncEv); err != nil {
 				return err
 			}
+			if err := mark(side, "wait for dW L%d", l); err != nil {
+				return err
+			}
 			if err := m.GradSync(side, g, m.layerSize(l)); err != nil {
 				return err
 			}
+			if err := mark(side, "all-reduce L%d", l); err != nil {
+				return err
+			}
 			if err := m.update(side, l, g); err != nil {
+				return err
+			}
+			if err := mark(side, "update L%d", l); err != nil {
 				return err
 			}
 			if i := slices.Index(m.live, g); i >= 0 {
@@ -398,8 +443,14 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				if err := m.GradSync(s, g, m.layerSize(l)); err != nil {
 					return err
 				}
+				if err := mark(s, "all-reduce L%d", l); err != nil {
+					return err
+				}
 			}
 			if err := m.update(s, l, g); err != nil {
+				return err
+			}
+			if err := mark(s, "update L%d", l); err != nil {
 				return err
 			}
 			if err := free(g); err != nil {
@@ -408,6 +459,9 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 		if l > 0 {
 			if err := launchReluBwd(s, dA, acts[l], B*in); err != nil {
+				return err
+			}
+			if err := mark(s, "bwd ReLU' L%d", l-1); err != nil {
 				return err
 			}
 			if err := free(acts[l]); err != nil {
@@ -422,8 +476,14 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := m.GradSync(s, flat, total); err != nil {
 			return err
 		}
+		if err := mark(s, "all-reduce all"); err != nil {
+			return err
+		}
 		for l := range n {
 			if err := m.update(s, l, flat+gg.DevicePtr(4*offs[l])); err != nil {
+				return err
+			}
+			if err := mark(s, "update L%d", l); err != nil {
 				return err
 			}
 		}
@@ -433,7 +493,10 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := side.Record(m.syncEv); err != nil {
 			return err
 		}
-		return s.Wait(m.syncEv)
+		if err := s.Wait(m.syncEv); err != nil {
+			return err
+		}
+		return mark(s, "wait for sync stream")
 	}
 	return nil
 }
