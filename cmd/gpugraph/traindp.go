@@ -221,11 +221,16 @@ func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
 		return fmt.Errorf("rank %d: open device %d: %w", env.Rank, ord, err)
 	}
 	defer func() { err = errors.Join(err, d.Close()) }()
-	c, err := coll.InitFromEnv(d, env, collTimeout(cfg))
-	if err != nil {
-		return fmt.Errorf("rank %d of %d: %w", env.Rank, env.World, err)
+	// A job of one process has nobody to talk to: no communicator (its
+	// start-up, its threads, its watch on the device's waits), as its step
+	// has no all-reduce.
+	var c *coll.Comm
+	if env.World > 1 {
+		if c, err = coll.InitFromEnv(d, env, collTimeout(cfg)); err != nil {
+			return fmt.Errorf("rank %d of %d: %w", env.Rank, env.World, err)
+		}
+		defer func() { err = errors.Join(err, c.Destroy()) }()
 	}
-	defer func() { err = errors.Join(err, c.Destroy()) }()
 	j := &job{world: env.World, dist: true, reps: []*replica{{rank: env.Rank, dev: d, comm: c}}}
 	out := w
 	if env.Rank != 0 {
@@ -420,8 +425,16 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		}
 	}
 	// Capture the step on every rank: each capture holds its replica's
-	// kernels and its all-reduces, in the same order on every rank.
+	// kernels and its all-reduces, in the same order on every rank. The
+	// warm-up's step-local buffers cached in the pool are given back
+	// first, as the one-device graph mode does: the graph has its own.
 	if err := j.each(func(r *replica) error {
+		if err := r.s.Synchronize(); err != nil {
+			return err
+		}
+		if err := r.dev.DefaultMemPool().TrimTo(0); err != nil {
+			return err
+		}
 		if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
 			return err
 		}
@@ -446,7 +459,16 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	fmt.Fprintf(w, "  warm-up: %d steps op by op; then the captured step per rank, replayed\n\n", cfg.Warmup)
 	fmt.Fprintf(w, "%6s  %14s  %14s  %10s\n", "step", "data-parallel", "one device", "rel. diff")
 
-	var perStep []float64
+	var perStep, devStep []float64
+	// Device time of rank j.reps[0]'s chunks: events on its stream around
+	// them (best effort, as in one-device training).
+	evStart, evEnd, timed := timingEvents(j.reps[0].dev)
+	defer func() {
+		if timed {
+			evStart.Destroy()
+			evEnd.Destroy()
+		}
+	}()
 	worst := 0.0
 	for step < cfg.Steps {
 		chunk := min(cfg.Every-step%cfg.Every, cfg.Steps-step)
@@ -455,7 +477,12 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		}
 		start := time.Now()
 		first := step
+		recorded := false
 		if err := j.each(func(r *replica) error {
+			r0 := r == j.reps[0] && timed
+			if r0 {
+				recorded = r.s.Record(evStart) == nil
+			}
 			for k := range chunk {
 				if err := r.static.LoadShard(r.s, ds, (first+k)%ds.Batches(), r.rank, n); err != nil {
 					return err
@@ -464,11 +491,19 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 					return err
 				}
 			}
+			if r0 {
+				recorded = recorded && r.s.Record(evEnd) == nil
+			}
 			return r.s.Synchronize()
 		}); err != nil {
 			return err
 		}
 		perStep = append(perStep, float64(time.Since(start))/float64(chunk))
+		if recorded {
+			if gt, err := gg.ElapsedTime(evStart, evEnd); err == nil {
+				devStep = append(devStep, float64(gt)/float64(chunk))
+			}
+		}
 		for k := range chunk {
 			if err := refStep((first + k) % ds.Batches()); err != nil {
 				return err
@@ -492,11 +527,15 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		// all-reduce: every rank takes part, rank 0 reads it.
 		var dp float32
 		if err := j.each(func(r *replica) error {
-			if err := r.comm.AllReduce(r.s, r.static.Loss, r.avg, 1, coll.Float32, coll.Avg); err != nil {
-				return err
+			avg := r.static.Loss // one rank's average
+			if n > 1 {
+				if err := r.comm.AllReduce(r.s, r.static.Loss, r.avg, 1, coll.Float32, coll.Avg); err != nil {
+					return err
+				}
+				avg = r.avg
 			}
 			var v [1]float32
-			if err := r.s.Memcpy(gg.DtoH(gg.Bytes(v[:]), r.avg)); err != nil {
+			if err := r.s.Memcpy(gg.DtoH(gg.Bytes(v[:]), avg)); err != nil {
 				return err
 			}
 			if err := r.s.Synchronize(); err != nil {
@@ -523,12 +562,17 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	slices.Sort(perStep)
 	j.stepTime = time.Duration(perStep[len(perStep)/2])
 	fmt.Fprintf(w, "\ndata-parallel step time (median over chunks, load and launch to synchronize): %s\n", fmtDur(j.stepTime))
+	if len(devStep) == len(perStep) {
+		slices.Sort(devStep)
+		fmt.Fprintf(w, "device time of rank %d's step: %s (events on its stream around each chunk, median)\n",
+			j.reps[0].rank, fmtDur(time.Duration(devStep[len(devStep)/2])))
+	}
 	for _, r := range j.reps {
 		st, _ := r.dev.MemoryStats()
 		fmt.Fprintf(w, "device %d (rank %d): %s\n", r.dev.Properties().Ordinal, r.rank, memLine(st))
 	}
 	if ref == nil {
-		return nil
+		return j.profile(w, cfg, ds)
 	}
 	r0 := j.reps[0]
 	p0, err := r0.model.ReadParams(r0.s)
@@ -549,5 +593,70 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	fmt.Fprintf(w, "verdict: %d rank(s) train as one device on the same global batches: losses within %.1e (drift tolerance %.0e), parameters within %.1e at the end\n",
 		n, worst, tol, maxDiff)
+	return j.profile(w, cfg, ds)
+}
+
+// profile times the pieces of the step on every local rank (--profile N
+// replays), after the training and its checks: the replays train on.
+func (j *job) profile(w io.Writer, cfg trainConfig, ds *train.Dataset) (err error) {
+	if cfg.Profile <= 0 {
+		return nil
+	}
+	profs := make([]*stepProfile, len(j.reps))
+	execs := make([]*gg.Exec, len(j.reps))
+	defer func() {
+		for i := range j.reps {
+			if execs[i] != nil {
+				err = errors.Join(err, execs[i].Destroy())
+			}
+			if profs[i] != nil {
+				err = errors.Join(err, profs[i].destroy())
+			}
+		}
+	}()
+	for i := range j.reps {
+		profs[i] = &stepProfile{}
+	}
+	if err := j.each(func(r *replica) error {
+		i := slices.Index(j.reps, r)
+		r.model.Mark = profs[i].Mark
+		defer func() { r.model.Mark = nil }()
+		if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
+			return err
+		}
+		serr := r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
+		g, err := r.s.EndCapture()
+		if err = errors.Join(serr, err); err != nil {
+			return err
+		}
+		defer g.Destroy()
+		execs[i], err = g.Instantiate(gg.InstantiateAutoFreeOnLaunch)
+		return err
+	}); err != nil {
+		return fmt.Errorf("--profile: %w", err)
+	}
+	for k := range cfg.Profile + 1 {
+		if err := j.each(func(r *replica) error {
+			i := slices.Index(j.reps, r)
+			if err := r.static.LoadShard(r.s, ds, k%ds.Batches(), r.rank, j.world); err != nil {
+				return err
+			}
+			if err := execs[i].Launch(r.s); err != nil {
+				return err
+			}
+			if err := r.s.Synchronize(); err != nil {
+				return err
+			}
+			if k == 0 {
+				return nil // the first replay warms up
+			}
+			return profs[i].sample()
+		}); err != nil {
+			return fmt.Errorf("--profile: %w", err)
+		}
+	}
+	for i, r := range j.reps {
+		profs[i].report(w, fmt.Sprintf("step profile, rank %d (device %d)", r.rank, r.dev.Properties().Ordinal), j.stepTime)
+	}
 	return nil
 }
