@@ -24,6 +24,17 @@ func (c *Code) Num() int { return c.num }
 // Name is CUDA's name of the error, such as "cudaErrorInvalidValue".
 func (c *Code) Name() string { return c.name }
 
+// Is reports whether target is the same CUDA error under another type (the
+// gpugraph package's Code is a distinct type over the same values), so
+// errors.Is matches whichever of the two an error chain holds.
+func (c *Code) Is(target error) bool {
+	t, ok := target.(interface {
+		Num() int
+		Name() string
+	})
+	return ok && c != nil && t.Num() == c.num && t.Name() == c.name
+}
+
 // The errors, with CUDA's numbers and names.
 var (
 	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
