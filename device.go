@@ -92,7 +92,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 		}
 		return openCUDA(cfg.props.Ordinal)
 	default:
-		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
+		return nil, unknownBackend("Open", backend)
 	}
 	d := &Device{
 		props: Properties{
@@ -208,7 +208,7 @@ func (d *Device) check(opName string) error {
 
 // failAsync records a backend's asynchronous failure (fail).
 func (d *Device) failAsync(be *backend.Error) {
-	e := &Error{Op: be.Op, Code: be.Code, Detail: be.Detail, transient: be.Transient}
+	e := &Error{Op: be.Op, Code: code(be.Code), Detail: be.Detail, transient: be.Transient}
 	e.Node, _ = be.Node.(*Node)
 	d.fail(e)
 }
@@ -264,7 +264,13 @@ func DeviceCount(backend string) (int, error) {
 		n, err := cuda.DeviceCount()
 		return n, fromBackend("DeviceCount", err)
 	}
-	return 0, newErr("DeviceCount", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
+	return 0, unknownBackend("DeviceCount", backend)
+}
+
+// unknownBackend is the error of a backend name that is neither "host" nor
+// "cuda": a mistake in the call, so ErrInvalidValue.
+func unknownBackend(opName, name string) error {
+	return newErr(opName, ErrInvalidValue, "unknown backend %q (want %q or %q)", name, BackendHost, BackendCUDA)
 }
 
 // SetHostDeviceCount sets how many devices the host backend has, from 1 to
