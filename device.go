@@ -79,6 +79,13 @@ const hostMemSize = 64 << 30
 
 // Open opens a device of the named backend; "" means "host". Each call
 // returns an independent device; Close it when done.
+//
+// A backend name other than "host", "cuda" or "" is ErrInvalidValue. A
+// backend that cannot start says why: ErrNoDevice when the NVIDIA driver
+// (libcuda.so.1) cannot be loaded, with the loader's reason, or finds no
+// GPU; ErrInsufficientDriver when the driver is older than CUDA 12.3;
+// ErrNotSupported on a platform the backend does not run on (cuda runs on
+// 64-bit Linux; host needs Linux for its device memory).
 func Open(backend string, opts ...Option) (*Device, error) {
 	var cfg Device // what the options ask for
 	for _, o := range opts {
@@ -255,7 +262,8 @@ func openCUDA(ordinal int) (*Device, error) {
 // (cudaGetDeviceCount): on cuda every GPU the driver reports
 // (CUDA_VISIBLE_DEVICES is the driver's to honour); on host as many as
 // SetHostDeviceCount or the environment variable GPUGRAPH_HOST_DEVICES
-// say, 1 by default. Open any of them with WithOrdinal.
+// say, 1 by default. Open any of them with WithOrdinal. Where the cuda
+// backend cannot start, the count is 0 and the error says why, as Open's.
 func DeviceCount(backend string) (int, error) {
 	switch backend {
 	case "", BackendHost:

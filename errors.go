@@ -47,6 +47,7 @@ var (
 	ErrInvalidValue             = code(backend.ErrInvalidValue)
 	ErrMemoryAllocation         = code(backend.ErrMemoryAllocation)
 	ErrInvalidConfiguration     = code(backend.ErrInvalidConfiguration)
+	ErrInsufficientDriver       = code(backend.ErrInsufficientDriver) // the NVIDIA driver is older than the cuda backend needs
 	ErrInvalidDeviceFunction    = code(backend.ErrInvalidDeviceFunction)
 	ErrNoDevice                 = code(backend.ErrNoDevice)
 	ErrInvalidDevice            = code(backend.ErrInvalidDevice)

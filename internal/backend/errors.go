@@ -40,6 +40,7 @@ var (
 	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
 	ErrMemoryAllocation         = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
 	ErrInvalidConfiguration     = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
+	ErrInsufficientDriver       = &Code{35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"}
 	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
 	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
 	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
