@@ -8,10 +8,10 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+	"github.com/gpugraph/gpugraph/internal/dl"
 )
 
 // openCUDA opens the cuda backend or skips: these tests run on the GPU
@@ -323,12 +323,12 @@ func TestCUDAExecCallsCarryTheirContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	cu, err := dl.Open("libcuda.so.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sym := func(name string) uintptr {
-		p, err := purego.Dlsym(cu, name)
+		p, err := dl.Sym(cu, name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ func TestCudaErr(t *testing.T) {
 		{"driver result", &driver.Result{Code: 400, Name: "CUDA_ERROR_INVALID_HANDLE", Call: "cuStreamQuery"}, ErrInvalidResourceHandle, "cuStreamQuery"},
 		{"unknown", &driver.Result{Code: 999, Name: "CUDA_ERROR_UNKNOWN", Call: "cuY"}, ErrUnknown, "cuY"},
 		{"unmapped driver result", &driver.Result{Code: 304, Name: "CUDA_ERROR_OPERATING_SYSTEM", Call: "cuX"}, nil, "cuX"},
-		{"backend error", backend.Errorf(ErrNotSupported, "no"), ErrNotSupported, "no"},
+		{"backend error", backend.Errorf(ErrNotSupported.be(), "no"), ErrNotSupported, "no"},
 		{"an *Error", newErr("inner", ErrInvalidValue, "bad"), ErrInvalidValue, "bad"},
 		{"anything else", errors.New("boom"), ErrLaunchFailure, "boom"},
 	} {

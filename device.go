@@ -79,6 +79,13 @@ const hostMemSize = 64 << 30
 
 // Open opens a device of the named backend; "" means "host". Each call
 // returns an independent device; Close it when done.
+//
+// A backend name other than "host", "cuda" or "" is ErrInvalidValue. A
+// backend that cannot start says why: ErrNoDevice when the NVIDIA driver
+// (libcuda.so.1) cannot be loaded, with the loader's reason, or finds no
+// GPU; ErrInsufficientDriver when the driver is older than CUDA 12.3;
+// ErrNotSupported on a platform the backend does not run on (cuda runs on
+// 64-bit Linux; host needs Linux for its device memory).
 func Open(backend string, opts ...Option) (*Device, error) {
 	var cfg Device // what the options ask for
 	for _, o := range opts {
@@ -92,7 +99,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 		}
 		return openCUDA(cfg.props.Ordinal)
 	default:
-		return nil, newErr("Open", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
+		return nil, unknownBackend("Open", backend)
 	}
 	d := &Device{
 		props: Properties{
@@ -208,7 +215,7 @@ func (d *Device) check(opName string) error {
 
 // failAsync records a backend's asynchronous failure (fail).
 func (d *Device) failAsync(be *backend.Error) {
-	e := &Error{Op: be.Op, Code: be.Code, Detail: be.Detail, transient: be.Transient}
+	e := &Error{Op: be.Op, Code: code(be.Code), Detail: be.Detail, transient: be.Transient}
 	e.Node, _ = be.Node.(*Node)
 	d.fail(e)
 }
@@ -255,7 +262,8 @@ func openCUDA(ordinal int) (*Device, error) {
 // (cudaGetDeviceCount): on cuda every GPU the driver reports
 // (CUDA_VISIBLE_DEVICES is the driver's to honour); on host as many as
 // SetHostDeviceCount or the environment variable GPUGRAPH_HOST_DEVICES
-// say, 1 by default. Open any of them with WithOrdinal.
+// say, 1 by default. Open any of them with WithOrdinal. Where the cuda
+// backend cannot start, the count is 0 and the error says why, as Open's.
 func DeviceCount(backend string) (int, error) {
 	switch backend {
 	case "", BackendHost:
@@ -264,7 +272,13 @@ func DeviceCount(backend string) (int, error) {
 		n, err := cuda.DeviceCount()
 		return n, fromBackend("DeviceCount", err)
 	}
-	return 0, newErr("DeviceCount", ErrNoDevice, "unknown backend %q (have %q and %q)", backend, BackendHost, BackendCUDA)
+	return 0, unknownBackend("DeviceCount", backend)
+}
+
+// unknownBackend is the error of a backend name that is neither "host" nor
+// "cuda": a mistake in the call, so ErrInvalidValue.
+func unknownBackend(opName, name string) error {
+	return newErr(opName, ErrInvalidValue, "unknown backend %q (want %q or %q)", name, BackendHost, BackendCUDA)
 }
 
 // SetHostDeviceCount sets how many devices the host backend has, from 1 to

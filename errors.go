@@ -7,48 +7,75 @@ import (
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
-// Code is an error value named after a CUDA runtime error. Compare with
-// errors.Is: every error this package returns wraps exactly one Code. Its
-// Num method returns CUDA's numeric value of the error (cudaError_t), Name
-// CUDA's name ("cudaErrorInvalidValue"), and Error the message with the
-// name. (Both backends report with these values, so the type lives below
-// them and this is its name here.)
-type Code = backend.Code
+// Code is an error named after a CUDA runtime error (cudaError_t). Every
+// error this package returns wraps exactly one Code, whichever backend
+// raised it, so compare with errors.Is:
+//
+//	if errors.Is(err, gpugraph.ErrInvalidValue) { ... }
+//
+// A Code prints as its message and CUDA's name, such as "invalid argument
+// (cudaErrorInvalidValue)". The Codes are the Err values below; a driver
+// error with no value of its own gets a Code carrying the driver's number
+// and name.
+type Code backend.Code
+
+// Error returns the message and CUDA's name: "invalid argument
+// (cudaErrorInvalidValue)".
+func (c *Code) Error() string { return c.be().Error() }
+
+// Num returns CUDA's numeric value of the error (cudaError_t), such as 1
+// for ErrInvalidValue.
+func (c *Code) Num() int { return c.be().Num() }
+
+// Name returns CUDA's name of the error, such as "cudaErrorInvalidValue".
+func (c *Code) Name() string { return c.be().Name() }
+
+// Is reports whether target is the same CUDA error (same number and name),
+// for errors.Is.
+func (c *Code) Is(target error) bool { return c.be().Is(target) }
+
+// be is c as the backends know it: the same value under the type the
+// backends report with.
+func (c *Code) be() *backend.Code { return (*backend.Code)(c) }
+
+// code is a backend's code under this package's type (nil stays nil).
+func code(c *backend.Code) *Code { return (*Code)(c) }
 
 // The errors, with CUDA's numbers and names. Both backends report with
 // these values.
 var (
-	ErrInvalidValue             = backend.ErrInvalidValue
-	ErrMemoryAllocation         = backend.ErrMemoryAllocation
-	ErrInvalidConfiguration     = backend.ErrInvalidConfiguration
-	ErrInvalidDeviceFunction    = backend.ErrInvalidDeviceFunction
-	ErrNoDevice                 = backend.ErrNoDevice
-	ErrInvalidDevice            = backend.ErrInvalidDevice
-	ErrSharedObjectInitFailed   = backend.ErrSharedObjectInitFailed
-	ErrInvalidResourceHandle    = backend.ErrInvalidResourceHandle
-	ErrIllegalState             = backend.ErrIllegalState
-	ErrLossyQuery               = backend.ErrLossyQuery
-	ErrNotReady                 = backend.ErrNotReady
-	ErrIllegalAddress           = backend.ErrIllegalAddress
-	ErrLaunchTimeout            = backend.ErrLaunchTimeout
-	ErrPeerAccessAlreadyEnabled = backend.ErrPeerAccessAlreadyEnabled
-	ErrPeerAccessUnsupported    = backend.ErrPeerAccessUnsupported
-	ErrPeerAccessNotEnabled     = backend.ErrPeerAccessNotEnabled
-	ErrContextIsDestroyed       = backend.ErrContextIsDestroyed
-	ErrLaunchFailure            = backend.ErrLaunchFailure
-	ErrNotPermitted             = backend.ErrNotPermitted
-	ErrNotSupported             = backend.ErrNotSupported
-	ErrStreamCaptureUnsupported = backend.ErrStreamCaptureUnsupported
-	ErrStreamCaptureInvalidated = backend.ErrStreamCaptureInvalidated
-	ErrStreamCaptureMerge       = backend.ErrStreamCaptureMerge
-	ErrStreamCaptureUnmatched   = backend.ErrStreamCaptureUnmatched
-	ErrStreamCaptureUnjoined    = backend.ErrStreamCaptureUnjoined
-	ErrStreamCaptureIsolation   = backend.ErrStreamCaptureIsolation
-	ErrStreamCaptureImplicit    = backend.ErrStreamCaptureImplicit
-	ErrCapturedEvent            = backend.ErrCapturedEvent
-	ErrStreamCaptureWrongThread = backend.ErrStreamCaptureWrongThread
-	ErrGraphExecUpdateFailure   = backend.ErrGraphExecUpdateFailure
-	ErrUnknown                  = backend.ErrUnknown
+	ErrInvalidValue             = code(backend.ErrInvalidValue)
+	ErrMemoryAllocation         = code(backend.ErrMemoryAllocation)
+	ErrInvalidConfiguration     = code(backend.ErrInvalidConfiguration)
+	ErrInsufficientDriver       = code(backend.ErrInsufficientDriver) // the NVIDIA driver is older than the cuda backend needs
+	ErrInvalidDeviceFunction    = code(backend.ErrInvalidDeviceFunction)
+	ErrNoDevice                 = code(backend.ErrNoDevice)
+	ErrInvalidDevice            = code(backend.ErrInvalidDevice)
+	ErrSharedObjectInitFailed   = code(backend.ErrSharedObjectInitFailed)
+	ErrInvalidResourceHandle    = code(backend.ErrInvalidResourceHandle)
+	ErrIllegalState             = code(backend.ErrIllegalState)
+	ErrLossyQuery               = code(backend.ErrLossyQuery)
+	ErrNotReady                 = code(backend.ErrNotReady)
+	ErrIllegalAddress           = code(backend.ErrIllegalAddress)
+	ErrLaunchTimeout            = code(backend.ErrLaunchTimeout)
+	ErrPeerAccessAlreadyEnabled = code(backend.ErrPeerAccessAlreadyEnabled)
+	ErrPeerAccessUnsupported    = code(backend.ErrPeerAccessUnsupported)
+	ErrPeerAccessNotEnabled     = code(backend.ErrPeerAccessNotEnabled)
+	ErrContextIsDestroyed       = code(backend.ErrContextIsDestroyed)
+	ErrLaunchFailure            = code(backend.ErrLaunchFailure)
+	ErrNotPermitted             = code(backend.ErrNotPermitted)
+	ErrNotSupported             = code(backend.ErrNotSupported)
+	ErrStreamCaptureUnsupported = code(backend.ErrStreamCaptureUnsupported)
+	ErrStreamCaptureInvalidated = code(backend.ErrStreamCaptureInvalidated)
+	ErrStreamCaptureMerge       = code(backend.ErrStreamCaptureMerge)
+	ErrStreamCaptureUnmatched   = code(backend.ErrStreamCaptureUnmatched)
+	ErrStreamCaptureUnjoined    = code(backend.ErrStreamCaptureUnjoined)
+	ErrStreamCaptureIsolation   = code(backend.ErrStreamCaptureIsolation)
+	ErrStreamCaptureImplicit    = code(backend.ErrStreamCaptureImplicit)
+	ErrCapturedEvent            = code(backend.ErrCapturedEvent)
+	ErrStreamCaptureWrongThread = code(backend.ErrStreamCaptureWrongThread)
+	ErrGraphExecUpdateFailure   = code(backend.ErrGraphExecUpdateFailure)
+	ErrUnknown                  = code(backend.ErrUnknown)
 )
 
 // Error is what the API returns: the operation, the node it concerns (if
@@ -115,7 +142,7 @@ func fromBackend(opName string, err error) error {
 	}
 	var be *backend.Error
 	if errors.As(err, &be) {
-		e := &Error{Op: opName, Code: be.Code, Detail: be.Detail}
+		e := &Error{Op: opName, Code: code(be.Code), Detail: be.Detail}
 		e.Node, _ = be.Node.(*Node)
 		return e
 	}

@@ -80,8 +80,8 @@ func (d *Device) TrimGraphMem() error {
 }
 
 // GraphMemNodesSupported reports whether the device supports graph memory
-// nodes: a driver of CUDA 11.4 or later with memory pools, as seed 001 §2
-// checks.
+// nodes: a driver of CUDA 11.4 or later with memory pools, as the CUDA
+// guide's graph memory chapter checks.
 func (d *Device) GraphMemNodesSupported() bool {
 	p := d.props
 	return p.DriverVersion >= 11040 && p.MemoryPoolsSupported

@@ -251,7 +251,7 @@ func (p *MemPool) Access(device int) AccessFlags {
 
 // accessDescs are the devices other than the resident one that have
 // read-write access now: what an alloc node captured from the pool gets
-// (seed 001 §7.2: later changes to the pool do not change it).
+// (the CUDA guide, peer access with stream capture: later changes to the pool do not change it).
 func (p *MemPool) accessDescs() []MemAccessDesc {
 	p.accessMu.Lock()
 	defer p.accessMu.Unlock()

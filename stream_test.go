@@ -13,7 +13,7 @@ import (
 
 func TestOpenUnknownBackend(t *testing.T) {
 	_, err := gg.Open("tpu")
-	isCode(t, err, gg.ErrNoDevice)
+	isCode(t, err, gg.ErrInvalidValue)
 }
 
 func TestProperties(t *testing.T) {

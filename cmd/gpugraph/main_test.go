@@ -48,8 +48,8 @@ func TestDemoPartialBlock(t *testing.T) {
 
 func TestDemoUnknownBackend(t *testing.T) {
 	err := runDemo(&bytes.Buffer{}, "no-such-backend", defaultDemoConfig())
-	if !errors.Is(err, gg.ErrNoDevice) {
-		t.Fatalf("runDemo with an unknown backend: got %v, want an error wrapping ErrNoDevice", err)
+	if !errors.Is(err, gg.ErrInvalidValue) {
+		t.Fatalf("runDemo with an unknown backend: got %v, want an error wrapping ErrInvalidValue", err)
 	}
 }
 

@@ -1,4 +1,5 @@
-// Command capture-forkjoin ports the stream capture example of seed 002
+// Command capture-forkjoin ports the stream capture example of the CUDA
+// guide
 // §2.1.2 (cross-stream dependencies and events): stream code that forks
 // into a second stream and joins it back is captured into a graph.
 //
@@ -27,7 +28,7 @@
 // equal to the same graph built with the explicit API, and launches it
 // several times, checking every result against the host.
 //
-// It then shows the rule of seed 002: a stream that joined the capture must
+// It then shows the guide's rule: a stream that joined the capture must
 // rejoin the origin stream before EndCapture. Without the join, EndCapture
 // fails with ErrStreamCaptureUnjoined, returns no graph, and both streams
 // leave capture mode anyway.
@@ -239,7 +240,7 @@ func run(w io.Writer) error {
 	return nil
 }
 
-// forkJoin issues the seed's stream code: A in stream 1, a fork into stream
+// forkJoin issues the guide's stream code: A in stream 1, a fork into stream
 // 2, B in stream 1 and C in stream 2, the join back into stream 1 (unless
 // join is false), and D in stream 1. Run inside a capture begun in stream
 // 1, it captures a graph; outside one, it would run the work.
@@ -282,7 +283,7 @@ func (e *env) capture(k coeffs) (*gg.Graph, error) {
 	return e.s1.EndCapture()
 }
 
-// explicit builds the graph of the seed with the explicit API: what the
+// explicit builds the graph of the guide with the explicit API: what the
 // capture of forkJoin(k, true) should give.
 func (e *env) explicit(k coeffs) (*gg.Graph, error) {
 	g, err := e.dev.NewGraph()
@@ -307,7 +308,7 @@ func (e *env) explicit(k coeffs) (*gg.Graph, error) {
 	return g, nil
 }
 
-// captureForkJoin captures the seed's code, prints and checks the graph,
+// captureForkJoin captures the guide's code, prints and checks the graph,
 // and launches it.
 func (e *env) captureForkJoin() error {
 	w, dev, s1, s2, k := e.w, e.dev, e.s1, e.s2, e.firstCoeffs

@@ -1,5 +1,5 @@
-// Command capture-memnodes ports the stream capture versions of seed 001's
-// graph memory examples.
+// Command capture-memnodes ports the stream capture versions of the CUDA
+// guide's graph memory examples.
 //
 // §3.2 (stream capture): cudaMallocAsync and cudaFreeAsync issued to a
 // capturing stream become alloc and free nodes, ordered by the captured
@@ -34,7 +34,7 @@
 // captured from two MallocAsync calls and a produce kernel, and frees
 // nothing; the two consumers are captured too. The producer is instantiated
 // with InstantiateAutoFreeOnLaunch and every graph is destroyed right after
-// its instantiation, as in the seed. The loop relaunches the producer,
+// its instantiation, as in the guide. The loop relaunches the producer,
 // consumer 1 always and consumer 2 every third iteration, checks the
 // consumers' results, and checks that reserved graph memory (GraphMemStats)
 // stays constant: each relaunch frees the previous buffers. At the end both
@@ -210,7 +210,7 @@ func runWith(w io.Writer, opts ...gg.Option) error {
 	return nil
 }
 
-// forkJoin captures the stream code of seed 001 §3.2, checks the graph, and
+// forkJoin captures the stream code of the guide's stream capture example, checks the graph, and
 // launches it.
 func forkJoin(w io.Writer, dev *gg.Device) error {
 	// Device memory the graph reads and writes but does not own: the start
@@ -299,7 +299,7 @@ func forkJoin(w io.Writer, dev *gg.Device) error {
 	}
 	fmt.Fprintf(w, "  the alloc node's address is the one MallocAsync returned\n")
 
-	// The same graph with the explicit API (seed 001 §3.1 without d and e).
+	// The same graph with the explicit API (the guide's node-API example without d and e).
 	h, err := dev.NewGraph()
 	if err != nil {
 		return err
@@ -457,7 +457,7 @@ func (c *consumer) total() int64 {
 }
 
 // captureConsumer captures, in cs, a reduction of buffer x by k and a copy
-// of the partial sums to the host, and instantiates it. In the seed
+// of the partial sums to the host, and instantiates it. In the guide
 // consumer 1 is a captured library call and consumer 2 a captured kernel.
 func captureConsumer(w io.Writer, dev *gg.Device, cs *gg.Stream, name string, k *gg.Kernel, x gg.DevicePtr) (*consumer, error) {
 	partial, err := dev.Malloc(8 * blocks)
@@ -494,9 +494,9 @@ func (c *consumer) destroy(dev *gg.Device) {
 	dev.Free(c.partial)
 }
 
-// producerConsumers is seed 001 §3.4 with every graph captured.
+// producerConsumers is the guide's AutoFreeOnLaunch example with every graph captured.
 func producerConsumers(w io.Writer, dev *gg.Device) error {
-	// cs stands for cudaStreamPerThread, where the seed captures; s for
+	// cs stands for cudaStreamPerThread, where the guide captures; s for
 	// myStream, where it launches.
 	cs, err := dev.NewStream()
 	if err != nil {
@@ -606,7 +606,7 @@ func producerConsumers(w io.Writer, dev *gg.Device) error {
 				return fmt.Errorf("iteration %d: consumer 2: %w", it, err)
 			}
 		}
-		// The seed's loop never waits; this one does, only so that the
+		// The guide's loop never waits; this one does, only so that the
 		// host can check each iteration and set the next iteration number.
 		if err := s.Synchronize(); err != nil {
 			return fmt.Errorf("iteration %d: %w", it, err)

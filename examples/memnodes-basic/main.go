@@ -1,5 +1,5 @@
-// Command memnodes-basic ports seed 001 §3.1 (graph node APIs): a graph
-// allocates memory with an alloc node, kernels a, b and c ordered after the
+// Command memnodes-basic ports the CUDA guide's graph memory example of the
+// graph node APIs: a graph allocates memory with an alloc node, kernels a, b and c ordered after the
 // alloc node use it, and a free node ordered after every use releases it:
 //
 //	alloc ──> a ──> b ──> free
@@ -9,7 +9,7 @@
 // halves into output buffers allocated with Device.Malloc, and the graph is
 // launched several times, each launch checked against the host.
 //
-// It also shows the address rules of seed 001 §3 and §4.1: the alloc node's
+// It also shows the address rules of the guide's chapter: the alloc node's
 // address is fixed when the node is created and stays the same across
 // launches and instantiations; a later alloc node may reuse the address of
 // an allocation only if it is ordered after that allocation's free node.
@@ -154,7 +154,7 @@ func runWith(w io.Writer, opts ...gg.Option) error {
 	return nil
 }
 
-// basic builds the graph of seed 001 §3.1, launches it several times from
+// basic builds the graph of the guide's example, launches it several times from
 // two successive instantiations, and checks every result and the address.
 func basic(w io.Writer, dev *gg.Device) error {
 	// Device memory the graph reads and writes but does not own: the start
@@ -203,7 +203,7 @@ func basic(w io.Writer, dev *gg.Device) error {
 	if _, err := g.AddMemFreeNode(x, b, c); err != nil {
 		return err
 	}
-	// The seed's kernel d (after c, not before the free) and kernel e (not
+	// The guide's kernel d (after c, not before the free) and kernel e (not
 	// after the alloc node) must not touch the allocation, so they are left
 	// out here: in checking mode they would fail with ErrIllegalAddress,
 	// depending on how they happened to be scheduled.
@@ -288,7 +288,7 @@ func expected(v int64) (sq, sm int64) {
 	return sq, sm
 }
 
-// reuse builds the graphs of seed 001 §4.1:
+// reuse builds the graphs of the guide's address reuse example:
 //
 //	alloc 1 ──> fill ──> copy out ──> free 1 ─┬─> alloc 2 ──> fill ──> copy out ──> free 2
 //	                                          └─> alloc 3 ──> fill ──> copy out ──> free 3

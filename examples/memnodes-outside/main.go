@@ -1,8 +1,8 @@
-// Command memnodes-outside ports seed 001 §3.3 (accessing and freeing graph
-// memory outside the allocating graph). A graph that allocates memory and
+// Command memnodes-outside ports the CUDA guide's graph memory example of
+// accessing and freeing graph memory outside the allocating graph. A graph that allocates memory and
 // does not free it leaves the allocation live after its launch; later work
 // may use it and free it, provided that work is ordered after the alloc node
-// and the free is ordered after every use. The seed's three ways of ordering
+// and the free is ordered after every use. The guide's three ways of ordering
 // them are run here, each for several rounds:
 //
 //	(a) a single stream: launch the allocating graph, a kernel in the same
@@ -220,7 +220,7 @@ func fmtStats(st gg.GraphMemStats) string {
 		float64(st.UsedCurrent)/mib, float64(st.UsedHigh)/mib, float64(st.ReservedCurrent)/mib, float64(st.ReservedHigh)/mib)
 }
 
-// singleStream is ordering (a). The seed:
+// singleStream is ordering (a). The guide:
 //
 //	cudaGraphLaunch(allocGraphExec, stream);
 //	kernel<<< …, stream >>>(dptr, …);
@@ -286,7 +286,7 @@ func singleStream(w io.Writer, dev *gg.Device) error {
 	return freedStats(w, dev)
 }
 
-// eventsBetweenStreams is ordering (b). The seed:
+// eventsBetweenStreams is ordering (b). The guide:
 //
 //	cudaGraphLaunch(allocGraphExec, allocStream);
 //	cudaEventRecord(allocEvent, allocStream);
@@ -411,7 +411,7 @@ func eventsBetweenStreams(w io.Writer, dev *gg.Device) error {
 // The kernel in stream 2 fills the first half of the allocation while the
 // graph's kernel node, ordered after the alloc node by the allocReady wait
 // node only, fills the second half: they run concurrently, so they write
-// disjoint halves. In the seed the free node depends on the kernel node and
+// disjoint halves. In the guide the free node depends on the kernel node and
 // the streamUseDone wait node; here a sum kernel node that depends on both
 // reads the whole allocation into device memory from Malloc, and the free
 // node depends on it, which orders the free after every use as before.

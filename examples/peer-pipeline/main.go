@@ -1,5 +1,5 @@
 // Command peer-pipeline is a two-stage pipeline on two devices, built as
-// one graph (seed 001 §7, DESIGN.md §7):
+// one graph (peer access as in the CUDA guide's graph memory chapter):
 //
 //	device 0: alloc (accessible from device 1) ──> stage 1 ──┐
 //	device 1:                                      stage 2 <─┘ ──> free
@@ -112,7 +112,7 @@ func run(w io.Writer, backend string) error {
 	}
 	defer g.Destroy()
 	alloc, mid, err := g.AddMemAllocNode(gg.MemAllocParams{Size: 4 * n, Location: 0,
-		Access: []gg.MemAccessDesc{{Device: 1}}}) // device 1 reads it: seed 001 §7.1
+		Access: []gg.MemAccessDesc{{Device: 1}}}) // device 1 reads it: access descriptors of the alloc node
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-// Command producer-consumers ports seed 001 §3.4
+// Command producer-consumers ports the CUDA guide's graph memory example
 // (cudaGraphInstantiateFlagAutoFreeOnLaunch): a single producer and several
 // consumers. Each iteration the producer graph allocates two buffers and
 // fills them; consumer 1 always reads buffer 1, consumer 2 reads buffer 2
@@ -14,7 +14,7 @@
 // that reserved graph memory (GraphMemStats) stays constant across the loop:
 // auto-free leaks nothing.
 //
-// The seed builds all three graphs by stream capture (cudaMallocAsync and
+// The guide builds all three graphs by stream capture (cudaMallocAsync and
 // kernel launches in cudaStreamPerThread, a library call for consumer 1).
 // Stream capture does not exist in gpugraph yet, so the graphs are built here
 // with the explicit graph API: alloc nodes for the cudaMallocAsync calls and
@@ -201,7 +201,7 @@ type consumer struct {
 	result  []int64 // partial sums, valid after the launch completes
 }
 
-// newConsumer builds reduce ──> copy out, for buffer x. In the seed consumer
+// newConsumer builds reduce ──> copy out, for buffer x. In the guide consumer
 // 1 is a captured library call and consumer 2 a captured kernel launch.
 func newConsumer(dev *gg.Device, k *gg.Kernel, x gg.DevicePtr) (*consumer, error) {
 	partial, err := dev.Malloc(8 * blocks)
@@ -312,7 +312,7 @@ func runWith(w io.Writer, opts ...gg.Option) error {
 				return fmt.Errorf("iteration %d: consumer 2: %w", it, err)
 			}
 		}
-		// The seed's loop never waits. This one does, only so the host can
+		// The guide's loop never waits. This one does, only so the host can
 		// check each iteration's results and refill prod.iter (which the
 		// next launch's memcpy node reads) safely.
 		if err := s.Synchronize(); err != nil {

@@ -1,5 +1,5 @@
-// Command update-loop ports the capture-and-update loop of seed 003
-// (§3.2.8.7.5.2, whole graph update):
+// Command update-loop ports the capture-and-update loop of the CUDA
+// guide (updating instantiated graphs, whole graph update):
 //
 //	for (int i = 0; i < 10; i++) {
 //	    cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal);
@@ -22,7 +22,7 @@
 // arguments change too), and then clamps it. Every fourth iteration also
 // records a checkpoint copy, which changes the graph's topology: the update
 // fails with UpdateErrorTopologyChanged, naming why, and the loop
-// instantiates again, as the seed's code does. The iteration after a
+// instantiates again, as the guide's code does. The iteration after a
 // checkpoint updates the re-instantiated graph back.
 //
 // Every iteration's result is checked against the same arithmetic done on
@@ -93,7 +93,7 @@ func main() {
 	}
 }
 
-// work is do_cuda_work of the seed: the stream operations of iteration it.
+// work is do_cuda_work of the guide: the stream operations of iteration it.
 func work(s *gg.Stream, it int, in, out, ckpt gg.DevicePtr) error {
 	grid := gg.Dim1((n + threads - 1) / threads)
 	dt := float32(0.05 + 0.01*float64(it))

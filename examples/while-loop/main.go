@@ -1,5 +1,5 @@
 // Command while-loop runs an iterative solver to convergence inside one
-// graph launch, with the conditional WHILE node of seed 002 §4.4 (CUDA
+// graph launch, with the conditional WHILE node of the CUDA guide (CUDA
 // 12.4+): the graph repeats a Jacobi sweep of the 1D Laplace equation until
 // the largest change of a sweep falls below a tolerance, and the decision to
 // go on is taken on the device, each iteration, by a kernel that sets the

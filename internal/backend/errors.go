@@ -24,11 +24,23 @@ func (c *Code) Num() int { return c.num }
 // Name is CUDA's name of the error, such as "cudaErrorInvalidValue".
 func (c *Code) Name() string { return c.name }
 
+// Is reports whether target is the same CUDA error under another type (the
+// gpugraph package's Code is a distinct type over the same values), so
+// errors.Is matches whichever of the two an error chain holds.
+func (c *Code) Is(target error) bool {
+	t, ok := target.(interface {
+		Num() int
+		Name() string
+	})
+	return ok && c != nil && t.Num() == c.num && t.Name() == c.name
+}
+
 // The errors, with CUDA's numbers and names.
 var (
 	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
 	ErrMemoryAllocation         = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
 	ErrInvalidConfiguration     = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
+	ErrInsufficientDriver       = &Code{35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"}
 	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
 	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
 	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}

@@ -66,12 +66,12 @@ type alloc struct {
 
 var _ backend.Device = (*Device)(nil)
 
-// DeviceCount is the number of devices the driver reports (0 where there
-// is no driver).
+// DeviceCount is the number of devices the driver reports. Where the
+// driver cannot be used it is 0 and the error says why (loadError).
 func DeviceCount() (int, error) {
 	drv, err := driver.Load()
 	if err != nil {
-		return 0, nil
+		return 0, loadError(err)
 	}
 	n, err := drv.DeviceCount()
 	return n, Err(err)
@@ -83,7 +83,7 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 	var props backend.Properties
 	drv, err := driver.Load()
 	if err != nil {
-		return nil, props, backend.Errorf(backend.ErrNoDevice, "%v", err)
+		return nil, props, loadError(err)
 	}
 	n, err := drv.DeviceCount()
 	if err != nil {
@@ -147,6 +147,36 @@ func Open(ordinal int, fail func(error)) (*Device, backend.Properties, error) {
 	d := &Device{drv: drv, ord: dev, ctx: ctx, cm: cm, fail: fail, funcs: map[any]uintptr{}, major: major, minor: minor}
 	openDevices.add(d)
 	return d, props, nil
+}
+
+// loadError says why the driver cannot be used (driver.Load's error), in
+// the codes the public package reports: ErrNotSupported on a platform the
+// backend does not run on, ErrInsufficientDriver for a driver too old, and
+// ErrNoDevice for no driver (with dlopen's reason) or a cuInit that finds
+// no usable device (with the driver's result).
+func loadError(err error) error {
+	var ve *driver.VersionError
+	var r *driver.Result
+	switch {
+	case errors.Is(err, driver.ErrPlatform):
+		return backend.Errorf(backend.ErrNotSupported, "%v", err)
+	case errors.As(err, &ve):
+		return backend.Errorf(backend.ErrInsufficientDriver, "%v", err)
+	case errors.As(err, &r):
+		why := "the NVIDIA driver failed to initialize"
+		switch r.Code {
+		case 100: // CUDA_ERROR_NO_DEVICE
+			why = "the NVIDIA driver finds no CUDA device"
+		case 34: // CUDA_ERROR_STUB_LIBRARY
+			why = "the libcuda.so.1 loaded is the CUDA toolkit's stub, not the NVIDIA driver's (check LD_LIBRARY_PATH)"
+		}
+		code, ok := codes[r.Code]
+		if !ok {
+			code = backend.ErrNoDevice
+		}
+		return backend.Errorf(code, "%s (%s: %s)", why, r.Call, r.Name)
+	}
+	return backend.Errorf(backend.ErrNoDevice, "%v (is an NVIDIA driver installed?)", err)
 }
 
 // openDevices are the process's open Devices: a copy may read or write the

@@ -2,10 +2,13 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 )
 
 // TestContextErrorAllocs: contextError runs after every launch, so its
@@ -44,6 +47,36 @@ func TestOpenWithoutDriver(t *testing.T) {
 	}
 	if !errors.Is(err, backend.ErrNoDevice) {
 		t.Fatalf("Open without a driver: %v, want ErrNoDevice", err)
+	}
+	if !strings.Contains(err.Error(), "libcuda.so.1") {
+		t.Errorf("Open without a driver: %v, want the reason libcuda.so.1 did not load", err)
+	}
+	if n, cerr := DeviceCount(); n != 0 || cerr == nil || cerr.Error() != err.Error() {
+		t.Errorf("DeviceCount without a driver: %d, %v; want 0 and Open's error %v", n, cerr, err)
+	}
+}
+
+// TestLoadError: each reason the driver cannot be used reaches the caller
+// with its own code and says what is wrong.
+func TestLoadError(t *testing.T) {
+	for _, c := range []struct {
+		in   error
+		code *backend.Code
+		want string
+	}{
+		{driver.ErrPlatform, backend.ErrNotSupported, "not supported on"},
+		{&driver.VersionError{Version: 11040}, backend.ErrInsufficientDriver,
+			"the NVIDIA driver supports CUDA 11.4 (cuDriverGetVersion 11040); the cuda backend needs CUDA 12.3 or later"},
+		{fmt.Errorf("%w: %v", driver.ErrNoDriver, errors.New("libcuda.so.1: cannot open shared object file")), backend.ErrNoDevice,
+			"libcuda.so.1 cannot be loaded: libcuda.so.1: cannot open shared object file"},
+		{&driver.Result{Code: 100, Name: "CUDA_ERROR_NO_DEVICE", Call: "cuInit"}, backend.ErrNoDevice,
+			"the NVIDIA driver finds no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)"},
+		{&driver.Result{Code: 34, Name: "CUDA_ERROR_STUB_LIBRARY", Call: "cuInit"}, backend.ErrNoDevice, "stub"},
+	} {
+		err := loadError(c.in)
+		if !errors.Is(err, c.code) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("loadError(%v) = %v, want %s saying %q", c.in, err, c.code.Name(), c.want)
+		}
 	}
 }
 

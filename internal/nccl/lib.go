@@ -13,6 +13,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+	"github.com/gpugraph/gpugraph/internal/dl"
 )
 
 // Lib is a loaded libnccl.
@@ -53,7 +54,7 @@ func Load() (*Lib, error) {
 func load(names []string) (*Lib, error) {
 	var tried []string
 	for _, name := range names {
-		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		h, err := dl.Open(name)
 		if err != nil {
 			tried = append(tried, fmt.Sprintf("%s (%v)", name, err))
 			continue
@@ -72,7 +73,7 @@ func load(names []string) (*Lib, error) {
 			{&l.reduce, "ncclReduce"}, {&l.allGather, "ncclAllGather"},
 			{&l.reduceScatter, "ncclReduceScatter"}, {&l.send, "ncclSend"}, {&l.recv, "ncclRecv"},
 		} {
-			p, err := purego.Dlsym(h, s.name)
+			p, err := dl.Sym(h, s.name)
 			if err != nil {
 				return nil, fmt.Errorf("nccl: %s lacks %s (NCCL 2.19 or newer is needed): %v", name, s.name, err)
 			}
@@ -81,7 +82,7 @@ func load(names []string) (*Lib, error) {
 		// ncclCommInitRankScalable (NCCL 2.23) takes the unique id by
 		// pointer; ncclCommInitRank takes 128 bytes by value, which purego
 		// cannot pass. Without it, one process per GPU is refused.
-		l.initRankScalable, _ = purego.Dlsym(h, "ncclCommInitRankScalable")
+		l.initRankScalable, _ = dl.Sym(h, "ncclCommInitRankScalable")
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w (tried %s)", ErrNoNCCL, strings.Join(tried, "; "))

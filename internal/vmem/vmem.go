@@ -6,6 +6,7 @@ package vmem
 
 import (
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -15,7 +16,7 @@ import (
 const Granularity = 2 << 20
 
 // ErrNotSupported is returned where the platform has no implementation.
-var ErrNotSupported = errors.New("vmem: virtual memory reservation not supported on this platform")
+var ErrNotSupported = errors.New("the host backend's device memory (reserved address space backed by memfd pages) is implemented on Linux only, not on " + runtime.GOOS + "/" + runtime.GOARCH)
 
 // Reservation is a contiguous range of reserved address space.
 type Reservation struct {

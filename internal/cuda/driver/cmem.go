@@ -3,8 +3,6 @@ package driver
 import (
 	"sync"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // CMem is memory outside the Go heap, for what the driver reads through
@@ -18,7 +16,7 @@ type CMem struct {
 
 // NewCMem maps n bytes.
 func NewCMem(n int) (*CMem, error) {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := mapAnon(n)
 	if err != nil {
 		return nil, err
 	}
@@ -64,14 +62,16 @@ func (m *CMem) Params(args []uint64) uintptr {
 	return uintptr(unsafe.Pointer(&ptrs[0]))
 }
 
-func unix_Munmap(m *CMem) { unix.Munmap(m.buf) }
+// unmapCMem unmaps m's memory without taking the arena (its user holds it
+// until after this runs, or is done with it).
+func unmapCMem(m *CMem) { unmap(m.buf) }
 
 // FreeCMem unmaps an arena; it must not be used after.
 func FreeCMem(m *CMem) {
 	m.Lock()
 	defer m.Unlock()
 	if m.buf != nil {
-		unix.Munmap(m.buf)
+		unmap(m.buf)
 		m.buf = nil
 	}
 }

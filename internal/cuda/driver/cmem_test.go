@@ -65,6 +65,6 @@ func arena(t *testing.T) *CMem {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix_Munmap(m) })
+	t.Cleanup(func() { unmapCMem(m) })
 	return m
 }

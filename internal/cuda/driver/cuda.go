@@ -14,10 +14,12 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/dl"
 )
 
 // Result is a CUresult other than CUDA_SUCCESS.
@@ -29,8 +31,37 @@ type Result struct {
 
 func (r *Result) Error() string { return fmt.Sprintf("%s: %s (%d)", r.Call, r.Name, r.Code) }
 
-// ErrNoDriver is returned by Load when libcuda.so.1 cannot be loaded.
-var ErrNoDriver = errors.New("cuda: libcuda.so.1 not found (no NVIDIA driver)")
+// ErrNoDriver is returned by Load when libcuda.so.1 cannot be loaded (no
+// NVIDIA driver installed, or not on the library path); the error wrapping
+// it carries dlopen's reason.
+var ErrNoDriver = errors.New("the NVIDIA driver's libcuda.so.1 cannot be loaded")
+
+// ErrPlatform is returned by Load on a platform the binding does not
+// support: it loads libcuda.so.1 and lays out cuda.h's structs as on
+// 64-bit Linux.
+var ErrPlatform = errors.New("the cuda backend is not supported on " + runtime.GOOS + "/" + runtime.GOARCH + " (it runs on 64-bit Linux)")
+
+// MinVersion is the oldest driver Load accepts, as cuDriverGetVersion
+// reports it (1000*major + 10*minor): CUDA 12.3, the first with every
+// graph entry point the packages above build all graphs and captures with
+// (cuGraphAddNode_v2, cuStreamGetCaptureInfo_v3,
+// cuStreamBeginCaptureToGraph, conditional handles).
+const MinVersion = 12030
+
+// VersionError is returned by Load when the driver is older than
+// MinVersion.
+type VersionError struct {
+	Version int // cuDriverGetVersion
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("the NVIDIA driver supports CUDA %s (cuDriverGetVersion %d); the cuda backend needs CUDA %s or later: update the driver",
+		VersionString(e.Version), e.Version, VersionString(MinVersion))
+}
+
+// VersionString prints a cuDriverGetVersion value as CUDA does: 12030 is
+// "12.3".
+func VersionString(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
 
 // Driver holds the driver's entry points.
 type Driver struct {
@@ -46,10 +77,17 @@ var (
 	loadErr  error
 )
 
-// Load loads libcuda.so.1 and calls cuInit, once per process.
+// Load loads libcuda.so.1, calls cuInit and checks the driver's version,
+// once per process. Its error says why the driver cannot be used: ErrPlatform,
+// ErrNoDriver (wrapped with dlopen's reason), cuInit's *Result (such as
+// CUDA_ERROR_NO_DEVICE), or a *VersionError.
 func Load() (*Driver, error) {
 	loadOnce.Do(func() {
-		lib, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if runtime.GOOS != "linux" || unsafe.Sizeof(uintptr(0)) != 8 {
+			loadErr = ErrPlatform
+			return
+		}
+		lib, err := dl.Open("libcuda.so.1")
 		if err != nil {
 			loadErr = fmt.Errorf("%w: %v", ErrNoDriver, err)
 			return
@@ -57,13 +95,17 @@ func Load() (*Driver, error) {
 		d := &Driver{lib: lib, fn: map[string]uintptr{}}
 		for _, name := range driverSymbols {
 			// A symbol this driver lacks fails only the calls that need it.
-			if p, err := purego.Dlsym(lib, name); err == nil {
+			if p, err := dl.Sym(lib, name); err == nil {
 				d.fn[name] = p
 			}
 		}
 		d.launchKernel, d.graphLaunch = d.fn["cuLaunchKernel"], d.fn["cuGraphLaunch"]
 		if err := d.call("cuInit", 0); err != nil {
 			loadErr = err
+			return
+		}
+		if v := d.Version(); v < MinVersion {
+			loadErr = &VersionError{Version: v}
 			return
 		}
 		loaded = d

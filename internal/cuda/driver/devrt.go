@@ -45,7 +45,7 @@ func (d *Driver) LinkDevRT(ptx []byte, name, lib string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix_Munmap(m)
+	defer unmapCMem(m)
 	m.Lock()
 	defer m.Unlock()
 	// Everything the linker reads or writes after a call returns (the log

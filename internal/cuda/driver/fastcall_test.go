@@ -6,17 +6,18 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/dl"
 )
 
 // fastCall against libc, which every test machine has: memcmp reads its
 // three register arguments. (The launch path's stack arguments are covered
 // by the GPU tests: cuLaunchKernel takes its kernel parameters as the 10th.)
 func TestFastCall(t *testing.T) {
-	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
+	libc, err := dl.Open("libc.so.6")
 	if err != nil {
 		t.Skipf("no libc.so.6: %v", err)
 	}
-	memcmp, err := purego.Dlsym(libc, "memcmp")
+	memcmp, err := dl.Sym(libc, "memcmp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +40,11 @@ func TestFastCall(t *testing.T) {
 // labs, which does nothing worth timing. The launch benchmarks' Go-over-C
 // gap (BenchmarkCUDALaunchPath) can be no smaller than "fastcall".
 func BenchmarkFastCall(b *testing.B) {
-	libc, err := purego.Dlopen("libc.so.6", purego.RTLD_NOW)
+	libc, err := dl.Open("libc.so.6")
 	if err != nil {
 		b.Skipf("no libc.so.6: %v", err)
 	}
-	labs, err := purego.Dlsym(libc, "labs")
+	labs, err := dl.Sym(libc, "labs")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/gpugraph/gpugraph/internal/dl"
 )
 
 // NVRTC compiles CUDA C++ at run time.
@@ -32,7 +33,7 @@ func LoadNVRTC() (*NVRTC, error) {
 		var lib uintptr
 		var errs []string
 		for _, name := range nvrtcNames {
-			l, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			l, err := dl.Open(name)
 			if err == nil {
 				lib = l
 				break
@@ -46,7 +47,7 @@ func LoadNVRTC() (*NVRTC, error) {
 		n := &NVRTC{fn: map[string]uintptr{}}
 		for _, s := range []string{"nvrtcCreateProgram", "nvrtcCompileProgram", "nvrtcGetPTXSize", "nvrtcGetPTX",
 			"nvrtcGetProgramLogSize", "nvrtcGetProgramLog", "nvrtcDestroyProgram", "nvrtcGetErrorString"} {
-			p, err := purego.Dlsym(lib, s)
+			p, err := dl.Sym(lib, s)
 			if err != nil {
 				nvrtcErr = fmt.Errorf("cuda: libnvrtc lacks %s", s)
 				return
@@ -77,7 +78,7 @@ func (n *NVRTC) Compile(src, name string, major, minor int, extra ...string) ([]
 	if err != nil {
 		return nil, err
 	}
-	defer unix_Munmap(m)
+	defer unmapCMem(m)
 	m.Lock()
 	defer m.Unlock()
 	var prog uintptr
