@@ -224,6 +224,9 @@ func TestCLI(t *testing.T) {
 			if !strings.Contains(out, tc.stdout) {
 				t.Errorf("stdout lacks %q:\n%s", tc.stdout, out)
 			}
+			if strings.Contains(out+errs, "seed 00") {
+				t.Errorf("output names a design document the user does not have:\n%s%s", out, errs)
+			}
 			if strings.Contains(errs, "cudaError") {
 				t.Errorf("a CLI error phrased as a CUDA error:\n%s", errs)
 			}
