@@ -255,8 +255,8 @@ func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
 		cfg.Launches, median(times).Round(time.Microsecond),
 		slices.Min(times).Round(time.Microsecond), slices.Max(times).Round(time.Microsecond))
 	printResult(w, history[len(history)-1], want[len(want)-1])
-	fmt.Fprintf(w, "checked:  all %d launches x %d sums against float64 CPU reference, max relative error %.2g (tolerance %g)\n",
-		cfg.Launches, len(polys), maxErr, tolerance)
+	fmt.Fprintf(w, "checked:  %d sums x %s against float64 CPU reference, max relative error %.2g (tolerance %g)\n",
+		len(polys), plural(cfg.Launches, "launch"), maxErr, tolerance)
 	fmt.Fprintln(w, "OK")
 	return nil
 }

@@ -222,8 +222,8 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %d steps, %d batches of synthetic data, GEMM %s\n",
-		tc, cfg.Backend, dev.Properties().Name, cfg.Steps, cfg.Batches, gemmName)
+	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %s, %s of synthetic data, GEMM %s\n",
+		tc, cfg.Backend, dev.Properties().Name, plural(cfg.Steps, "step"), plural(cfg.Batches, "batch"), gemmName)
 	peak, _ := tc.StepBytes()
 	kernels, allocs := tc.StepOps()
 	fmt.Fprintf(w, "  a step: %d kernels, %d step-local buffers, at most %s of them live at once\n", kernels, allocs, mib(uint64(peak)))
