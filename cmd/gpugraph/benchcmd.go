@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ type benchConfig struct {
 	Shapes    []bench.Shape
 	Count     int    // runs per measurement; the table shows medians
 	Benchtime string // per run, in go test -benchtime syntax: "1s", "100x"
+	Progress  bool   // show the progress line (on a terminal)
 }
 
 func defaultBenchConfig() benchConfig {
@@ -47,17 +49,57 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&nat.CUDA, "cuda", nat.CUDA, "the CUDA toolkit, for the C loops (native)")
 	pt := defaultTorchConfig()
 	fs.StringVar(&pt.Python, "python", pt.Python, "a Python with PyTorch (torch)")
+	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	set := setFlags(fs)
+	// The flags of --vs, and the sides each is for.
+	vsFlags := []struct{ name, sides string }{
+		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"},
+		{"time", "taskflow,native"}, {"reps", "taskflow,native,torch"},
+		{"cuda", "native"}, {"python", "torch"},
+	}
 	if *vs == "" {
+		for _, f := range vsFlags {
+			if set[f.name] {
+				return usagef("--%s applies to --vs %s only", f.name, orList(strings.Split(f.sides, ",")))
+			}
+		}
+		if err := checkBenchtime(cfg.Benchtime); err != nil {
+			return err
+		}
+		cfg.Progress = showProgress(stderr, *quiet)
 		return runBench(stdout, stderr, cfg)
 	}
-	sides := strings.Split(*vs, ",")
-	for _, s := range sides {
-		if s != "taskflow" && s != "native" && s != "torch" {
-			return usagef("--vs %q: taskflow, native or torch", s)
+	sides, err := oneOfList("vs", *vs, "taskflow", "native", "torch")
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"count", "benchtime"} {
+		if set[name] {
+			return usagef("--%s is the launch-overhead table's: it does not apply with --vs (--reps and --time are --vs's)", name)
 		}
+	}
+	for _, f := range vsFlags {
+		if set[f.name] && !slices.ContainsFunc(sides, func(s string) bool { return slices.Contains(strings.Split(f.sides, ","), s) }) {
+			return usagef("--%s applies to --vs %s, not to --vs %s", f.name, orList(strings.Split(f.sides, ",")), *vs)
+		}
+	}
+	cuda := slices.Contains(sides, "native") || slices.Contains(sides, "torch")
+	switch {
+	case slices.Contains(sides, "native") && cfg.Backend != gg.BackendCUDA:
+		return usagef("--vs native needs --backend cuda (it compares the cuda backend with the driver's calls from C)")
+	case slices.Contains(sides, "torch") && cfg.Backend != gg.BackendCUDA:
+		return usagef("--vs torch needs --backend cuda (it compares training on a GPU with PyTorch's)")
+	case !cuda && set["backend"] && cfg.Backend != gg.BackendHost:
+		return usagef("--backend %s does not apply with --vs taskflow: it measures the host backend", cfg.Backend)
+	case slices.Contains(sides, "taskflow") && tf.Dir == "":
+		return usagef("--vs taskflow needs --taskflow DIR, a Taskflow tree")
+	case *reps < 1:
+		return usagef("--reps %d: need at least 1", *reps)
+	case *secs < 0 || math.IsNaN(*secs):
+		return usagef("--time %g: need more than 0 seconds (0: the default)", *secs)
 	}
 	tf.Reps, nat.Rounds, pt.Reps = *reps, *reps, *reps
 	if *secs != 0 {
@@ -67,27 +109,34 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 		tf.Threads = nil
 		for _, f := range strings.FieldsFunc(*threads, func(r rune) bool { return r == ',' || r == ' ' }) {
 			n, err := strconv.Atoi(f)
-			if err != nil {
-				return usagef("--threads %q: %v", *threads, err)
+			switch {
+			case err != nil:
+				return usagef("--threads %q: %q is not a whole number", *threads, f)
+			case n < 1:
+				return usagef("--threads %q: each count needs to be at least 1", *threads)
+			case slices.Contains(tf.Threads, n):
+				return usagef("--threads %q names %d twice", *threads, n)
 			}
 			tf.Threads = append(tf.Threads, n)
 		}
+		if len(tf.Threads) == 0 {
+			return usagef("--threads %q: no worker counts", *threads)
+		}
+	}
+	// The sides report what they are doing on stderr, on a terminal.
+	notes := io.Discard
+	if showProgress(stderr, *quiet) {
+		notes = stderr
 	}
 	for _, s := range sides {
 		var err error
 		switch s {
 		case "taskflow":
-			if tf.Dir == "" {
-				return usagef("--vs taskflow needs --taskflow DIR")
-			}
-			err = benchTaskflow(stdout, stderr, tf)
+			err = benchTaskflow(stdout, notes, tf)
 		case "native":
-			err = withDevice(cfg.Backend, func(d *gg.Device) error { return benchNative(stdout, stderr, d, nat) })
+			err = withDevice(cfg.Backend, func(d *gg.Device) error { return benchNative(stdout, notes, d, nat) })
 		case "torch":
-			if cfg.Backend != gg.BackendCUDA {
-				return usagef("--vs torch needs --backend cuda")
-			}
-			err = benchTorch(stdout, stderr, pt)
+			err = benchTorch(stdout, notes, pt)
 		}
 		if err != nil {
 			return err
@@ -97,11 +146,24 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// checkBenchtime checks --benchtime: a positive duration, or Nx with N at
+// least 1.
+func checkBenchtime(d string) error {
+	if n, ok := strings.CutSuffix(d, "x"); ok {
+		if k, err := strconv.Atoi(n); err == nil && k >= 1 {
+			return nil
+		}
+	} else if t, err := time.ParseDuration(d); err == nil && t > 0 {
+		return nil
+	}
+	return usagef("--benchtime %q: want a duration such as 1s or 200ms, or Nx for N iterations (N at least 1)", d)
+}
+
 // withDevice runs fn on a device of backend, closed after.
 func withDevice(backend string, fn func(*gg.Device) error) error {
-	d, err := gg.Open(backend)
+	d, err := openDevice(backend)
 	if err != nil {
-		return fmt.Errorf("open device: %w", err)
+		return err
 	}
 	defer d.Close()
 	return fn(d)
@@ -124,8 +186,14 @@ type measurements struct {
 // runBench measures and prints the launch-overhead table to w, with progress
 // notes to progress.
 func runBench(w, progress io.Writer, cfg benchConfig) error {
-	if cfg.Count < 1 || len(cfg.Sizes) == 0 {
-		return usagef("need count >= 1 and at least one size")
+	switch {
+	case cfg.Count < 1:
+		return usagef("--count %d: need at least 1", cfg.Count)
+	case len(cfg.Sizes) == 0:
+		return usagef("no graph sizes to measure")
+	}
+	if err := checkBenchtime(cfg.Benchtime); err != nil {
+		return err
 	}
 	restore, err := setBenchtime(cfg.Benchtime)
 	if err != nil {
@@ -133,8 +201,13 @@ func runBench(w, progress io.Writer, cfg benchConfig) error {
 	}
 	defer restore()
 	return withDevice(cfg.Backend, func(dev *gg.Device) error {
+		// One unit per benchmark run: each size's stream run and, per
+		// shape, its graph and queued runs, every round.
+		p := startProgress(progress, cfg.Progress, "bench", "runs", cfg.Count*len(cfg.Sizes)*(1+2*len(cfg.Shapes)))
+		defer p.Stop()
+		w := p.Out(w)
 		printBenchHeader(w, dev, cfg)
-		m, err := measure(dev, progress, cfg)
+		m, err := measure(dev, p, cfg)
 		if err != nil {
 			return err
 		}
@@ -173,7 +246,7 @@ func printBenchHeader(w io.Writer, dev *gg.Device, cfg benchConfig) {
 // measure runs every benchmark cfg.Count times. Each round takes the stream
 // and graph measurements of a size back to back, so slow drifts of the
 // machine affect both alike.
-func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements, error) {
+func measure(dev *gg.Device, p *progress, cfg benchConfig) (measurements, error) {
 	m := measurements{
 		stream: make([][]sample, len(cfg.Sizes)),
 		graph:  make([][][]sample, len(cfg.Sizes)),
@@ -191,23 +264,26 @@ func measure(dev *gg.Device, progress io.Writer, cfg benchConfig) (measurements,
 		m.queued[i] = make([][]sample, len(cfg.Shapes))
 	}
 	for r := range cfg.Count {
-		fmt.Fprintf(progress, "bench: round %d/%d\n", r+1, cfg.Count)
+		p.SetLabel(fmt.Sprintf("bench, round %d/%d", r+1, cfg.Count))
 		for i, n := range cfg.Sizes {
 			s, err := run1(bench.Name("stream", n), bench.StreamLaunches(stream, n))
 			if err != nil {
 				return m, err
 			}
 			m.stream[i] = append(m.stream[i], s)
+			p.Add(1)
 			for j, shape := range cfg.Shapes {
 				s, err := run1(bench.Name("graph-"+shape.Name, n), bench.GraphLaunch(stream, shape, n))
 				if err != nil {
 					return m, err
 				}
 				m.graph[i][j] = append(m.graph[i][j], s)
+				p.Add(1)
 				if s, err = run1(bench.Name("queued-"+shape.Name, n), bench.GraphLaunchQueued(stream, shape, n, bench.Queue)); err != nil {
 					return m, err
 				}
 				m.queued[i][j] = append(m.queued[i][j], s)
+				p.Add(1)
 			}
 		}
 	}

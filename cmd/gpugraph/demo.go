@@ -133,6 +133,8 @@ type demoConfig struct {
 	N        int    // input length
 	Launches int    // graph launches, each with new input
 	DOT      string // if set, write the graph here in DOT form
+	// Progress is where the progress line goes (a terminal); nil: nowhere.
+	Progress io.Writer
 }
 
 func defaultDemoConfig() demoConfig { return demoConfig{N: 1 << 20, Launches: 5} }
@@ -144,8 +146,12 @@ func demoMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.DOT, "dot", "", "write the graph in DOT form to `file`")
 	fs.IntVar(&cfg.N, "n", cfg.N, "input length")
 	fs.IntVar(&cfg.Launches, "launches", cfg.Launches, "graph launches")
+	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if showProgress(stderr, *quiet) {
+		cfg.Progress = stderr
 	}
 	return runDemo(stdout, *backend, cfg)
 }
@@ -159,12 +165,15 @@ type demoBuffers struct {
 // runDemo runs the demo workload on a device of backend, checks every launch
 // against a CPU reference, and reports to w. It ends with "OK" on success.
 func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
-	if cfg.N < 1 || cfg.N > math.MaxInt32 || cfg.Launches < 1 {
-		return usagef("need 1 <= n <= %d and launches >= 1, have n=%d launches=%d", math.MaxInt32, cfg.N, cfg.Launches)
+	switch {
+	case cfg.N < 1 || cfg.N > math.MaxInt32:
+		return usagef("--n %d: need 1 to %d", cfg.N, math.MaxInt32)
+	case cfg.Launches < 1:
+		return usagef("--launches %d: need at least 1", cfg.Launches)
 	}
-	dev, err := gg.Open(backend)
+	dev, err := openDevice(backend)
 	if err != nil {
-		return fmt.Errorf("open device: %w", err)
+		return err
 	}
 	defer func() { err = errors.Join(err, dev.Close()) }()
 
@@ -217,6 +226,9 @@ func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
 		fmt.Fprintf(w, "dot:      %s\n", cfg.DOT)
 	}
 
+	prog := startProgress(cfg.Progress, cfg.Progress != nil, "demo", "launches", cfg.Launches)
+	defer prog.Stop()
+	w = prog.Out(w)
 	times := make([]time.Duration, cfg.Launches)
 	want := make([][]float64, cfg.Launches)
 	for l := range cfg.Launches {
@@ -230,6 +242,7 @@ func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
 		}
 		times[l] = time.Since(start)
 		want[l] = reference(x)
+		prog.Add(1)
 	}
 	if len(history) != cfg.Launches {
 		return fmt.Errorf("host node ran %d times for %d launches", len(history), cfg.Launches)
@@ -242,8 +255,8 @@ func runDemo(w io.Writer, backend string, cfg demoConfig) (err error) {
 		cfg.Launches, median(times).Round(time.Microsecond),
 		slices.Min(times).Round(time.Microsecond), slices.Max(times).Round(time.Microsecond))
 	printResult(w, history[len(history)-1], want[len(want)-1])
-	fmt.Fprintf(w, "checked:  all %d launches x %d sums against float64 CPU reference, max relative error %.2g (tolerance %g)\n",
-		cfg.Launches, len(polys), maxErr, tolerance)
+	fmt.Fprintf(w, "checked:  %d sums x %s against float64 CPU reference, max relative error %.2g (tolerance %g)\n",
+		len(polys), plural(cfg.Launches, "launch"), maxErr, tolerance)
 	fmt.Fprintln(w, "OK")
 	return nil
 }

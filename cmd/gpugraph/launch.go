@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -82,11 +81,8 @@ func launchMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.NodeRank, "node-rank", cfg.NodeRank, "this machine's number, 0 to nnodes-1")
 	fs.StringVar(&cfg.Master, "master", cfg.Master, "host:port where rank 0 hands out the communicator's id")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "when a rank fails or launch is interrupted, how long the ranks have to exit after SIGTERM before SIGKILL")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseOnly(fs, args); err != nil {
+		return err
 	}
 	cfg.Command = fs.Args()
 	return runLaunch(cfg, stdout, stderr)
@@ -112,19 +108,31 @@ type rankExit struct {
 func runLaunch(cfg launchConfig, stdout, stderr io.Writer) error {
 	switch {
 	case len(cfg.Command) == 0:
-		return usagef("no command to launch")
-	case cfg.NProc < 1 || cfg.NNodes < 1 || cfg.NodeRank < 0 || cfg.NodeRank >= cfg.NNodes:
-		return usagef("--nproc %d --nnodes %d --node-rank %d", cfg.NProc, cfg.NNodes, cfg.NodeRank)
+		return usagef("no command to launch: give a gpugraph command (%s) or a program after the flags", strings.Join(gpugraphCommands, ", "))
+	case cfg.Command[0] == "launch":
+		return usagef("the command to launch is launch itself: launch starts every process of this machine's share of the job")
+	case cfg.NProc < 1:
+		return usagef("--nproc %d: a job needs at least 1 process on each machine", cfg.NProc)
+	case cfg.NNodes < 1:
+		return usagef("--nnodes %d: a job needs at least 1 machine", cfg.NNodes)
+	case cfg.NodeRank < 0 || cfg.NodeRank >= cfg.NNodes:
+		return usagef("--node-rank %d: need 0 to --nnodes - 1 (%d)", cfg.NodeRank, cfg.NNodes-1)
 	case cfg.NNodes > 1 && cfg.Master == "":
-		return usagef("a job of %d machines needs --master host:port (reachable from all of them)", cfg.NNodes)
+		return usagef("--nnodes %d needs --master host:port (rank 0's machine, reachable from all of them)", cfg.NNodes)
 	case cfg.Grace < 0:
-		return usagef("--grace %v: negative", cfg.Grace)
+		return usagef("--grace %v: negative (0 kills the ranks at once)", cfg.Grace)
 	}
 	addr, port := "127.0.0.1", ""
 	if cfg.Master != "" {
 		var err error
 		if addr, port, err = net.SplitHostPort(cfg.Master); err != nil {
-			return usagef("--master %q: %v", cfg.Master, err)
+			return usagef("--master %q: want host:port (%v)", cfg.Master, err)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return usagef("--master %q: the port must be a number from 1 to 65535", cfg.Master)
+		}
+		if addr == "" {
+			return usagef("--master %q: no host", cfg.Master)
 		}
 	} else {
 		// A free port on the loopback address: the job is on this machine.

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 func TestLaunchTrainOneRank(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := runLaunch(launchConfig{NProc: 1, NNodes: 1, Command: []string{"train", "--steps", "20", "--every", "10", "--warmup", "1"}}, &out, &errOut)
-	if err != nil || !strings.Contains(out.String(), "in a job of 1 processes") || !strings.Contains(out.String(), "train as one device") {
+	if err != nil || !strings.Contains(out.String(), "in a job of 1 process:") || !strings.Contains(out.String(), "1 rank trains as one device") {
 		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
 	}
 }

@@ -2,19 +2,24 @@
 //
 // Usage:
 //
-//	gpugraph train [--backend host] [--model small|reference] [--steps N] [--timeline FILE] ...
-//	gpugraph demo  [--backend host] [--dot FILE] [--n N] [--launches L]
-//	gpugraph bench [--backend host] [--count N] [--benchtime D]
-//	gpugraph mem   [--backend host]
-//	gpugraph launch --nproc N [--nnodes M --node-rank K --master H:P] COMMAND...
-//	gpugraph help
+//	gpugraph train  [--backend host|cuda] [--model small|reference] [--steps N] [--devices N] ...
+//	gpugraph demo   [--backend host|cuda] [--n N] [--launches L] [--dot FILE]
+//	gpugraph bench  [--backend host|cuda] [--count N] [--benchtime D] [--vs LIST ...]
+//	gpugraph mem    [--backend host|cuda]
+//	gpugraph launch [--nproc N] [--nnodes M --node-rank K --master H:P] COMMAND...
+//	gpugraph version
+//	gpugraph help [COMMAND]
+//
+// gpugraph help COMMAND, or gpugraph COMMAND -h, prints the command's flags
+// and which of them go together.
 //
 // train trains a multi-layer perceptron on a synthetic data set twice, op by
 // op on a stream and as a captured graph replayed every step, from the same
 // initial parameters on the same batches, and reports loss, memory (in
 // PyTorch's terms: allocated and reserved, for the stream-ordered pool and
 // graph memory) and step time for both, then a one-line verdict. --timeline
-// writes an SVG of the captured step's graph allocations.
+// writes an SVG of the captured step's graph allocations. With --devices N,
+// or started by launch, it trains data-parallel.
 //
 // demo builds a real workload with the explicit graph API: a host-to-device
 // copy of an input vector fans out into parallel kernels that each reduce a
@@ -24,9 +29,9 @@
 // every result against the same computation in plain Go, and prints "OK".
 // --dot writes the graph in Graphviz form.
 //
-// mem builds graphs with memory nodes (chains, diamonds, the seed's
-// figures, a training step of a 12-layer perceptron), launches them, and
-// prints the graph memory reserved against the lower bound of each.
+// mem builds graphs with memory nodes (chains, diamonds, a training step of
+// a 12-layer perceptron and others), launches them, and prints the graph
+// memory reserved against the lower bound of each.
 //
 // launch starts a job of several processes, one per device, as torchrun
 // does, each with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT
@@ -41,6 +46,13 @@
 // numbers are taken side by side, and the table reports medians. --benchtime
 // takes the syntax of go test -benchtime (a duration, or Nx for a fixed
 // number of iterations).
+//
+// Commands that run for more than a moment show a progress line with the
+// time left on stderr when it is a terminal (--quiet turns it off).
+//
+// Exit status: 0 on success, 1 when the command fails while running, 2 for
+// a usage error (an unknown command or flag, a value out of range, or flags
+// that do not go together).
 package main
 
 import (
@@ -50,123 +62,62 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	gg "github.com/gpugraph/gpugraph"
 )
 
-const usage = `usage: gpugraph <command> [flags]
-
-commands:
-  train  train an MLP op by op and as a captured graph; compare memory and speed
-         --backend NAME   device backend (default "host")
-         --model NAME     small (64->256x2->10, batch 128) or reference
-                          (256->1024x4->10, batch 512) (default "small")
-         --optimizer NAME sgd or adam (default: the model's, sgd)
-         --steps N        training steps per mode (default 300)
-         --every N        report loss and memory every N steps (default 50)
-         --warmup N       op-by-op steps before the capture, graph mode (default 3)
-         --batch N        samples per step, the global batch (default: the model's)
-         --batches N      distinct batches in the data set (default 32)
-         --modes LIST     eager,graph, or one of them (default "eager,graph")
-         --gemm NAME      auto, kernel or cublas (default "auto": cuBLAS on cuda if found)
-         --timeline FILE  write an SVG of the captured step's graph memory to FILE
-         --devices N      data-parallel over N devices of one process, checked against
-                          one device on the same batches (host devices, or GPUs with NCCL);
-                          under gpugraph launch, one device per process
-         --sync LIST      data-parallel gradient all-reduce: overlap (per layer, on a second
-                          stream, as DDP's buckets), inline, after (one call after backward),
-                          or a comma-separated list to compare (default "overlap")
-         --timeout D      data-parallel: how long a rank waits for the others before it
-                          fails, naming the cause (default 30s)
-  demo   run a fan-out/fan-in graph workload end to end and check its result
-         --backend NAME   device backend (default "host")
-         --dot FILE       also write the graph in Graphviz DOT form to FILE
-         --n N            input length (default 1048576)
-         --launches L     graph launches (default 5)
-  bench  print the stream vs graph launch-overhead table
-         --backend NAME   device backend (default "host")
-         --count N        runs per measurement; the table shows medians (default 5)
-         --benchtime D    time per run, or Nx iterations, as go test -benchtime (default 1s)
-         --vs LIST        instead, side by side with references, in interleaved runs, one or
-                          more of (comma-separated):
-                            taskflow  the host backend against Taskflow on the same DAGs
-                                      (--taskflow DIR: a Taskflow tree; the C++ harness is
-                                      DIR/side/tfside.cpp or --tfside FILE; needs g++)
-                            native    cuda: launch, instantiate and update against the same
-                                      driver calls from C (needs gcc and --cuda DIR's headers)
-                            torch     cuda: the reference training step against PyTorch with
-                                      a CUDA graph (--python P, a Python with PyTorch)
-         --threads LIST   taskflow: worker counts (default: every CPU, then 1)
-         --reps N         repetitions (taskflow, torch) or rounds (native) (default 5)
-         --time S         seconds per run of a side (default: taskflow 1, native 0.3)
-  mem    print graph memory reserved against its lower bound, per scenario
-         --backend NAME   device backend (default "host")
-  launch start a job of several processes, one per device, as torchrun does
-         --nproc N        processes on this machine (default 1)
-         --nnodes M       machines in the job (default 1), each running launch
-         --node-rank K    this machine's number (default 0)
-         --master H:P     where rank 0 hands out the communicator's id
-                          (default 127.0.0.1 and a free port; needed when M > 1)
-         --grace D        when a rank fails or launch is interrupted, how long every
-                          rank has after SIGTERM before SIGKILL (default 5s)
-         COMMAND...       a gpugraph command (train ...) or a program; each process
-                          gets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
-                          and GPUGRAPH_JOB_TOKEN (random per job on one machine; on
-                          several, set the same one on every machine);
-                          when one fails, launch ends every rank's process group and
-                          exits non-zero naming the rank that failed first
-  help   print this message
-`
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// run executes the command line args and returns the exit status: 0 on
-// success, 1 on failure, 2 on bad usage.
+// run executes the command line args and returns the exit status, by one
+// rule for every command: 0 on success, 1 on a failure while running, 2
+// on bad usage (an unknown command or flag, a value out of range, flags
+// that do not go together). A usage error prints one line saying what is
+// wrong and one pointing at the command's help, not the whole manual.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
+		printOverview(stdout)
 		return 0
 	}
+	name, rest := args[0], args[1:]
 	var err error
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "train":
-		err = trainMain(rest, stdout, stderr)
-	case "demo":
-		err = demoMain(rest, stdout, stderr)
-	case "bench":
-		err = benchMain(rest, stdout, stderr)
-	case "mem":
-		err = memMain(rest, stdout, stderr)
-	case "launch":
-		err = launchMain(rest, stdout, stderr)
-	case "tfside": // the Go side of bench --vs taskflow, run as a child
-		err = tfsideMain(rest, stdout, stderr)
+	switch {
+	case name == "help" || isHelpArg(name):
+		err = helpMain(rest, stdout)
+	case name == "--version" || name == "-version":
+		name = "version"
+		err = versionMain(rest, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "gpugraph: unknown command %q\n\n%s", cmd, usage)
-		return 2
+		c := lookupCommand(name)
+		if c == nil {
+			fmt.Fprintf(stderr, "gpugraph: unknown command %q (%s)\nusage: gpugraph COMMAND [flags]; see gpugraph help\n", name, commandNames())
+			return 2
+		}
+		name = c.name
+		err = c.main(rest, stdout, stderr)
 	}
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		printCommandHelp(stdout, lookupCommand(name))
 		return 0
 	case errors.Is(err, errUsage):
-		if err != errUsage { // a usage error with its reason, not already printed by the flag set
-			fmt.Fprintf(stderr, "gpugraph %s: %v\n\n%s", args[0], err, usage)
-		}
+		fmt.Fprintf(stderr, "gpugraph %s: %v\nusage: %s; see gpugraph help %s\n", name, err, usageLine(lookupCommand(name)), name)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "gpugraph %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "gpugraph %s: %v\n", name, err)
 		return 1
 	}
 }
 
-// errUsage reports bad flags, already described to the user by the flag set.
+// errUsage is what every usage error is (errors.Is): run exits 2.
 var errUsage = errors.New("usage")
 
-// usageError is a bad flag value, with what is wrong: run prints it and the
-// usage, and exits 2.
+// usageError is a bad command line, with what is wrong: run prints it and
+// a pointer to the command's help, and exits 2.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string        { return e.msg }
@@ -178,29 +129,70 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // that it can be written before any work starts.
 var outputFlags = []string{"timeline", "dot"}
 
-// newFlagSet returns a flag set for a subcommand that reports errors to
-// stderr instead of exiting, so run decides the exit status.
+// newFlagSet returns a flag set for a subcommand that reports errors as
+// usage errors instead of printing them or exiting, so run decides what
+// is printed and the exit status.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpugraph "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	return fs
 }
 
-// parseFlags parses args into fs, refusing stray arguments.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err // -h: usage printed, not a failure
+// parsing, when set (by a test), sees every flag set before it parses.
+var parsing func(*flag.FlagSet)
+
+// parseOnly parses args into fs: -h and --help return flag.ErrHelp (run
+// prints the command's help), a bad flag a usage error saying why.
+func parseOnly(fs *flag.FlagSet, args []string) error {
+	if parsing != nil {
+		parsing(fs)
+	}
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return usagef("unknown flag --%s", strings.TrimLeft(f, "-"))
+	}
+	// "invalid value "x" for flag -steps: parse error": say what is wanted.
+	if i := strings.Index(msg, " for flag -"); i >= 0 && strings.HasSuffix(msg, ": parse error") {
+		name := strings.TrimSuffix(msg[i+len(" for flag -"):], ": parse error")
+		if f := fs.Lookup(name); f != nil {
+			want := "a number"
+			switch f.Value.(flag.Getter).Get().(type) {
+			case int, int64, uint, uint64:
+				want = "a whole number"
+			case time.Duration:
+				want = "a duration such as 30s or 2m"
+			case bool:
+				want = "true or false"
+			}
+			return usagef("%s for --%s: want %s", msg[:i], name, want)
 		}
-		return errUsage
+	}
+	return usagef("%s", msg)
+}
+
+// parseFlags parses args into fs, refusing stray arguments, an unknown
+// --backend and output files that cannot be written.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := parseOnly(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+		if isHelpArg(fs.Arg(0)) {
+			return flag.ErrHelp
+		}
+		return usagef("unexpected argument %q (flags come first: %s takes no arguments)", fs.Arg(0), fs.Name())
 	}
 	if f := fs.Lookup("backend"); f != nil {
 		if b := f.Value.String(); b != gg.BackendHost && b != gg.BackendCUDA {
-			return usagef("unknown backend %q (host, cuda)", b)
+			return usagef("unknown --backend %q (want host or cuda)", b)
 		}
 	}
 	for _, name := range outputFlags {
@@ -211,6 +203,36 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		}
 	}
 	return nil
+}
+
+// setFlags returns the flags given on the command line, by name.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
+}
+
+// oneOfList splits a comma-separated list of flag values, each one of
+// allowed and none twice.
+func oneOfList(flagName, list string, allowed ...string) ([]string, error) {
+	items := strings.Split(list, ",")
+	for i, it := range items {
+		if !slices.Contains(allowed, it) {
+			return nil, usagef("unknown --%s %q (want %s, or a comma-separated list of them)", flagName, it, orList(allowed))
+		}
+		if slices.Contains(items[:i], it) {
+			return nil, usagef("--%s %q names %s twice", flagName, list, it)
+		}
+	}
+	return items, nil
+}
+
+// orList writes "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // writable reports whether path can be created or overwritten as a file,
@@ -225,4 +247,26 @@ func writable(path string) error {
 	}
 	f.Close()
 	return os.Remove(f.Name())
+}
+
+// openDevice opens a device of backend; its error says that the backend
+// could not start, and why (no driver, no GPU, ...).
+func openDevice(backend string, opts ...gg.Option) (*gg.Device, error) {
+	d, err := gg.Open(backend, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("the %s backend cannot start: %w", backend, err)
+	}
+	return d, nil
+}
+
+// plural writes n and noun, the noun in the plural unless n is 1:
+// "1 rank", "2 ranks", "3 processes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	if strings.HasSuffix(noun, "s") || strings.HasSuffix(noun, "sh") || strings.HasSuffix(noun, "ch") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -6,7 +6,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/footprint"
 )
 
@@ -23,7 +22,7 @@ func memMain(args []string, stdout, stderr io.Writer) error {
 // memory reserved against the lower bound (the most that can be live at once
 // under some execution order) and, where measured, against the driver.
 func runMem(w io.Writer, backend string) error {
-	d, err := gg.Open(backend)
+	d, err := openDevice(backend)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -35,14 +34,15 @@ type trainConfig struct {
 	Modes     string
 	Timeline  string
 	GEMM      string // "auto", "kernel" or "cublas"
-	Live      bool   // redraw a progress line in place (a terminal)
 	Devices   int    // data-parallel over this many devices (traindp.go); 0 or 1: one device
 	Sync      string // data-parallel: gradient all-reduce modes, comma-separated
-	Profile   int    // data-parallel: replays of the step timed piece by piece (0: none)
+	Profile   int    // replays of the captured step timed piece by piece (0: none)
 	Batch     int    // the global batch; 0 keeps the model's
 	// Timeout bounds the data-parallel ranks' waits for each other
 	// (coll.WithTimeout): a rank that died fails the others after it.
 	Timeout time.Duration
+	// Progress is where the progress line goes (a terminal); nil: nowhere.
+	Progress io.Writer
 }
 
 // modeResult is what one mode measured.
@@ -62,7 +62,7 @@ type modeResult struct {
 
 func trainMain(args []string, stdout, stderr io.Writer) error {
 	cfg := trainConfig{Backend: "host", Model: "small", Steps: 300, Every: 50, Warmup: 3, Batches: 32,
-		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Live: isTerminal(stdout), Timeout: coll.DefaultTimeout}
+		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Devices: 1, Timeout: coll.DefaultTimeout}
 	fs := newFlagSet("train", stderr)
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "small or reference")
@@ -78,42 +78,136 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
 	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "data-parallel: how long a rank waits for the others before failing")
-	fs.IntVar(&cfg.Profile, "profile", cfg.Profile, "data-parallel: time each piece of the step on the device over N replays and print it per rank")
+	fs.IntVar(&cfg.Profile, "profile", cfg.Profile, "time each piece of the captured step on the device over N replays and print it (per rank)")
+	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if cfg.Timeout <= 0 {
-		return usagef("--timeout %v: the ranks need time to wait for each other", cfg.Timeout)
-	}
 	// Started as a rank of a job (gpugraph launch, torchrun, Slurm)?
-	if env, ok, err := coll.EnvFromOS(); err != nil {
-		return usagef("%v", err)
-	} else if ok {
-		return runDistributed(stdout, cfg, env)
+	env, inJob, err := coll.EnvFromOS()
+	if err != nil {
+		return usagef("the environment of a job (RANK, WORLD_SIZE, ...): %v", err)
 	}
-	if cfg.Devices > 1 {
+	var job *coll.Env
+	if inJob {
+		job = &env
+	}
+	if err := checkTrain(cfg, setFlags(fs), job); err != nil {
+		return err
+	}
+	// The progress line: on a terminal, and in a job for rank 0 only.
+	if showProgress(stderr, *quiet) && (job == nil || job.Rank == 0) {
+		cfg.Progress = stderr
+	}
+	switch {
+	case job != nil:
+		return runDistributed(stdout, cfg, env)
+	case cfg.Devices > 1:
 		return runDataParallel(stdout, cfg, cfg.Devices)
 	}
 	return runTrain(stdout, cfg)
 }
 
+// checkTrain checks train's flags, each and against the others. set names
+// the flags given on the command line (nil: none, as for a configuration
+// made in Go); job is the job this process is a rank of, or nil.
+func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
+	dflt := func(name string) string {
+		if set[name] {
+			return ""
+		}
+		return " (the default)"
+	}
+	switch {
+	case cfg.Steps < 1:
+		return usagef("--steps %d: need at least 1", cfg.Steps)
+	case cfg.Every < 1:
+		return usagef("--every %d: need at least 1", cfg.Every)
+	case cfg.Batches < 1:
+		return usagef("--batches %d: need at least 1", cfg.Batches)
+	case cfg.Batch < 0 || set["batch"] && cfg.Batch < 1:
+		return usagef("--batch %d: need at least 1", cfg.Batch)
+	case cfg.Devices < 0 || set["devices"] && cfg.Devices < 1:
+		return usagef("--devices %d: need at least 1", cfg.Devices)
+	case cfg.Profile < 0:
+		return usagef("--profile %d: need 0 (no profile) or more replays", cfg.Profile)
+	case cfg.Timeout < 0 || set["timeout"] && cfg.Timeout == 0:
+		return usagef("--timeout %v: the ranks need time to wait for each other", cfg.Timeout)
+	case !slices.Contains([]string{"auto", "kernel", "cublas"}, cfg.GEMM):
+		return usagef("unknown --gemm %q (want auto, kernel or cublas)", cfg.GEMM)
+	case cfg.GEMM == "cublas" && cfg.Backend != gg.BackendCUDA:
+		return usagef("--gemm cublas needs --backend cuda (cuBLAS runs on a GPU)")
+	}
+	tc, err := trainPreset(cfg) // --model, --optimizer, --batch
+	if err != nil {
+		return err
+	}
+	modes, err := oneOfList("modes", cfg.Modes, "eager", "graph")
+	if err != nil {
+		return err
+	}
+	if _, err := parseSync(cfg.Sync); err != nil {
+		return err
+	}
+	graph := slices.Contains(modes, "graph")
+	dp := job != nil || cfg.Devices > 1
+	if dp {
+		how, ranks := fmt.Sprintf("--devices %d", cfg.Devices), cfg.Devices
+		if job != nil {
+			how, ranks = "a rank of a job (gpugraph launch)", job.World
+		}
+		switch {
+		case job != nil && cfg.Devices > 1:
+			return usagef("--devices %d: in a job started by gpugraph launch each process trains on one device (launch --nproc sets how many)", cfg.Devices)
+		case set["modes"]:
+			return usagef("--modes does not apply with %s: data-parallel training always replays a captured step (after --warmup steps op by op)", how)
+		case cfg.Timeline != "":
+			return usagef("--timeline does not apply with %s: it draws one device's captured step (train without --devices for it)", how)
+		case job == nil && cfg.Backend == gg.BackendHost && cfg.Devices > maxHostDevices:
+			return usagef("--devices %d: the host backend has at most %d devices", cfg.Devices, maxHostDevices)
+		case tc.Batch%ranks != 0:
+			return usagef("--batch %d%s: %d ranks do not divide it (each rank trains on an equal share)", tc.Batch, dflt("batch"), ranks)
+		}
+	} else {
+		const dpOnly = "applies to data-parallel training only: add --devices N (N >= 2) or run under gpugraph launch"
+		switch {
+		case set["sync"]:
+			return usagef("--sync %s", dpOnly)
+		case set["timeout"]:
+			return usagef("--timeout %s", dpOnly)
+		case cfg.Timeline != "" && !graph:
+			return usagef("--timeline draws the captured step: it needs graph in --modes (have %q)", cfg.Modes)
+		case cfg.Profile > 0 && !graph:
+			return usagef("--profile times the captured step: it needs graph in --modes (have %q)", cfg.Modes)
+		case set["warmup"] && !graph:
+			return usagef("--warmup counts the steps before the capture: it needs graph in --modes (have %q)", cfg.Modes)
+		}
+	}
+	if (dp || graph) && (cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps) {
+		return usagef("--warmup %d%s: need 0 to --steps - 1 (%d)", cfg.Warmup, dflt("warmup"), cfg.Steps-1)
+	}
+	return nil
+}
+
+// maxHostDevices is how many devices the host backend can have
+// (gg.SetHostDeviceCount).
+const maxHostDevices = 64
+
 func runTrain(w io.Writer, cfg trainConfig) (err error) {
+	if err := checkTrain(cfg, nil, nil); err != nil {
+		return err
+	}
 	tc, err := trainPreset(cfg)
 	if err != nil {
 		return err
 	}
-	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
-		return usagef("need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1")
-	}
 	modes := strings.Split(cfg.Modes, ",")
-	for _, m := range modes {
-		if m != "eager" && m != "graph" {
-			return usagef("unknown mode %q (eager, graph)", m)
-		}
-	}
-	dev, err := gg.Open(cfg.Backend)
+	prog := startProgress(cfg.Progress, cfg.Progress != nil, "train", "steps", cfg.Steps*len(modes))
+	defer prog.Stop()
+	w = prog.Out(w)
+	dev, err := openDevice(cfg.Backend)
 	if err != nil {
-		return fmt.Errorf("open device: %w", err)
+		return err
 	}
 	defer func() { err = errors.Join(err, dev.Close()) }()
 	// The pool keeps what a step frees for the next one, as PyTorch's caching
@@ -134,15 +228,16 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %d steps, %d batches of synthetic data, GEMM %s\n",
-		tc, cfg.Backend, dev.Properties().Name, cfg.Steps, cfg.Batches, gemmName)
+	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %s, %s of synthetic data, GEMM %s\n",
+		tc, cfg.Backend, dev.Properties().Name, plural(cfg.Steps, "step"), plural(cfg.Batches, "batch"), gemmName)
 	peak, _ := tc.StepBytes()
 	kernels, allocs := tc.StepOps()
 	fmt.Fprintf(w, "  a step: %d kernels, %d step-local buffers, at most %s of them live at once\n", kernels, allocs, mib(uint64(peak)))
 
 	var results []modeResult
 	for _, mode := range modes {
-		r, err := trainMode(w, dev, s, tc, ds, gemm, cfg, mode)
+		prog.SetLabel("train, " + mode)
+		r, err := trainMode(w, prog, dev, s, tc, ds, gemm, cfg, mode)
 		if err != nil {
 			return fmt.Errorf("%s mode: %w", mode, err)
 		}
@@ -152,6 +247,9 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		}
 	}
 	if len(results) == 2 {
+		if modes[0] == "graph" {
+			results[0], results[1] = results[1], results[0]
+		}
 		verdict(w, results[0], results[1])
 	}
 	return nil
@@ -165,13 +263,18 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 	case "reference":
 		tc = train.Reference()
 	default:
-		return tc, usagef("unknown model %q (small, reference)", cfg.Model)
+		return tc, usagef("unknown --model %q (want small or reference)", cfg.Model)
 	}
 	switch {
 	case cfg.Batch > 0:
 		tc.Batch = cfg.Batch
 	case cfg.Batch < 0:
-		return tc, usagef("--batch %d: negative", cfg.Batch)
+		return tc, usagef("--batch %d: need at least 1", cfg.Batch)
+	}
+	switch cfg.Optimizer {
+	case "", train.SGD, train.Adam:
+	default:
+		return tc, usagef("unknown --optimizer %q (want %s or %s)", cfg.Optimizer, train.SGD, train.Adam)
 	}
 	if cfg.Optimizer != "" {
 		tc.Optimizer = cfg.Optimizer
@@ -180,7 +283,12 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 		}
 	}
 	if err := tc.Validate(); err != nil {
-		return tc, usagef("%v", err)
+		// The presets are valid: what --batch made of one is not.
+		detail := err.Error()
+		if e := (*gg.Error)(nil); errors.As(err, &e) {
+			detail = e.Detail
+		}
+		return tc, usagef("--batch %d: too large (%s)", tc.Batch, detail)
 	}
 	return tc, nil
 }
@@ -188,7 +296,7 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 // trainMode trains a fresh model in one mode and reports as it goes. It
 // leaves the device as it found it: everything freed, pools trimmed, peaks
 // reset.
-func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *train.Dataset, gemm train.GEMM, cfg trainConfig, mode string) (r modeResult, err error) {
+func trainMode(w io.Writer, prog *progress, dev *gg.Device, s *gg.Stream, tc train.Config, ds *train.Dataset, gemm train.GEMM, cfg trainConfig, mode string) (r modeResult, err error) {
 	title := map[string]string{"eager": "op by op", "graph": "captured graph, replayed"}[mode]
 	fmt.Fprintf(w, "\n== %s ==\n", title)
 	r.name = title
@@ -240,11 +348,17 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 			if err := eager(); err != nil {
 				return r, err
 			}
+			if err := countStep(prog, s, dev); err != nil {
+				return r, err
+			}
 		}
 		if err := s.Synchronize(); err != nil {
 			return r, err
 		}
-		mem(fmt.Sprintf("after %d warm-up steps", cfg.Warmup))
+		if !hostStepCount(dev) {
+			prog.Add(cfg.Warmup)
+		}
+		mem("after " + plural(cfg.Warmup, "warm-up step"))
 		// The warm-up's step-local buffers are cached in the stream-ordered
 		// pool; graph mode does not need them: give them back.
 		if err := dev.DefaultMemPool().TrimTo(0); err != nil {
@@ -300,12 +414,14 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 			evEnd.Destroy()
 		}
 	}()
-	prog := newProgress(w, cfg.Live, cfg.Steps)
 	for step < cfg.Steps {
 		start, n := time.Now(), min(cfg.Every-step%cfg.Every, cfg.Steps-step)
 		recorded := timed && s.Record(evStart) == nil
 		for range n {
 			if err := run(); err != nil {
+				return r, err
+			}
+			if err := countStep(prog, s, dev); err != nil {
 				return r, err
 			}
 		}
@@ -327,9 +443,11 @@ func trainMode(w io.Writer, dev *gg.Device, s *gg.Stream, tc train.Config, ds *t
 		r.reserved = max(r.reserved, peakReserved(ms))
 		r.peak = max(r.peak, peakReserved(ms))
 		r.allocated = max(r.allocated, peakAllocated(ms))
-		prog.report(step, loss, dt/time.Duration(n), memLine(ms))
+		if !hostStepCount(dev) {
+			prog.Add(n)
+		}
+		fmt.Fprintf(w, "step %5d/%d  loss %.4f  %s/step  %s\n", step, cfg.Steps, loss, fmtDur(dt/time.Duration(n)), memLine(ms))
 	}
-	prog.done()
 	if math.IsNaN(float64(r.finalLoss)) {
 		return r, fmt.Errorf("the loss is NaN")
 	}
@@ -435,9 +553,24 @@ func verdict(w io.Writer, eager, graph modeResult) {
 		// Two allocators each round up to whole granules where one did.
 		why = fmt.Sprintf(" [graph memory is mapped in %s granules: the step's buffers need %s]", mib(granule), mib(uint64(graph.bound)))
 	}
-	fmt.Fprintf(w, "\nverdict: the captured graph steps in %s vs %s op by op (%.2f× faster), reserves at most %s vs %s while training (%.2f×)%s, %s (%.4f vs %.4f; parameters differ by at most %.2g)\n",
-		fmtDur(graph.stepTime), fmtDur(eager.stepTime), speed, mib(graph.reserved), mib(eager.reserved), mem, why, same,
+	fmt.Fprintf(w, "\nverdict: the captured graph steps in %s vs %s op by op (%s), reserves at most %s vs %s while training (%.2f×)%s, %s (%.4f vs %.4f; parameters differ by at most %.2g)\n",
+		fmtDur(graph.stepTime), fmtDur(eager.stepTime), speedWords(speed), mib(graph.reserved), mib(eager.reserved), mem, why, same,
 		graph.finalLoss, eager.finalLoss, maxParam)
+}
+
+// speedWords says how a time compares with another, given their ratio
+// other/time: "1.62× faster", "1.15× slower" (a ratio of 0.87), "as fast"
+// within the 0.5% that the two decimals do not show.
+func speedWords(ratio float64) string {
+	switch {
+	case math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio <= 0:
+		return "not comparable"
+	case math.Abs(ratio-1) < 0.005:
+		return "as fast"
+	case ratio > 1:
+		return fmt.Sprintf("%.2f× faster", ratio)
+	}
+	return fmt.Sprintf("%.2f× slower", 1/ratio)
 }
 
 // granule is the unit device memory is reserved in on the host backend
@@ -469,41 +602,17 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }
 
-// progress reports training: a line redrawn in place on a terminal, or one
-// line per report otherwise (logs, pipes, tests).
-type progress struct {
-	w     io.Writer
-	live  bool
-	total int
-}
-
-func newProgress(w io.Writer, live bool, total int) *progress {
-	return &progress{w: w, live: live, total: total}
-}
-
-func (p *progress) report(step int, loss float32, per time.Duration, mem string) {
-	if !p.live {
-		fmt.Fprintf(p.w, "step %5d/%d  loss %.4f  %s/step  %s\n", step, p.total, loss, fmtDur(per), mem)
-		return
+// countStep counts a step queued on s on the progress line when the step
+// is done: on the host backend by a host function after it (steps take
+// milliseconds there, and the line moves step by step); on a GPU, where
+// a host function between steps would cost more than it tells, the
+// caller counts each chunk of steps when it has synchronized.
+func countStep(p *progress, s *gg.Stream, dev *gg.Device) error {
+	if p == nil || !hostStepCount(dev) {
+		return nil
 	}
-	const width = 30
-	done := width * step / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] step %d/%d  loss %.4f  %s/step  %s\x1b[K", strings.Repeat("=", done),
-		strings.Repeat(" ", width-done), step, p.total, loss, fmtDur(per), mem)
+	return s.LaunchHostFunc(func() { p.Add(1) })
 }
 
-func (p *progress) done() {
-	if p.live {
-		fmt.Fprintln(p.w)
-	}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// hostStepCount reports whether countStep counts each step on dev.
+func hostStepCount(dev *gg.Device) bool { return dev.Properties().Backend == gg.BackendHost }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -90,13 +89,13 @@ var syncWords = map[train.SyncMode]string{
 
 // parseSync reads --sync: a comma-separated list of modes.
 func parseSync(list string) ([]train.SyncMode, error) {
+	names, err := oneOfList("sync", list, "overlap", "inline", "after")
+	if err != nil {
+		return nil, err
+	}
 	var modes []train.SyncMode
-	for _, name := range strings.Split(list, ",") {
-		m, ok := map[string]train.SyncMode{"inline": train.SyncInline, "overlap": train.SyncOverlap, "after": train.SyncAfter}[name]
-		if !ok {
-			return nil, usagef("unknown --sync mode %q (overlap, inline, after)", name)
-		}
-		modes = append(modes, m)
+	for _, name := range names {
+		modes = append(modes, map[string]train.SyncMode{"inline": train.SyncInline, "overlap": train.SyncOverlap, "after": train.SyncAfter}[name])
 	}
 	return modes, nil
 }
@@ -108,8 +107,12 @@ func (j *job) trainModes(w io.Writer, cfg trainConfig) error {
 	if err != nil {
 		return err
 	}
+	j.prog = startProgress(cfg.Progress, cfg.Progress != nil, "train", "steps", cfg.Steps*len(modes))
+	defer j.prog.Stop()
+	w = j.prog.Out(w)
 	times := make([]time.Duration, len(modes))
 	for i, m := range modes {
+		j.prog.SetLabel(fmt.Sprintf("train, --sync %v", m))
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
@@ -147,6 +150,7 @@ type job struct {
 	dist  bool // one rank of a job of several processes
 	// stepTime is the median step time train measured.
 	stepTime time.Duration
+	prog     *progress // the progress line, or nil
 }
 
 // each runs f for every local replica, one goroutine each: NCCL wants a
@@ -165,7 +169,8 @@ func (j *job) each(f func(r *replica) error) error {
 }
 
 func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
-	if err := checkSteps(cfg); err != nil {
+	cfg.Devices = n
+	if err := checkTrain(cfg, nil, nil); err != nil {
 		return err
 	}
 	if cfg.Backend == gg.BackendHost {
@@ -173,8 +178,8 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 			return err
 		}
 	}
-	if have, err := gg.DeviceCount(cfg.Backend); err != nil || have < n {
-		return fmt.Errorf("the %s backend has %d devices, --devices asks for %d (%v)", cfg.Backend, have, n, err)
+	if err := haveDevices(cfg.Backend, n); err != nil {
+		return err
 	}
 	j := &job{world: n}
 	devs := make([]*gg.Device, n)
@@ -201,14 +206,32 @@ func runDataParallel(w io.Writer, cfg trainConfig, n int) (err error) {
 	return j.trainModes(w, cfg)
 }
 
+// haveDevices checks that backend has n devices, saying why not: the
+// error of opening it when it has none (no driver, no GPU).
+func haveDevices(backend string, n int) error {
+	have, err := gg.DeviceCount(backend)
+	if err == nil && have == 0 {
+		// Opening the first device says why there is none.
+		d, oerr := gg.Open(backend)
+		if oerr == nil {
+			d.Close()
+		}
+		err = oerr
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("--devices %d: the %s backend cannot start: %w", n, backend, err)
+	case have < n:
+		return fmt.Errorf("--devices %d: the %s backend has %s", n, backend, plural(have, "device"))
+	}
+	return nil
+}
+
 // runDistributed trains as one rank of a job of several processes, on the
 // device numbered by the rank's local rank.
 func runDistributed(w io.Writer, cfg trainConfig, env coll.Env) (err error) {
-	if err := checkSteps(cfg); err != nil {
+	if err := checkTrain(cfg, nil, &env); err != nil {
 		return err
-	}
-	if cfg.Devices > 1 {
-		return usagef("--devices %d inside a job of %d processes: one device per process", cfg.Devices, env.World)
 	}
 	// The local rank picks the GPU; host devices belong to their process,
 	// so each process's is its device 0.
@@ -253,13 +276,6 @@ func collTimeout(cfg trainConfig) coll.Option {
 	return coll.WithTimeout(cfg.Timeout)
 }
 
-func checkSteps(cfg trainConfig) error {
-	if cfg.Steps < 1 || cfg.Every < 1 || cfg.Warmup < 0 || cfg.Warmup >= cfg.Steps || cfg.Batches < 1 {
-		return usagef("need steps >= 1, every >= 1, 0 <= warmup < steps, batches >= 1")
-	}
-	return nil
-}
-
 // train trains the job's replicas; the process holding global rank 0 also
 // trains the single-device reference and checks the replicas against it.
 func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err error) {
@@ -269,7 +285,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	n := j.world
 	if tc.Batch%n != 0 {
-		return usagef("%d ranks do not divide the global batch of %d", n, tc.Batch)
+		return usagef("--batch %d: %d ranks do not divide it (each rank trains on an equal share)", tc.Batch, n)
 	}
 	local := tc
 	local.Batch = tc.Batch / n
@@ -279,10 +295,10 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	how := fmt.Sprintf("--devices %d", n)
 	if j.dist {
-		how = fmt.Sprintf("in a job of %d processes", n)
+		how = "in a job of " + plural(n, "process")
 	}
-	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %d replicas of %d samples each per global batch of %d, %d steps\n",
-		how, tc, cfg.Backend, n, local.Batch, tc.Batch, cfg.Steps)
+	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %s of %d samples each per global batch of %d, %s\n",
+		how, tc, cfg.Backend, plural(n, "replica"), local.Batch, tc.Batch, plural(cfg.Steps, "step"))
 	if n == 1 {
 		fmt.Fprintf(w, "  --sync %v: one rank needs no gradient all-reduce (the average of one gradient is itself); the step is captured\n", mode)
 	} else {
@@ -399,8 +415,8 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 			}
 			worst, upd = max(worst, w), u
 		}
-		fmt.Fprintf(w, "  after the first step: every parameter of %d local replica(s) within %.2g of one device's (largest update %.2g; bound 2^-12 of it + 2 ulp)\n",
-			len(j.reps), worst, upd)
+		fmt.Fprintf(w, "  after the first step: every parameter of %s within %.2g of one device's (largest update %.2g; bound 2^-12 of it + 2 ulp)\n",
+			plural(len(j.reps), "local replica"), worst, upd)
 		return nil
 	}
 
@@ -418,6 +434,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if err := refStep(batch); err != nil {
 			return err
 		}
+		j.prog.Add(1)
 		if step == 0 {
 			if err := firstStep(); err != nil {
 				return err
@@ -456,7 +473,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 			}
 		}
 	}()
-	fmt.Fprintf(w, "  warm-up: %d steps op by op; then the captured step per rank, replayed\n\n", cfg.Warmup)
+	fmt.Fprintf(w, "  warm-up: %s op by op; then the captured step per rank, replayed\n\n", plural(cfg.Warmup, "step"))
 	fmt.Fprintf(w, "%6s  %14s  %14s  %10s\n", "step", "data-parallel", "one device", "rel. diff")
 
 	var perStep, devStep []float64
@@ -490,6 +507,11 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 				if err := r.exec.Launch(r.s); err != nil {
 					return err
 				}
+				if r == j.reps[0] {
+					if err := countStep(j.prog, r.s, r.dev); err != nil {
+						return err
+					}
+				}
 			}
 			if r0 {
 				recorded = recorded && r.s.Record(evEnd) == nil
@@ -497,6 +519,9 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 			return r.s.Synchronize()
 		}); err != nil {
 			return err
+		}
+		if !hostStepCount(j.reps[0].dev) {
+			j.prog.Add(chunk)
 		}
 		perStep = append(perStep, float64(time.Since(start))/float64(chunk))
 		if recorded {
@@ -591,8 +616,8 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	if worst > tol {
 		return fmt.Errorf("data-parallel loss differs from one device's by %.2e (tolerance %.0e)", worst, tol)
 	}
-	fmt.Fprintf(w, "verdict: %d rank(s) train as one device on the same global batches: losses within %.1e (drift tolerance %.0e), parameters within %.1e at the end\n",
-		n, worst, tol, maxDiff)
+	fmt.Fprintf(w, "verdict: %s as one device on the same global batches: losses within %.1e (drift tolerance %.0e), parameters within %.1e at the end\n",
+		plural(n, "rank")+map[bool]string{true: " trains", false: " train"}[n == 1], worst, tol, maxDiff)
 	return j.profile(w, cfg, ds)
 }
 

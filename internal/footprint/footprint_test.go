@@ -22,7 +22,7 @@ func TestLowerBoundSmallCases(t *testing.T) {
 		{"chain", func(b *builder) { b.use(5*MiB, b.use(3*MiB)) }, 5 * MiB},
 		{"never freed", func(b *builder) { a, _ := b.alloc(2 * MiB); b.use(3*MiB, a) }, 5 * MiB},
 		{"diamond", Scenarios[2].Build, 128 * MiB},
-		{"guide address-reuse example", Scenarios[4].Build, 128 * MiB},
+		{"reuse", Scenarios[4].Build, 128 * MiB},
 		{"free not after alloc of the other", func(b *builder) {
 			a, p := b.alloc(MiB)
 			b.free(p, a)

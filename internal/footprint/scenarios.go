@@ -102,7 +102,7 @@ var Scenarios = []Scenario{
 		fb, fc := b.use(64*MiB, fa), b.use(64*MiB, fa)
 		b.use(128*MiB, fb, fc)
 	}, 256},
-	{"guide node-API example: alloc; a; b, c; free", func(b *builder) {
+	{"fan-out, freed after it: alloc; a; b, c; free", func(b *builder) {
 		an, p := b.alloc(64 * MiB)
 		ka := b.kernel(an)
 		kb, kc := b.kernel(ka), b.kernel(ka)
@@ -110,7 +110,7 @@ var Scenarios = []Scenario{
 		b.kernel(kc) // d: not before the free, so it must not touch the memory
 		b.kernel()   // e: not after the alloc
 	}, 64},
-	{"guide address-reuse example: alloc 1, free 1, alloc 2; alloc 3 not after free 2", func(b *builder) {
+	{"reuse: alloc 1, free 1, alloc 2; alloc 3 not after free 2", func(b *builder) {
 		f1 := b.use(64 * MiB)
 		a2, p2 := b.alloc(64*MiB, f1)
 		b.free(p2, b.kernel(a2))

@@ -133,8 +133,8 @@ static void reset() {
 int main() {
   struct Sc { const char* name; void (*build)(Builder&); };
   Sc scs[] = {{"chain: 8 x (alloc 64 MiB, kernel, free)", chain}, {"parallel: 8 independent 64 MiB", parallel},
-              {"diamond: 64 | 64+64 | 128 MiB", diamond}, {"guide node-API example: alloc; a; b, c; free", seed31},
-              {"guide address-reuse example: alloc 1, free 1, alloc 2; alloc 3 not after free 2", seed41},
+              {"diamond: 64 | 64+64 | 128 MiB", diamond}, {"fan-out, freed after it: alloc; a; b, c; free", seed31},
+              {"reuse: alloc 1, free 1, alloc 2; alloc 3 not after free 2", seed41},
               {"mlp step, data dependencies only (60 allocations)", mlp},
               {"mlp step, in one stream's order (60 allocations)", mlpSerial}};
   const int n = sizeof(scs) / sizeof(scs[0]);
