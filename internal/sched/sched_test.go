@@ -2,6 +2,8 @@ package sched
 
 import (
 	"math/rand"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,12 +75,14 @@ func TestPoolForCoversRangeAndRecoversPanic(t *testing.T) {
 			}
 		}
 	}
-	if err := p.For(100, func(lo, hi int) {
+	_, _, line, _ := runtime.Caller(0)
+	err := p.For(100, func(lo, hi int) {
 		if lo <= 50 && 50 < hi {
-			panic("x")
+			panic("x") // line+3
 		}
-	}); err != "x" {
-		t.Fatalf("For returned %v, want the panic value", err)
+	})
+	if pp, ok := err.(*Panicked); !ok || pp.Value != "x" || pp.Line != line+3 || !strings.HasSuffix(pp.File, "sched_test.go") {
+		t.Fatalf("For returned %#v, want the panic value and its line %d", err, line+3)
 	}
 }
 
