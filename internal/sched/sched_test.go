@@ -226,3 +226,59 @@ func TestRunnerRecruitsByGrain(t *testing.T) {
 		}
 	}
 }
+
+// wavefront is the DAG of an n×n grid where node (i, j) depends on (i-1, j)
+// and (i, j-1): never more than n nodes ready at once, and two at most made
+// ready by any one node.
+func wavefront(n int) [][]int32 {
+	preds := make([][]int32, n*n)
+	for i := range n {
+		for j := range n {
+			var p []int32
+			if i > 0 {
+				p = append(p, int32((i-1)*n+j))
+			}
+			if j > 0 {
+				p = append(p, int32(i*n+j-1))
+			}
+			preds[i*n+j] = p
+		}
+	}
+	return preds
+}
+
+// A wavefront of nodes longer than a wake-up runs on several workers: the
+// few nodes ready at a time never add up to much waiting work, but each one
+// pays for waking a helper, and none may wait while helpers sleep. The test
+// counts the most bodies running at once (no timing is asserted: the nodes
+// spin for 2 µs, longer than a wake-up costs, and there are 1024 of them a
+// run).
+func TestRunnerWavefrontOfLongNodesUsesHelpers(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two threads")
+	}
+	pool := NewPool(3)
+	for deadline := time.Now().Add(5 * time.Second); pool.idle.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	var running, most atomic.Int32
+	r := NewRunner(build(wavefront(32)), pool, func(int32) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		for t0 := nanotime(); nanotime()-t0 < 2000; {
+		}
+		running.Add(-1)
+	})
+	for rep := 0; rep < 8; rep++ {
+		if rep == 3 { // the runs after the grain is known
+			most.Store(0)
+		}
+		r.Run()
+	}
+	if most.Load() < 2 {
+		t.Fatalf("a 32×32 wavefront of 2 µs nodes ran one node at a time with 3 helpers idle (grain %d ns, %d helpers recruited)",
+			r.grain.Load(), r.recruited.Load())
+	}
+	t.Logf("at most %d nodes at once, grain %d ns, %d helpers recruited in 8 runs", most.Load(), r.grain.Load(), r.recruited.Load())
+}
