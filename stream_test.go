@@ -2,7 +2,9 @@ package gpugraph_test
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -434,5 +436,48 @@ func TestErrorMessage(t *testing.T) {
 	}
 	if gg.ErrInvalidValue.Num() != 1 || gg.ErrNotReady.Num() != 600 {
 		t.Fatal("codes do not carry CUDA's numbers")
+	}
+}
+
+// A Go kernel that panics is reported as a launch failure that names the
+// kernel and the file and line of the panic (the kernel's own line, not the
+// runtime's), whether it ran from a stream or a graph, with one block or
+// many; the device is left in the sticky error state.
+func TestKernelPanicNamesKernelAndLine(t *testing.T) {
+	var nilMap map[string]int
+	_, _, line, _ := runtime.Caller(0)
+	line += 3 // the assignment below
+	nilMapKernel := &gg.Kernel{Name: "writes_nil_map", Go: func(b gg.Block, _ gg.Args) {
+		nilMap["x"] = b.Idx.X
+	}}
+	want := fmt.Sprintf("stream_test.go:%d", line)
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		t.Log(err)
+		isCode(t, err, gg.ErrLaunchFailure)
+		for _, s := range []string{"kernel writes_nil_map", "assignment to entry in nil map", want} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not say %q", err, s)
+			}
+		}
+	}
+	for _, grid := range []gg.Dim3{one, gg.Dim1(64)} {
+		t.Run(fmt.Sprintf("stream/grid=%d", grid.X), func(t *testing.T) {
+			d := open(t)
+			s := stream(t, d)
+			ok(t, s.Launch(nilMapKernel, grid, one))
+			check(t, s.Synchronize())
+			isCode(t, d.Synchronize(), gg.ErrLaunchFailure) // sticky
+		})
+		t.Run(fmt.Sprintf("graph/grid=%d", grid.X), func(t *testing.T) {
+			d := open(t)
+			s := stream(t, d)
+			g := must[*gg.Graph](t)(d.NewGraph())
+			must[*gg.Node](t)(g.AddKernelNode(gg.KernelParams{Kernel: nilMapKernel, Grid: grid, Block: one}))
+			e := must[*gg.Exec](t)(g.Instantiate(0))
+			ok(t, e.Launch(s))
+			check(t, s.Synchronize())
+			isCode(t, d.Synchronize(), gg.ErrLaunchFailure)
+		})
 	}
 }

@@ -230,6 +230,9 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	}
 	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %s, %s of synthetic data, GEMM %s\n",
 		tc, cfg.Backend, dev.Properties().Name, plural(cfg.Steps, "step"), plural(cfg.Batches, "batch"), gemmName)
+	if cfg.Backend == "host" { // kernels' blocks run on one worker per core
+		fmt.Fprintf(w, "  host: kernels' blocks run on %d workers, one per core\n", dev.Properties().MultiProcessorCount)
+	}
 	peak, _ := tc.StepBytes()
 	kernels, allocs := tc.StepOps()
 	fmt.Fprintf(w, "  a step: %d kernels, %d step-local buffers, at most %s of them live at once\n", kernels, allocs, mib(uint64(peak)))

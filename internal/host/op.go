@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
 type opKind uint8
@@ -141,24 +142,36 @@ type IllegalAddress interface {
 }
 
 // panicError is the error of work that panicked with p.
+//
+// It must be called while the panic is being recovered (from the deferred
+// function that recovered it), unless p is a *sched.Panicked that already
+// holds the site: the detail names what panicked (the kernel, by name) and
+// the file and line that raised the panic, the first frame outside the Go
+// runtime.
 func (d *Device) panicError(what string, p any) *backend.Error {
+	site := sched.Recovered(p)
+	where := ""
+	if w := site.Where(); w != "" {
+		where = " at " + w
+	}
 	fail := func(code *backend.Code, format string, args ...any) *backend.Error {
 		e := backend.Errorf(code, format, args...)
+		e.Detail += where
 		e.Op = what
 		return e
 	}
-	switch e := p.(type) {
+	switch e := site.Value.(type) {
 	case IllegalAddress:
-		return fail(backend.ErrIllegalAddress, "%v", e)
+		return fail(backend.ErrIllegalAddress, "%s: %v", what, e)
 	case runtime.Error:
 		if a, ok := e.(interface{ Addr() uintptr }); ok {
 			if report := d.GraphMemIfAny().Describe(a.Addr()); report != "" {
-				return fail(backend.ErrIllegalAddress, "fault at %#x: %s", a.Addr(), report)
+				return fail(backend.ErrIllegalAddress, "%s: fault at %#x: %s", what, a.Addr(), report)
 			}
-			return fail(backend.ErrIllegalAddress, "fault at %#x, which is not accessible device memory", a.Addr())
+			return fail(backend.ErrIllegalAddress, "%s: fault at %#x, which is not accessible device memory", what, a.Addr())
 		}
 	}
-	return fail(backend.ErrLaunchFailure, "panic: %v", p)
+	return fail(backend.ErrLaunchFailure, "%s panicked: %v", what, site.Value)
 }
 
 // at is a copy of e naming node (a tag).

@@ -79,15 +79,27 @@ func (d *DAG) links() {
 // or blocking node while holding them, and an idle worker could not reach
 // them (TestRunnerHandsOverWork).
 //
-// Helpers are recruited when the work waiting is worth one: the ready nodes
-// on the shared stack times the time a node takes (its grain, sampled while
-// nodes run) must cover what waking a helper costs, per helper already
-// active. A graph of heavy nodes gets every helper as soon as two nodes are
-// ready; a graph of nodes that take nanoseconds stays on one worker, or a
-// few, because handing such a node to another core costs more than running
-// it. (Taskflow wakes a worker whenever it pushes a task and none is
-// looking; with sixteen workers on a 1000-node tree of empty tasks, that
-// made every node cost 200 ns, most of it workers contending for tasks.)
+// Helpers are recruited when the work waiting is worth one, judged from the
+// time a node takes (its grain, sampled while nodes run) and the ready set:
+//
+//   - A node that takes longer than waking a helper costs the waker
+//     (wakeUpNs) pays for a helper by itself: whenever a ready node waits
+//     on the shared stack, no helper is already on its way or looking for
+//     work (searching), and one sleeps, one is woken. A helper that finds
+//     work while more waits wakes the next, so helpers join one after
+//     another as long as nodes wait: a wavefront or a tree, whose few ready
+//     nodes at a time never add up to much waiting work, gets every core
+//     its ready set can use, while at most one helper at a time spins for
+//     work. (Taskflow's notifier keeps one thief awake while work exists,
+//     the same rule.)
+//   - Shorter nodes recruit when the ready nodes on the shared stack times
+//     the grain cover what a wake-up costs (wakeNs), per helper already
+//     active: a graph of nodes that take nanoseconds stays on one worker,
+//     or a few, because handing such a node to another core costs more
+//     than running it. (Taskflow wakes a worker whenever it pushes a task
+//     and none is looking; with sixteen workers on a 1000-node tree of
+//     empty tasks, that made every node cost 200 ns, most of it workers
+//     contending for tasks.)
 type Runner struct {
 	dag     *DAG
 	pool    *Pool
@@ -104,8 +116,11 @@ type Runner struct {
 	cond    sync.Cond
 	stack   []int32
 	helpers atomic.Int32 // active helpers; decremented under mu
-	waiting bool         // the owner sleeps on cond
-	helpFn  func()
+	// searching counts helpers recruited that have not yet found a node,
+	// and helpers looking for one: while one is, a push wakes nobody.
+	searching atomic.Int32
+	waiting   bool // the owner sleeps on cond
+	helpFn    func()
 
 	fired []atomic.Uint32 // per node, the early ports triggered this run
 	later []atomic.Bool   // nodes that called Later while running (later.go)
@@ -123,7 +138,11 @@ type Runner struct {
 // node costs the scheduler beyond its exec. A node's exec is timed once
 // every sampleEvery nodes a worker runs (two clock reads).
 const (
-	wakeNs      = 5000
+	wakeNs = 5000
+	// wakeUpNs is what waking a helper costs the worker that wakes it
+	// (handing it the run and waking an idle core, measured at 0.3 to
+	// 1 µs): a node that takes longer is worth a helper of its own.
+	wakeUpNs    = 1000
 	schedNs     = 20
 	sampleEvery = 256
 	// A run is timed whole once in timeRunsEvery runs, the first included:
@@ -147,10 +166,20 @@ func (r *Runner) checkRun(ns int64, nodes int) {
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
+// long reports whether a node takes longer than a wake-up costs.
+func (r *Runner) long() bool { return r.grain.Load()+schedNs >= wakeUpNs }
+
 // worthHelper reports whether the nodes waiting on the shared stack are
 // worth one more helper.
 func (r *Runner) worthHelper() bool {
-	return int64(r.queued.Load())*(r.grain.Load()+schedNs) >= wakeNs*int64(r.helpers.Load()+1)
+	q := int64(r.queued.Load())
+	if q == 0 {
+		return false
+	}
+	if r.long() {
+		return r.searching.Load() == 0
+	}
+	return q*(r.grain.Load()+schedNs) >= wakeNs*int64(r.helpers.Load()+1)
 }
 
 // sample times node's exec and folds it into the grain.
@@ -254,9 +283,10 @@ const localCap = 64
 
 // worker is one goroutine's part of a run: the ready nodes it keeps.
 type worker struct {
-	n     int
-	count uint32 // nodes run, for sampling their time
-	local [localCap]int32
+	n         int
+	count     uint32 // nodes run, for sampling their time
+	searching bool   // a helper counted in Runner.searching
+	local     [localCap]int32
 }
 
 // done is what step returns when the worker has finished with the run.
@@ -267,7 +297,8 @@ func (r *Runner) work(node int32, owner bool) {
 	if owner {
 		w.count = r.ownerAt
 	} else {
-		w.count = 1 // a helper times its 256th node, not its first: the owner times the first ones
+		w.count = 1        // a helper times its 256th node, not its first: the owner times the first ones
+		w.searching = true // counted by recruit
 	}
 	for node != done {
 		node = r.steps(&w, node, owner)
@@ -394,7 +425,7 @@ func (r *Runner) release(w *worker, succ []int32) int32 {
 // not over), else -1.
 func (r *Runner) take(w *worker, owner bool) int32 {
 	if w.n == 0 {
-		if w.n = r.pop(owner, &w.local); w.n == 0 {
+		if w.n = r.pop(owner, w); w.n == 0 {
 			return -1
 		}
 	}
@@ -408,10 +439,12 @@ func (r *Runner) recruit() {
 	if r.pool.idle.Load() == 0 || !r.worthHelper() {
 		return
 	}
+	r.searching.Add(1)
 	if int(r.helpers.Add(1)) <= r.pool.size && r.pool.TryGo(r.helpFn) {
 		r.recruited.Add(1)
 		return
 	}
+	r.searching.Add(-1)
 	r.mu.Lock()
 	r.helpers.Add(-1)
 	if r.waiting {
@@ -423,11 +456,18 @@ func (r *Runner) recruit() {
 // popBatch bounds how many ready nodes a worker takes from the stack at once.
 const popBatch = 8
 
-// pop takes ready nodes into buf and returns how many: a fair share of the
-// stack, up to popBatch, so that a wide fan-out costs one lock per batch.
-// The owner sleeps until a node is ready or the run is over; a helper
-// returns 0 as soon as there is nothing to take.
-func (r *Runner) pop(owner bool, buf *[localCap]int32) int {
+// pop takes ready nodes into w's stack and returns how many: a fair share
+// of the stack, up to popBatch, so that a wide fan-out costs one lock per
+// batch, or one node at a time when nodes are long (a batch kept private
+// could wait behind a long node while another worker idles). The owner
+// sleeps until a node is ready or the run is over; a helper returns 0 as
+// soon as there is nothing to take.
+func (r *Runner) pop(owner bool, w *worker) int {
+	buf := &w.local
+	if !owner && !w.searching {
+		w.searching = true
+		r.searching.Add(1)
+	}
 	if !owner && r.queued.Load() == 0 && r.remaining.Load() > 0 {
 		// Spin briefly before giving up: for short nodes, the next ready node
 		// usually appears within a few hundred nanoseconds, and waking a
@@ -441,13 +481,24 @@ func (r *Runner) pop(owner bool, buf *[localCap]int32) int {
 	for {
 		if k := len(r.stack); k > 0 {
 			take := min(popBatch, max(1, k/(int(r.helpers.Load())+1)))
+			if r.long() {
+				take = 1
+			}
 			copy(buf[:take], r.stack[k-take:])
 			r.stack = r.stack[:k-take]
 			r.queued.Store(int32(k - take))
+			if w.searching {
+				w.searching = false
+				r.searching.Add(-1)
+			}
 			return take
 		}
 		if r.remaining.Load() == 0 || !owner {
 			if !owner {
+				if w.searching {
+					w.searching = false
+					r.searching.Add(-1)
+				}
 				r.helpers.Add(-1)
 				if r.waiting {
 					r.cond.Broadcast()

@@ -70,7 +70,8 @@ func (p *Pool) TryGo(f func()) bool {
 
 // For runs body over [0, n) split into chunks, on the caller and on any idle
 // helpers, and returns when all chunks are done. It returns the first panic
-// raised by body, recovered, or nil.
+// raised by body, recovered as a *Panicked (the value and where it was
+// raised), or nil.
 func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
 	if n <= 0 {
 		return nil
@@ -124,9 +125,15 @@ func (p *Pool) For(n int, body func(lo, hi int)) (perr any) {
 	return perr
 }
 
-// protect runs f and returns what it panicked with, if anything.
+// protect runs f and returns what it panicked with, if anything, as a
+// *Panicked: the site is read here, while the panicking frames are on the
+// stack.
 func protect(f func()) (perr any) {
-	defer func() { perr = recover() }()
+	defer func() {
+		if p := recover(); p != nil {
+			perr = Recovered(p)
+		}
+	}()
 	f()
 	return nil
 }

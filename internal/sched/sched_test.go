@@ -2,6 +2,8 @@ package sched
 
 import (
 	"math/rand"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,12 +75,14 @@ func TestPoolForCoversRangeAndRecoversPanic(t *testing.T) {
 			}
 		}
 	}
-	if err := p.For(100, func(lo, hi int) {
+	_, _, line, _ := runtime.Caller(0)
+	err := p.For(100, func(lo, hi int) {
 		if lo <= 50 && 50 < hi {
-			panic("x")
+			panic("x") // line+3
 		}
-	}); err != "x" {
-		t.Fatalf("For returned %v, want the panic value", err)
+	})
+	if pp, ok := err.(*Panicked); !ok || pp.Value != "x" || pp.Line != line+3 || !strings.HasSuffix(pp.File, "sched_test.go") {
+		t.Fatalf("For returned %#v, want the panic value and its line %d", err, line+3)
 	}
 }
 
@@ -221,4 +225,60 @@ func TestRunnerRecruitsByGrain(t *testing.T) {
 			t.Errorf("%s: at most %d nodes ran at once in the last runs, %d helpers recruited (grain %d ns)", tc.name, most.Load(), recruited, r.grain.Load())
 		}
 	}
+}
+
+// wavefront is the DAG of an n×n grid where node (i, j) depends on (i-1, j)
+// and (i, j-1): never more than n nodes ready at once, and two at most made
+// ready by any one node.
+func wavefront(n int) [][]int32 {
+	preds := make([][]int32, n*n)
+	for i := range n {
+		for j := range n {
+			var p []int32
+			if i > 0 {
+				p = append(p, int32((i-1)*n+j))
+			}
+			if j > 0 {
+				p = append(p, int32(i*n+j-1))
+			}
+			preds[i*n+j] = p
+		}
+	}
+	return preds
+}
+
+// A wavefront of nodes longer than a wake-up runs on several workers: the
+// few nodes ready at a time never add up to much waiting work, but each one
+// pays for waking a helper, and none may wait while helpers sleep. The test
+// counts the most bodies running at once (no timing is asserted: the nodes
+// spin for 2 µs, longer than a wake-up costs, and there are 1024 of them a
+// run).
+func TestRunnerWavefrontOfLongNodesUsesHelpers(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two threads")
+	}
+	pool := NewPool(3)
+	for deadline := time.Now().Add(5 * time.Second); pool.idle.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	var running, most atomic.Int32
+	r := NewRunner(build(wavefront(32)), pool, func(int32) {
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		for t0 := nanotime(); nanotime()-t0 < 2000; {
+		}
+		running.Add(-1)
+	})
+	for rep := 0; rep < 8; rep++ {
+		if rep == 3 { // the runs after the grain is known
+			most.Store(0)
+		}
+		r.Run()
+	}
+	if most.Load() < 2 {
+		t.Fatalf("a 32×32 wavefront of 2 µs nodes ran one node at a time with 3 helpers idle (grain %d ns, %d helpers recruited)",
+			r.grain.Load(), r.recruited.Load())
+	}
+	t.Logf("at most %d nodes at once, grain %d ns, %d helpers recruited in 8 runs", most.Load(), r.grain.Load(), r.recruited.Load())
 }

@@ -15,7 +15,7 @@ func BenchmarkStep(b *testing.B) {
 	for _, sz := range []struct {
 		name string
 		cfg  Config
-	}{{"small", Small()}, {"tiny", tiny(SGD)}} {
+	}{{"small", Small()}, {"tiny", tiny(SGD)}, {"reference", Reference()}} {
 		for _, mode := range []string{"stream", "graph"} {
 			b.Run(sz.name+"/"+mode, func(b *testing.B) { benchStep(b, openHost, sz.cfg, mode) })
 		}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"sync"
 
 	gg "github.com/gpugraph/gpugraph"
 )
@@ -214,6 +215,10 @@ func gemmGo(blk gg.Block, a gg.Args) {
 		return
 	}
 	mb, nb := min(tileM, m-m0), min(tileN, n-n0)
+	if haveFMA {
+		gemmGoFMA(a, transA, transB, m, n, k, alpha, beta, lda, ldb, ldc, m0, n0, mb, nb)
+		return
+	}
 	var acc [tileM * tileN]float32
 	if k > 0 {
 		var A, B []float32
@@ -321,5 +326,132 @@ func gemmPanel(acc *[tileM * tileN]float32, ap, bp *[tileM * goK]float32, mr, nr
 			c[3*tileN] += s30
 			c[3*tileN+1] += s31
 		}
+	}
+}
+
+// The vector path (AVX2 and FMA, gemm_amd64.s): a micro-kernel keeps a 6×16
+// block of sums in twelve vector registers and reads six rows of op(A) and
+// sixteen columns of op(B) where they lie in memory, fmaK values of k at a
+// time (so that what it reads stays in cache across the tile's 6×16
+// blocks). Only what cannot be read in place is packed, k-major and zero
+// padded: sixteen columns of op(B) when B is transposed (they are not
+// consecutive in memory), and the tile's last rows or columns when they do
+// not fill a micro-kernel's block.
+const (
+	fmaMR   = 6
+	fmaNR   = 16
+	fmaK    = 256
+	fmaRows = (tileM + fmaMR - 1) / fmaMR * fmaMR // 66: the tile's rows, padded
+)
+
+// gemmScratch is one block's packed panels and sums.
+type gemmScratch struct {
+	ap  [fmaMR * fmaK]float32
+	bp  [fmaNR * fmaK]float32
+	acc [fmaRows * tileN]float32
+}
+
+var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
+
+// gemmGoFMA is gemmGo's body on the vector path. Every element of C sums
+// its k products in order within each fmaK panel and the panels in order,
+// so results do not depend on how blocks are scheduled.
+func gemmGoFMA(a gg.Args, transA, transB bool, m, n, k int, alpha, beta float32, lda, ldb, ldc, m0, n0, mb, nb int) {
+	sc := gemmScratchPool.Get().(*gemmScratch)
+	defer gemmScratchPool.Put(sc)
+	acc := &sc.acc
+	clear(acc[:])
+	if k > 0 {
+		var A, B []float32
+		if transA {
+			A = gg.Slice[float32](a.Ptr(6), extent(k, m, lda))
+		} else {
+			A = gg.Slice[float32](a.Ptr(6), extent(m, k, lda))
+		}
+		if transB {
+			B = gg.Slice[float32](a.Ptr(8), extent(n, k, ldb))
+		} else {
+			B = gg.Slice[float32](a.Ptr(8), extent(k, n, ldb))
+		}
+		// Element (i, p) of op(A) is at i·rsA + p·ksA.
+		rsA, ksA := lda, 1
+		if transA {
+			rsA, ksA = 1, lda
+		}
+		mp, np := (mb+fmaMR-1)/fmaMR, (nb+fmaNR-1)/fmaNR // micro-kernel blocks
+		full := mb / fmaMR                                // of which whole in op(A)'s rows
+		for k0 := 0; k0 < k; k0 += fmaK {
+			kb := min(fmaK, k-k0)
+			if full < mp {
+				packA(&sc.ap, A, rsA, ksA, m0+full*fmaMR, mb-full*fmaMR, k0, kb)
+			}
+			for jp := range np {
+				j0 := jp * fmaNR
+				bq, ksB := &sc.bp[0], fmaNR
+				if !transB && j0+fmaNR <= nb {
+					bq, ksB = &B[k0*ldb+n0+j0], ldb
+				} else {
+					packB(&sc.bp, B, transB, ldb, n0+j0, min(fmaNR, nb-j0), k0, kb)
+				}
+				for ip := range full {
+					i := m0 + ip*fmaMR
+					sgemm6x16(kb, &A[i*rsA+k0*ksA], rsA, ksA, bq, ksB, &acc[ip*fmaMR*tileN+j0], tileN)
+				}
+				if full < mp {
+					sgemm6x16(kb, &sc.ap[0], 1, fmaMR, bq, ksB, &acc[full*fmaMR*tileN+j0], tileN)
+				}
+			}
+		}
+	}
+	C := gg.Slice[float32](a.Ptr(11), extent(m, n, ldc))
+	for i := range mb {
+		row := C[(m0+i)*ldc+n0:][:nb]
+		ar := acc[i*tileN:][:nb]
+		if beta == 0 {
+			for j := range row {
+				row[j] = alpha * ar[j]
+			}
+		} else {
+			for j := range row {
+				row[j] = alpha*ar[j] + beta*row[j]
+			}
+		}
+	}
+}
+
+// packA packs rows i0..i0+rows (rows < fmaMR) of op(A), k values
+// k0..k0+kb, k-major: element (i, p) at p·fmaMR + i-i0; the rows up to
+// fmaMR are zero.
+func packA(ap *[fmaMR * fmaK]float32, A []float32, rsA, ksA, i0, rows, k0, kb int) {
+	for p := range kb {
+		dst := ap[p*fmaMR:][:fmaMR]
+		for r := range fmaMR {
+			if r < rows {
+				dst[r] = A[(i0+r)*rsA+(k0+p)*ksA]
+			} else {
+				dst[r] = 0
+			}
+		}
+	}
+}
+
+// packB packs columns j0..j0+cols (cols ≤ fmaNR) of op(B), k values
+// k0..k0+kb, k-major: element (p, j) at p·fmaNR + j-j0; the columns up to
+// fmaNR are zero.
+func packB(bp *[fmaNR * fmaK]float32, B []float32, transB bool, ldb, j0, cols, k0, kb int) {
+	if cols < fmaNR {
+		clear(bp[:kb*fmaNR])
+	}
+	if transB { // B is n×k: row j of B holds op(B)[:, j]
+		for c := range cols {
+			src := B[(j0+c)*ldb+k0:][:kb]
+			for p, v := range src {
+				bp[p*fmaNR+c] = v
+			}
+		}
+		return
+	}
+	for p := range kb {
+		copy(bp[p*fmaNR:][:cols], B[(k0+p)*ldb+j0:][:cols])
 	}
 }

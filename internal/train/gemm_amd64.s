@@ -1,0 +1,96 @@
+#include "textflag.h"
+
+// func sgemm6x16(k int, a *float32, rsA, ksA int, b *float32, ksB int, c *float32, ldc int)
+//
+// c[r*ldc+j] += Σ_p a[r*rsA+p*ksA]·b[p*ksB+j] for r < 6, j < 16 (strides
+// in elements): six rows of op(A) read where they lie (or packed), sixteen
+// consecutive columns of op(B). Each element's k products are summed in
+// order with fused multiply-adds, then added to c once.
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ rsA+16(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	MOVQ ksA+24(FP), R13
+	SHLQ $2, R13
+	MOVQ b+32(FP), DI
+	MOVQ ksB+40(FP), R14
+	SHLQ $2, R14
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
+	SHLQ $2, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ CX, CX
+	JLE store
+
+loop:
+	VMOVUPS (DI), Y12
+	VMOVUPS 32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VBROADCASTSS (SI)(R9*1), Y15
+	VFMADD231PS Y12, Y14, Y0
+	VFMADD231PS Y13, Y14, Y1
+	VFMADD231PS Y12, Y15, Y2
+	VFMADD231PS Y13, Y15, Y3
+	VBROADCASTSS (SI)(R9*2), Y14
+	VBROADCASTSS (SI)(R11*1), Y15
+	VFMADD231PS Y12, Y14, Y4
+	VFMADD231PS Y13, Y14, Y5
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VBROADCASTSS (SI)(R9*4), Y14
+	VBROADCASTSS (SI)(R12*1), Y15
+	VFMADD231PS Y12, Y14, Y8
+	VFMADD231PS Y13, Y14, Y9
+	VFMADD231PS Y12, Y15, Y10
+	VFMADD231PS Y13, Y15, Y11
+	ADDQ R13, SI
+	ADDQ R14, DI
+	DECQ CX
+	JNZ loop
+
+store:
+	VADDPS (DX), Y0, Y0
+	VMOVUPS Y0, (DX)
+	VADDPS 32(DX), Y1, Y1
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y2, Y2
+	VMOVUPS Y2, (DX)
+	VADDPS 32(DX), Y3, Y3
+	VMOVUPS Y3, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y4, Y4
+	VMOVUPS Y4, (DX)
+	VADDPS 32(DX), Y5, Y5
+	VMOVUPS Y5, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y6, Y6
+	VMOVUPS Y6, (DX)
+	VADDPS 32(DX), Y7, Y7
+	VMOVUPS Y7, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y8, Y8
+	VMOVUPS Y8, (DX)
+	VADDPS 32(DX), Y9, Y9
+	VMOVUPS Y9, 32(DX)
+	ADDQ R8, DX
+	VADDPS (DX), Y10, Y10
+	VMOVUPS Y10, (DX)
+	VADDPS 32(DX), Y11, Y11
+	VMOVUPS Y11, 32(DX)
+	VZEROUPPER
+	RET
