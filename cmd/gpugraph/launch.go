@@ -439,6 +439,12 @@ killing:
 	if len(alive) > 0 {
 		msg = append(msg, strings.Join(alive, ", ")+" still running after SIGKILL")
 	}
+	if self && first >= 0 && ranks[first].st == (rankStatus{code: 2}) {
+		// A gpugraph command exits 2 for a usage error (its message is
+		// above, from the rank): the job's command line is wrong, and the
+		// launch exits 2 too.
+		return usagef("%s: the %s command line is wrong (its message is above)", strings.Join(msg, "; "), cfg.Command[0])
+	}
 	return errors.New(strings.Join(msg, "; "))
 }
 
