@@ -19,7 +19,7 @@ import (
 // and then park. It logs the CPU used over the idle window (getrusage) and
 // the wake-up latency that parking costs: a 1-node graph launched and
 // synchronized after 20 ms idle, against the same launch back to back.
-// GG_IDLE_SECONDS sets the window (1 s by default; docs/performance.md
+// GG_IDLE_SECONDS sets the window (1 s by default; docs/performance-log.md
 // quotes 10 s).
 func TestIdleCost(t *testing.T) {
 	window := time.Second

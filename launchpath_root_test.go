@@ -20,7 +20,7 @@ import (
 //	    /tmp/gg.test -test.run '^$' -test.bench 'RootLaunchPath/stream/evict=256KiB' -test.benchtime 20000x
 //
 // and the same with bare/evict=256KiB, subtracted, divided by the launches
-// (docs/performance.md, "The stream launch path").
+// (docs/performance-log.md, "The stream launch path").
 
 // evictBuf is touched line by line to evict the caches.
 var evictBuf = make([]uint64, 4<<20/8)

@@ -14,7 +14,7 @@ import (
 type Stream struct {
 	// What every launch reads comes first, on as few cache lines as
 	// possible: between two launches the driver has run for microseconds
-	// and evicted them (docs/performance.md, "The stream launch path").
+	// and evicted them (docs/performance-log.md, "The stream launch path").
 	dev       *Device
 	be        backend.Stream // the backend's stream
 	destroyed atomic.Bool

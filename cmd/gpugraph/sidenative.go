@@ -336,7 +336,7 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, b *bar
 		return func() error { return cresult(call, int32(driver.FastCall(fn, a))) }
 	}
 	// (VZEROUPPER before the call, as C code leaves the vector state,
-	// was tried and changed nothing: docs/performance.md.)
+	// was tried and changed nothing: docs/performance-log.md.)
 	la := [12]uintptr{f, 1, 1, 1, 1, 1, 1, 0, st, 0, 0}
 	vs := []nativeVariant{
 		{"Stream.Launch", 2, repeat(launch)},

@@ -230,7 +230,7 @@ func (d *Device) do(f func() error) error {
 // from the handle, measured by TestCUDAExecCallsCarryTheirContext).
 // cuCtxSetCurrent before each such call made a 10-node update 3-4 % slower
 // (its own foreign call) and the update itself slower still
-// (docs/performance.md). If the driver objects, as it does to the graph
+// (docs/performance-log.md). If the driver objects, as it does to the graph
 // calls with no context current on the thread, f is repeated with ours
 // made current (retry).
 func (d *Device) bound(f func() error) error { return d.retry(f(), f) }

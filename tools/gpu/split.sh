@@ -1,7 +1,7 @@
 #!/bin/bash
 # Runs on the GPU machine after tools/gpu/run.sh: the cuda launch paths of
 # .gpu/base (BASE=<commit> tools/gpu/build.sh) and of this tree, alternating
-# in one command, for side-by-side comparisons (docs/performance.md).
+# in one command, for side-by-side comparisons (docs/performance-log.md).
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 cd "$(dirname "$0")/../.."
 [ -x .gpu/base/gpugraph.test ] || { echo "no .gpu/base: build with BASE=<commit>"; exit 1; }

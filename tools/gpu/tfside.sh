@@ -5,7 +5,7 @@
 # .gpu/: tfside-go (the Go harness, built here), tfside.cpp and taskflow/
 # (the C++ harness and Taskflow's headers, compiled there with g++).
 #
-# One command runs every table of docs/performance.md's Taskflow section:
+# One command runs every table of the Taskflow sections of docs/performance.md and docs/performance-log.md:
 # worker counts THREADS (default "16 4 2") × bodies BODIES (default "atomic
 # work:1000 work:5000": one shared atomic increment, or about 1 µs / 5 µs of
 # the xorshift loop, the iteration count calibrated once by the C++ side and

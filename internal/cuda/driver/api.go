@@ -239,7 +239,7 @@ func (d *Driver) Launch(f uintptr, grid, block [3]uint32, shared uint32, stream,
 // caller that keeps it beside its own data, as a stream does: the entry
 // points are copied into it, so a launch reads no cache line of the
 // Driver's, which the driver's own run between two launches has likely
-// evicted (docs/performance.md, "The stream launch path").
+// evicted (docs/performance-log.md, "The stream launch path").
 type Launcher struct {
 	d             *Driver
 	kernel, graph uintptr
