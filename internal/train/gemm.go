@@ -379,7 +379,7 @@ func gemmGoFMA(a gg.Args, transA, transB bool, m, n, k int, alpha, beta float32,
 			rsA, ksA = 1, lda
 		}
 		mp, np := (mb+fmaMR-1)/fmaMR, (nb+fmaNR-1)/fmaNR // micro-kernel blocks
-		full := mb / fmaMR                                // of which whole in op(A)'s rows
+		full := mb / fmaMR                               // of which whole in op(A)'s rows
 		for k0 := 0; k0 < k; k0 += fmaK {
 			kb := min(fmaK, k-k0)
 			if full < mp {
