@@ -245,12 +245,16 @@ func (d *Device) setBackendParams(n *Node, params NodeParams) error {
 
 // bindClone gives the nodes of a Go clone g the nodes of the backend's
 // clone of the same graph (g.be), so the embedded graph of a child graph
-// node can be edited like any other; those of graphs embedded deeper too
-// where the backend finds them (the host backend does; the driver's
-// cuGraphNodeFindInClone finds only the top graph's).
-func bindClone(g *Graph) error { return bindCloneIn(g, g.be, 0) }
+// node can be edited like any other; those of graphs embedded deeper too.
+// A node is looked up in the backend graph that holds it (the clone's
+// embedded graph at its depth): the driver's cuGraphNodeFindInClone given
+// the top clone and a node of a nested graph answers with another node of
+// the top graph, or none, which made Exec.SetEnabled on a nested node
+// disable another. A node the backend cannot find keeps no backend node:
+// per-node calls on it are refused, never sent to another node.
+func bindClone(g *Graph) error { return bindCloneIn(g, 0) }
 
-func bindCloneIn(g *Graph, top backend.Graph, depth int) error {
+func bindCloneIn(g *Graph, depth int) error {
 	orig := make(map[*Node]*Node, len(g.clonedBy))
 	for o, m := range g.clonedBy {
 		orig[m] = o
@@ -260,7 +264,7 @@ func bindCloneIn(g *Graph, top backend.Graph, depth int) error {
 		if o == nil || o.be == nil {
 			continue
 		}
-		h, err := top.ClonedNode(o.be)
+		h, err := g.be.ClonedNode(o.be)
 		if err != nil {
 			if depth > 0 {
 				continue
@@ -268,7 +272,7 @@ func bindCloneIn(g *Graph, top backend.Graph, depth int) error {
 			return err
 		}
 		m.be = h
-		if t, ok := top.(tagger); ok {
+		if t, ok := g.be.(tagger); ok {
 			t.SetTag(h, m)
 		}
 		if m.child != nil {
@@ -278,7 +282,7 @@ func bindCloneIn(g *Graph, top backend.Graph, depth int) error {
 			if m.child.clonedBy == nil {
 				m.child.clonedBy = g.clonedBy
 			}
-			if err := bindCloneIn(m.child, top, depth+1); err != nil {
+			if err := bindCloneIn(m.child, depth+1); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // UpdateResult says why a whole-graph update failed
@@ -184,12 +185,61 @@ func nodeAt(opName string, n *Node, err error) error {
 // node, until enabled again; its parameters are kept, and updates made
 // while it is disabled apply when it is enabled. Updates do not change
 // whether a node is enabled. Takes effect at e's next launch.
+//
+// Disabling the last enabled node of a child graph is refused with
+// ErrNotSupported, on every backend: the driver then drops the ordering
+// the child graph node stands for (measured on an H100, driver 580: the
+// node after the child graph runs before the node before it, and the
+// launch completes before it does; tools/probe/disabledchild.cu,
+// docs/driver-capture.txt). Keep one node of the child graph enabled, or
+// disable nodes of the parent graph instead.
 func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	const opName = "Exec.SetEnabled"
 	if err := e.enableable(opName, n); err != nil {
 		return err
 	}
+	if !enabled {
+		if last, err := e.lastEnabledOfChild(n); err != nil {
+			return nodeAt(opName, n, err)
+		} else if last {
+			return nodeErr(opName, n, ErrNotSupported, "the last enabled node of the child graph of %v: disabled, the driver would not order that child graph node's dependencies and dependents", n.g.parent)
+		}
+	}
 	return nodeAt(opName, n, e.be.SetEnabled(n.be, enabled))
+}
+
+// lastEnabledOfChild reports whether n is the only node of an embedded
+// child graph (not a conditional body) still enabled in e: every other node
+// of its graph is a kernel, memcpy or memset node that e has disabled.
+func (e *Exec) lastEnabledOfChild(n *Node) (bool, error) {
+	g := n.g
+	if g == nil || g.parent == nil || g.parent.typ != NodeChildGraph {
+		return false, nil
+	}
+	g.mu.Lock()
+	nodes := slices.Clone(g.nodes)
+	g.mu.Unlock()
+	for _, m := range nodes {
+		if m == n {
+			continue
+		}
+		switch m.typ {
+		case NodeKernel, NodeMemcpy, NodeMemset:
+		default:
+			return false, nil // a node that cannot be disabled keeps the graph's order
+		}
+		if m.be == nil {
+			return false, nil
+		}
+		on, err := e.be.Enabled(m.be)
+		if err != nil {
+			return false, err
+		}
+		if on {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Enabled reports whether node n is enabled in e (cudaGraphNodeGetEnabled).

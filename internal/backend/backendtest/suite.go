@@ -54,6 +54,7 @@ var scenarios = []struct {
 	{"UpdateRefusals", updateRefusals},
 	{"ExecNodeSetParams", execNodeSetParams},
 	{"SetEnabled", setEnabled},
+	{"SetEnabledNested", setEnabledNested},
 	{"UpdateConditionalBodies", updateConditionalBodies},
 	{"SetChildGraph", setChildGraph},
 	// userobject.go

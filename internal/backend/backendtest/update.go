@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -236,6 +237,134 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	IsCode(t, e.SetEnabled(h, false), gg.ErrInvalidValue)
 	_, err = e.Enabled(h)
 	IsCode(t, err, gg.ErrInvalidValue)
+}
+
+// setEnabledNested: Exec.SetEnabled and Exec.SetParams on a node of a
+// child graph embedded one and two levels deep reach that node and no
+// other. On cuda each embedded graph is the driver's clone, whose nodes are
+// found in the clone of the graph that holds them (cuGraphNodeFindInClone
+// on the embedded graph, not the top one: a node of a nested graph looked
+// up in the top graph's clone is another node, or none).
+func setEnabledNested(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	p := Must[gg.DevicePtr](t)(d.Malloc(64))
+	c := NewGraph(t, d) // innermost: slots 0, 1
+	Must[*gg.Node](t)(c.AddKernelNode(SetAt(p, 0, 10)))
+	Must[*gg.Node](t)(c.AddKernelNode(SetAt(p, 1, 11)))
+	b := NewGraph(t, d) // middle: slots 2, 3, and c
+	Must[*gg.Node](t)(b.AddKernelNode(SetAt(p, 2, 20)))
+	Must[*gg.Node](t)(b.AddKernelNode(SetAt(p, 3, 21)))
+	Must[*gg.Node](t)(b.AddChildGraphNode(c))
+	a := NewGraph(t, d) // top: slots 4, 5, and b
+	Must[*gg.Node](t)(a.AddKernelNode(SetAt(p, 4, 30)))
+	Must[*gg.Node](t)(a.AddKernelNode(SetAt(p, 5, 31)))
+	bn := Must[*gg.Node](t)(a.AddChildGraphNode(b))
+	e := Must[*gg.Exec](t)(a.Instantiate(0))
+	all := []uint32{10, 11, 20, 21, 30, 31}
+	run := func(want []uint32) {
+		t.Helper()
+		OK(t, d.Memset(gg.Memset32(p, 0, 6)))
+		OK(t, e.Launch(s))
+		OK(t, s.Synchronize())
+		equalU32(t, ReadU32(t, d, p, 6), want...)
+	}
+	run(all)
+	// The kernel nodes of the embedded graphs, and the slot each writes.
+	eb := Must[*gg.Graph](t)(bn.ChildGraph())
+	var nested []*gg.Node
+	var slots []int
+	for _, n := range Must[[]*gg.Node](t)(eb.Nodes()) {
+		if n.Type() == gg.NodeChildGraph {
+			ec := Must[*gg.Graph](t)(n.ChildGraph())
+			for i, m := range Must[[]*gg.Node](t)(ec.Nodes()) {
+				nested, slots = append(nested, m), append(slots, i)
+			}
+			continue
+		}
+		nested, slots = append(nested, n), append(slots, 2+len(slots))
+	}
+	if len(nested) != 4 {
+		t.Fatalf("%d kernel nodes in the embedded graphs, want 4", len(nested))
+	}
+	for i, n := range nested {
+		OK(t, e.SetEnabled(n, false))
+		want := slices.Clone(all)
+		want[slots[i]] = 0
+		run(want)
+		OK(t, e.SetEnabled(n, true))
+		// SetParams reaches the same node.
+		OK(t, e.SetParams(n, SetAt(p, slots[i], 99)))
+		want[slots[i]] = 99
+		run(want)
+		OK(t, e.SetParams(n, SetAt(p, slots[i], all[slots[i]])))
+	}
+	run(all)
+
+	// Memset and memcpy nodes of an embedded graph, one and two levels
+	// deep: disabled, each leaves its slot as it was.
+	q := Must[gg.DevicePtr](t)(d.Malloc(64))
+	src := Must[gg.DevicePtr](t)(d.Malloc(64))
+	OK(t, d.Memset(gg.Memset32(src, 7, 16)))
+	c2 := NewGraph(t, d)
+	Must[*gg.Node](t)(c2.AddMemsetNode(gg.Memset32(q, 1, 1)))
+	Must[*gg.Node](t)(c2.AddMemcpyNode(gg.DtoD(q+4, src, 4)))
+	b2 := NewGraph(t, d)
+	Must[*gg.Node](t)(b2.AddMemsetNode(gg.Memset32(q+8, 2, 1)))
+	Must[*gg.Node](t)(b2.AddMemcpyNode(gg.DtoD(q+12, src, 4)))
+	Must[*gg.Node](t)(b2.AddChildGraphNode(c2))
+	a2 := NewGraph(t, d)
+	bn2 := Must[*gg.Node](t)(a2.AddChildGraphNode(b2))
+	e2 := Must[*gg.Exec](t)(a2.Instantiate(0))
+	all2 := []uint32{1, 7, 2, 7}
+	run2 := func(want []uint32) {
+		t.Helper()
+		OK(t, d.Memset(gg.Memset32(q, 0, 4)))
+		OK(t, e2.Launch(s))
+		OK(t, s.Synchronize())
+		equalU32(t, ReadU32(t, d, q, 4), want...)
+	}
+	run2(all2)
+	eb2 := Must[*gg.Graph](t)(bn2.ChildGraph())
+	var copies []*gg.Node
+	var cslots []int
+	for _, n := range Must[[]*gg.Node](t)(eb2.Nodes()) {
+		if n.Type() == gg.NodeChildGraph {
+			for i, m := range Must[[]*gg.Node](t)(Must[*gg.Graph](t)(n.ChildGraph()).Nodes()) {
+				copies, cslots = append(copies, m), append(cslots, i)
+			}
+			continue
+		}
+		copies, cslots = append(copies, n), append(cslots, 2+len(cslots))
+	}
+	for i, n := range copies {
+		OK(t, e2.SetEnabled(n, false))
+		if on := Must[bool](t)(e2.Enabled(n)); on {
+			t.Fatalf("%v node %d reports enabled after SetEnabled(false)", n.Type(), i)
+		}
+		want := slices.Clone(all2)
+		want[cslots[i]] = 0
+		run2(want)
+		OK(t, e2.SetEnabled(n, true))
+		run2(all2)
+	}
+	// The last enabled node of a child graph cannot be disabled (the
+	// driver would drop the child graph node's ordering): refused, the
+	// node left enabled. The innermost graph holds only the two copies;
+	// the middle one holds the innermost graph's node too, which stays.
+	at := func(slot int) *gg.Node { return copies[slices.Index(cslots, slot)] }
+	OK(t, e2.SetEnabled(at(0), false))
+	IsCode(t, e2.SetEnabled(at(1), false), gg.ErrNotSupported)
+	if !Must[bool](t)(e2.Enabled(at(1))) {
+		t.Fatal("a refused SetEnabled(false) disabled the node")
+	}
+	run2([]uint32{0, 7, 2, 7})
+	OK(t, e2.SetEnabled(at(0), true))
+	OK(t, e2.SetEnabled(at(2), false))
+	OK(t, e2.SetEnabled(at(3), false))
+	run2([]uint32{1, 7, 0, 0})
+	OK(t, e2.SetEnabled(at(2), true))
+	OK(t, e2.SetEnabled(at(3), true))
+	run2(all2)
 }
 
 // A whole-graph update reaches the nodes of conditional bodies (CUDA: "subject
