@@ -11,9 +11,13 @@ import (
 
 // TestInjectedDriverFailures fails each driver call a scenario makes, one
 // run per call: every failure must come back as a typed error (the injected
-// CUresult is CUDA_ERROR_OUT_OF_MEMORY, ErrMemoryAllocation), nothing may
-// panic or hang, Close must release what the run had taken (the device's
-// free memory returns to where it was), and the next clean run must work.
+// CUresult is CUDA_ERROR_OUT_OF_MEMORY, ErrMemoryAllocation), unless it is
+// of a call listed in toleratedFailures, whose failure the backend absorbs
+// by design; the injected failure must hit a call in every run (the
+// scenario makes the same calls each time), and at least one typed error
+// must come back. Nothing may panic or hang, Close must release what the
+// run had taken (the device's free memory returns to where it was), and the
+// next clean run must work.
 func TestInjectedDriverFailures(t *testing.T) {
 	probe := openCUDA(t) // keeps the context, reads free memory
 	defer probe.Close()
@@ -84,20 +88,26 @@ func TestInjectedDriverFailures(t *testing.T) {
 	ok(t, scenario())
 	calls := driver.Calls() - before
 	var typed int
+	tolerated := map[string]int{}
 	last := free0
 	for n := int64(1); n <= calls; n++ {
 		driver.InjectFault(n, 2) // CUDA_ERROR_OUT_OF_MEMORY
 		err := scenario()
+		hit := driver.Injected()
 		driver.InjectFault(0, 0)
 		var ge *gg.Error
 		switch {
+		case hit == "":
+			t.Errorf("call %d of %d: the scenario made fewer driver calls than the clean run (%v)", n, calls, err)
 		case err == nil:
-			// The failed call was one whose failure is tolerated (a
-			// cleanup the driver refuses harmlessly).
+			if _, ok := toleratedFailures[hit]; !ok {
+				t.Errorf("call %d of %d (%s) failed and the scenario succeeded: a failure nobody reported", n, calls, hit)
+			}
+			tolerated[hit]++
 		case errors.As(err, &ge) && errors.Is(err, gg.ErrMemoryAllocation):
 			typed++
 		default:
-			t.Errorf("call %d of %d failed: %v, want a typed ErrMemoryAllocation", n, calls, err)
+			t.Errorf("call %d of %d (%s) failed: %v, want a typed ErrMemoryAllocation", n, calls, hit, err)
 		}
 		if err := scenario(); err != nil {
 			t.Fatalf("clean run after failing call %d: %v", n, err)
@@ -107,12 +117,23 @@ func TestInjectedDriverFailures(t *testing.T) {
 			last = free
 		}
 	}
+	if typed == 0 {
+		t.Errorf("none of the %d failed calls came back as a typed error", calls)
+	}
+	t.Logf("%d driver calls in the scenario; %d failures returned typed errors; tolerated: %v", calls, typed, tolerated)
 	free1, _ := must2u(t)(probe.MemGetInfo())
-	t.Logf("%d driver calls in the scenario; %d failures returned typed errors, the rest were tolerated; free memory %d → %d MiB",
-		calls, typed, free0>>20, free1>>20)
 	if free1 < free0 {
 		t.Errorf("device memory leaked: %d bytes", free0-free1)
 	}
+}
+
+// toleratedFailures are the driver entry points whose failure the cuda
+// backend absorbs by design, with where and why; the failure of any other
+// call must reach the caller as a typed error.
+var toleratedFailures = map[string]string{
+	"cuMemFree_v2":              "Device.Close frees what the program left allocated and ignores the driver's refusal (a graph allocation already freed by its free node is not live)",
+	"cuCtxSynchronize":          "Device.Close synchronizes twice, before and after ending open captures; the first one's error is superseded by the second's",
+	"cuDeviceGetDefaultMemPool": "Device.Close skips trimming the default pool when the driver cannot name it",
 }
 
 func must2u(t *testing.T) func(a, b uint64, err error) (uint64, uint64) {

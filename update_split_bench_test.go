@@ -5,12 +5,10 @@ package gpugraph
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"testing"
 
 	"github.com/ebitengine/purego"
 	"github.com/gpugraph/gpugraph/internal/backend"
-	"github.com/gpugraph/gpugraph/internal/cuda"
 )
 
 // stubUpdateExec is a backend executable graph whose whole-graph update
@@ -45,11 +43,12 @@ func withStubUpdate(e *Exec, fn func()) {
 //     (Device.Do: the thread locked, the context made current, purego).
 //   - c-loop (cuda, with GG_INST_LOOP naming the library built from
 //     tools/bench/native/instloop.c): cuGraphExecUpdate from C, from g and h in
-//     turn as api does, on a thread with the device's context current.
+//     turn as api does, on the goroutine that runs the timed loop, its
+//     thread locked with the device's context current.
 //   - api-same, c-loop-same: from g every time, so that after the first
-//     update no parameter changes (what BenchmarkInstantiate's c-loop, whose
-//     one-iteration calls always update from g, measured): the difference
-//     from api and c-loop is the driver's cost of changed parameters.
+//     update no parameter changes (what BenchmarkInstantiate's c-loop
+//     measured before it alternated the graphs too): the difference from
+//     api and c-loop is the driver's cost of changed parameters.
 //
 // Each variant updates once before its timed loop, so that runs of a few
 // iterations (-benchtime 5x) do not time a cold first update.
@@ -81,8 +80,14 @@ func BenchmarkUpdateSplit(b *testing.B) {
 				}
 				return h
 			}
-			bench := func(name string, same bool, update func(src *Graph) error) {
+			// bench times update; current: on the goroutine b.Run starts
+			// for the timed loop, its thread locked, with the device's
+			// context current (nativeCurrent), as the C loop needs.
+			bench := func(name string, same bool, update func(src *Graph) error, current bool) {
 				b.Run(fmt.Sprintf("%s/n=%d/%s", bk, n, name), func(b *testing.B) {
+					if current {
+						nativeCurrent(b, d)
+					}
 					i := 0
 					if err := update(alternate(i, same)); err != nil { // warm, untimed
 						b.Fatal(err)
@@ -97,12 +102,11 @@ func BenchmarkUpdateSplit(b *testing.B) {
 				})
 			}
 			api := func(src *Graph) error { _, err := e.Update(src); return err }
-			bench("api", false, api)
-			withStubUpdate(e, func() { bench("root", false, api) })
-			bench("backend", false, func(src *Graph) error { _, err := e.be.Update(src.be); return err })
-			bench("api-same", true, api)
+			bench("api", false, api, false)
+			withStubUpdate(e, func() { bench("root", false, api, false) })
+			bench("backend", false, func(src *Graph) error { _, err := e.be.Update(src.be); return err }, false)
+			bench("api-same", true, api, false)
 			if bk == BackendCUDA && loopUpd != nil {
-				c := d.be.(*cuda.Device)
 				cloop := func(src *Graph) error {
 					if r := loopUpd(native(e.be), src.NativeGraph(), src.NativeGraph(), 1); r != 0 {
 						return newErr("gg_update_loop", ErrUnknown, "CUresult %d", r)
@@ -115,14 +119,10 @@ func BenchmarkUpdateSplit(b *testing.B) {
 						name = "c-loop-same"
 					}
 					// The C loop's calls take the context from the thread,
-					// as the API's do inside Device.Do.
-					runtime.LockOSThread()
-					if err := c.Driver().SetCurrent(c.Context()); err != nil {
-						runtime.UnlockOSThread()
-						b.Fatal(err)
-					}
-					bench(name, same, cloop)
-					runtime.UnlockOSThread()
+					// as the API's do inside Device.Do: the goroutine that
+					// runs the timed loop locks its thread and makes the
+					// context current there.
+					bench(name, same, cloop, true)
 				}
 			}
 			e.Destroy()

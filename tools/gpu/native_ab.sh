@@ -35,8 +35,11 @@ ROUNDS=${ROUNDS:-2} REPS=${REPS:-7} TIME=${TIME:-0.15}
   echo "cuda scenarios passed: $(grep -c -- '--- PASS: TestConformanceCUDA/' "$OUT/root.log")"
 } >> "$OUT/tests.txt" 2>&1
 tail -8 "$OUT/tests.txt"
+# Odd rounds run base first, even rounds new first: neither side always
+# runs on the machine as the first (or the second) of the pair.
 for i in $(seq "$ROUNDS"); do
-  for v in base new; do
+  order="base new"; [ $((i % 2)) = 0 ] && order="new base"
+  for v in $order; do
     b=.gpu/gpugraph; [ $v = base ] && b=.gpu/base/gpugraph
     echo "=== $v, round $i" >> "$OUT/ab.txt"
     timeout 200 $b bench --backend cuda --vs native --reps "$REPS" --time "$TIME" >> "$OUT/ab.txt" 2>&1 || echo "$v round $i: exit $?" | tee -a "$OUT/ab.txt"

@@ -32,21 +32,24 @@ func externalSemaphoreSources(t *testing.T, d *gg.Device) {
 	}
 
 	// An fd that is no semaphore: the host backend imports nothing; the
-	// driver refuses it (the GPU run shows with which error).
+	// driver refuses it with the error it gave on H100 and H200 (driver
+	// 580.159.04): cudaErrorInvalidValue for fd -1 as a timeline
+	// semaphore, cudaErrorUnknown (999) for the others.
 	for _, c := range []struct {
-		name string
-		kind gg.ExternalSemaphoreHandleType
-		fd   func() (int, func())
+		name   string
+		kind   gg.ExternalSemaphoreHandleType
+		fd     func() (int, func())
+		driver int // the driver's error number
 	}{
-		{"timeline fd -1", gg.ExternalSemaphoreHandleTimelineSemaphoreFD, func() (int, func()) { return -1, func() {} }},
-		{"opaque fd -1", gg.ExternalSemaphoreHandleOpaqueFD, func() (int, func()) { return -1, func() {} }},
+		{"timeline fd -1", gg.ExternalSemaphoreHandleTimelineSemaphoreFD, func() (int, func()) { return -1, func() {} }, 1},
+		{"opaque fd -1", gg.ExternalSemaphoreHandleOpaqueFD, func() (int, func()) { return -1, func() {} }, 999},
 		{"timeline fd of /dev/null", gg.ExternalSemaphoreHandleTimelineSemaphoreFD, func() (int, func()) {
 			f, err := os.Open(os.DevNull)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return int(f.Fd()), func() { f.Close() }
-		}},
+		}, 999},
 	} {
 		fd, closeFD := c.fd()
 		s, err := d.ImportExternalSemaphoreFD(c.kind, fd)
@@ -63,7 +66,9 @@ func externalSemaphoreSources(t *testing.T, d *gg.Device) {
 		if !errors.As(err, &e) || errors.Is(err, gg.ErrNotSupported) {
 			t.Fatalf("%s: %v is not the driver's error", c.name, err)
 		}
-		t.Logf("%s: driver says %s (%d): %v", c.name, e.Code.Name(), e.Code.Num(), err)
+		if e.Code.Num() != c.driver {
+			t.Errorf("%s: driver says %s (%d), want error %d: %v", c.name, e.Code.Name(), e.Code.Num(), c.driver, err)
+		}
 	}
 }
 

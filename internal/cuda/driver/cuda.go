@@ -166,6 +166,7 @@ var driverSymbols = []string{
 func (d *Driver) call(name string, args ...uintptr) error {
 	fault.calls.Add(1)
 	if injected() {
+		injectedAt(name)
 		return &Result{Code: int(fault.code.Load()), Name: "CUDA_ERROR_INJECTED", Call: name + " (failure injected by a test)"}
 	}
 	f := d.fn[name]

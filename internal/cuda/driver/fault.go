@@ -1,6 +1,9 @@
 package driver
 
-import "sync/atomic"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Fault injection, for tests of error paths: every entry point but the two
 // launch fast paths goes through call, which counts the calls and, when
@@ -11,6 +14,9 @@ var fault struct {
 	calls atomic.Int64 // calls made through call
 	left  atomic.Int64 // calls until the injected failure; 0: disarmed
 	code  atomic.Int64
+
+	mu  sync.Mutex
+	hit string // the entry point the armed failure hit, since the last InjectFault
 }
 
 // Calls is the number of driver calls made so far through the binding
@@ -21,8 +27,26 @@ func Calls() int64 { return fault.calls.Load() }
 // (named CUDA_ERROR_INJECTED in the Result); n = 0 disarms. The failure
 // happens once.
 func InjectFault(n int64, code int) {
+	fault.mu.Lock()
+	fault.hit = ""
+	fault.mu.Unlock()
 	fault.code.Store(int64(code))
 	fault.left.Store(n)
+}
+
+// Injected returns the name of the entry point whose call the failure
+// armed by the last InjectFault hit, or "" if it has not happened.
+func Injected() string {
+	fault.mu.Lock()
+	defer fault.mu.Unlock()
+	return fault.hit
+}
+
+// injectedAt records that the armed failure hit entry point name.
+func injectedAt(name string) {
+	fault.mu.Lock()
+	fault.hit = name
+	fault.mu.Unlock()
 }
 
 // injected reports whether this call is the one to fail.
