@@ -200,3 +200,22 @@ func LoadCheckpoint(path string) (Checkpoint, error) {
 	}
 	return c, nil
 }
+
+// ServeKeys are the batch sizes vLLM captures CUDA graphs for by default,
+// up to maxBatch: 1, 2, 4, then multiples of 8 below 256, then multiples
+// of 16 up to maxBatch (51 sizes for 512).
+func ServeKeys(maxBatch int) []int {
+	var k []int
+	for _, b := range []int{1, 2, 4} {
+		if b <= maxBatch {
+			k = append(k, b)
+		}
+	}
+	for b := 8; b < 256 && b <= maxBatch; b += 8 {
+		k = append(k, b)
+	}
+	for b := 256; b <= maxBatch; b += 16 {
+		k = append(k, b)
+	}
+	return k
+}

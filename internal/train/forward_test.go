@@ -184,3 +184,13 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		t.Errorf("duplicate keys saved: %v", err)
 	}
 }
+
+func TestServeKeys(t *testing.T) {
+	k := ServeKeys(512)
+	if len(k) != 51 || k[0] != 1 || k[3] != 8 || k[33] != 248 || k[34] != 256 || k[50] != 512 {
+		t.Errorf("ServeKeys(512) = %v", k)
+	}
+	if k := ServeKeys(20); !slices.Equal(k, []int{1, 2, 4, 8, 16}) {
+		t.Errorf("ServeKeys(20) = %v", k)
+	}
+}
