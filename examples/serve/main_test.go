@@ -69,11 +69,11 @@ func smallCheckpoint() train.Checkpoint {
 	return ck
 }
 
-// reference computes logits op by op on the host, all rows in one batch
+// reference computes logits op by op on backend, all rows in one batch
 // (each row's logits are the same bits at any batch size).
-func reference(t *testing.T, ck train.Checkpoint, x [][]float32) [][]float32 {
+func reference(t *testing.T, backend string, ck train.Checkpoint, x [][]float32) [][]float32 {
 	t.Helper()
-	e, err := newEngine(ck, Options{Backend: gg.BackendHost, MaxBatch: len(x)})
+	e, err := newEngine(ck, Options{Backend: backend, MaxBatch: len(x)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +137,8 @@ func TestServerAnswersEachRequestWithItsOwnRows(t *testing.T) {
 		reqs[i] = randomRows(r, 1+i%3, ck.Config.In)
 		all = append(all, reqs[i]...)
 	}
-	want := reference(t, ck, all)
 	for _, be := range backends(t) {
+		want := reference(t, be, ck, all)
 		for _, graphs := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/graphs=%v", be, graphs), func(t *testing.T) {
 				srv, url := start(t, ck, Options{Backend: be, Graphs: graphs, MaxWait: time.Millisecond})
@@ -219,7 +219,7 @@ func TestServerRefusesBadRequests(t *testing.T) {
 	client := &http.Client{Timeout: time.Minute}
 	r := rand.New(rand.NewPCG(5, 6))
 	good := randomRows(r, 40, in)
-	want := reference(t, ck, good)
+	want := reference(t, gg.BackendHost, ck, good)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
