@@ -68,6 +68,9 @@ var cliCases = []cliCase{
 	{args: "train --quiet --modes graph,eager " + small, code: 0, stdout: "verdict: the captured graph steps in"},
 	{args: "train --modes eager --batch 16 --batches 2 --steps 2 --every 1", code: 0, stdout: "== op by op =="},
 	{args: "train --modes graph --timeline <dir>/t.svg " + small, code: 0, stdout: "timeline written"},
+	{args: "train --modes graph --save <dir>/m.ckpt " + small, code: 0, stdout: "saved the model trained captured graph, replayed to"},
+	{args: "train --save <dir>/nosuchdir/m.ckpt " + small, code: 1, stderr: "--save: "},
+	{args: "train --devices 2 --save <dir>/m.ckpt", code: 2, stderr: "--save does not apply with --devices 2"},
 	{args: "train --devices 1 --optimizer adam " + small, code: 0, stdout: "adam"},
 	{args: "train --devices 2 --sync inline,after --timeout 10s " + small, code: 0, stdout: "2 ranks train as one device"},
 	// train: flags out of range.

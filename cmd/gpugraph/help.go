@@ -206,6 +206,8 @@ flags:
                    (GEMMs, elementwise kernels, all-reduces, waits) on the
                    device over N replays and print it, per rank (default 0:
                    none; each piece includes about 3 µs for its timing event)
+  --save FILE      write the trained model (the last mode's weights) and the
+                   batch sizes to serve it at to FILE (examples/serve reads it)
   --devices N      data-parallel over N devices of this process (host devices,
                    or GPUs with NCCL), checked against one device (default 1)
   --sync LIST      data-parallel gradient all-reduce: overlap (per layer, on a
@@ -220,7 +222,7 @@ which flags go together:
   --warmup, --timeline and --profile need graph in --modes.
   --devices N with N >= 2, or a rank of gpugraph launch, trains data-parallel:
   its step is always captured, so --modes and --timeline do not apply; --sync
-  and --timeout apply only there. Under gpugraph launch each process has one
+  and --timeout apply only there, and --save does not. Under gpugraph launch each process has one
   device: --devices is 1. The ranks must divide --batch. The host backend has
   at most 64 devices; --gemm cublas needs --backend cuda.
 `

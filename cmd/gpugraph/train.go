@@ -43,6 +43,9 @@ type trainConfig struct {
 	Timeout time.Duration
 	// Progress is where the progress line goes (a terminal); nil: nowhere.
 	Progress io.Writer
+	// Save is the file the trained model is written to (train.Checkpoint,
+	// with the default serving batch sizes); "": none.
+	Save string
 }
 
 // modeResult is what one mode measured.
@@ -79,6 +82,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Sync, "sync", cfg.Sync, "data-parallel gradient all-reduce: overlap, inline, after, or a list")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "data-parallel: how long a rank waits for the others before failing")
 	fs.IntVar(&cfg.Profile, "profile", cfg.Profile, "time each piece of the captured step on the device over N replays and print it (per rank)")
+	fs.StringVar(&cfg.Save, "save", cfg.Save, "write the trained model (weights and serving batch sizes) to FILE")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -165,6 +169,8 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 			return usagef("--timeline does not apply with %s: it draws one device's captured step (train without --devices for it)", how)
 		case job == nil && cfg.Backend == gg.BackendHost && cfg.Devices > maxHostDevices:
 			return usagef("--devices %d: the host backend has at most %d devices", cfg.Devices, maxHostDevices)
+		case cfg.Save != "":
+			return usagef("--save does not apply with %s yet: train on one device to save a model", how)
 		case tc.Batch%ranks != 0:
 			return usagef("--batch %d%s: %d ranks do not divide it (each rank trains on an equal share)", tc.Batch, dflt("batch"), ranks)
 		}
@@ -248,6 +254,13 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		if err := cleanup(dev, s); err != nil {
 			return err
 		}
+	}
+	if cfg.Save != "" {
+		last := results[len(results)-1]
+		if err := train.SaveCheckpoint(cfg.Save, train.Checkpoint{Config: tc, Params: last.params, Keys: train.ServeKeys(512)}); err != nil {
+			return fmt.Errorf("--save: %w", err)
+		}
+		fmt.Fprintf(w, "saved the model trained %s to %s\n", last.name, cfg.Save)
 	}
 	if len(results) == 2 {
 		if modes[0] == "graph" {

@@ -24,6 +24,9 @@ go test -c -o .gpu/coll.test ./coll
 go test -c -o .gpu/nccl.test ./internal/nccl
 go test -c -o .gpu/main.test ./cmd/gpugraph
 go build -o .gpu/gpugraph ./cmd/gpugraph
+# graph sets and the inference server (docs/serving.md)
+go test -c -o .gpu/serve.test ./examples/serve
+go build -o .gpu/serve ./examples/serve
 if [ -n "${BASE:-}" ]; then
   wt=$(mktemp -d)
   git worktree add --detach "$wt" "$BASE" >/dev/null

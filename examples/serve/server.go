@@ -1,0 +1,448 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/train"
+)
+
+// Options configure a server.
+type Options struct {
+	Backend  string        // "host" or "cuda"
+	Graphs   bool          // replay a graph set (false: run op by op)
+	Keys     []int         // batch sizes to capture; nil: the checkpoint's, else vLLM's up to MaxBatch
+	MaxBatch int           // rows per batch; 0: the largest key
+	MaxWait  time.Duration // how long a batch waits for more requests
+	Budget   uint64        // memory budget of the graph set in bytes; 0: none
+}
+
+// engine runs the model on batches of rows: one at a time.
+type engine struct {
+	dev      *gg.Device
+	s        *gg.Stream
+	model    *train.Model
+	cfg      train.Config
+	in       gg.DevicePtr // static input: MaxBatch rows
+	set      *gg.GraphSet[int]
+	keys     []int
+	maxBatch int
+}
+
+func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
+	keys := o.Keys
+	if keys == nil {
+		keys = ck.Keys
+	}
+	if keys == nil {
+		keys = train.ServeKeys(512)
+		if o.MaxBatch > 0 {
+			keys = train.ServeKeys(o.MaxBatch)
+		}
+	}
+	keys = slices.Clone(keys)
+	slices.Sort(keys)
+	if len(keys) == 0 || keys[0] < 1 || len(slices.Compact(slices.Clone(keys))) != len(keys) {
+		return nil, fmt.Errorf("batch sizes %v: want distinct sizes of at least 1", keys)
+	}
+	maxBatch := o.MaxBatch
+	if maxBatch == 0 {
+		maxBatch = keys[len(keys)-1]
+	}
+	if maxBatch < 1 {
+		return nil, fmt.Errorf("max batch %d: want at least 1", maxBatch)
+	}
+	// Every batch pads up to a captured size: the largest is MaxBatch.
+	keys = slices.DeleteFunc(keys, func(k int) bool { return k > maxBatch })
+	if len(keys) == 0 || keys[len(keys)-1] != maxBatch {
+		keys = append(keys, maxBatch)
+	}
+	e = &engine{cfg: ck.Config, keys: keys, maxBatch: maxBatch}
+	if e.dev, err = gg.Open(o.Backend); err != nil {
+		return nil, fmt.Errorf("the %s backend cannot start: %w", o.Backend, err)
+	}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	// Op by op, the pool keeps what a batch frees for the next one, as
+	// PyTorch's caching allocator does.
+	if err := e.dev.DefaultMemPool().SetReleaseThreshold(^uint64(0)); err != nil {
+		return nil, err
+	}
+	if e.s, err = e.dev.NewStream(); err != nil {
+		return nil, err
+	}
+	if e.model, err = train.NewModel(e.s, ck.Config); err != nil {
+		return nil, err
+	}
+	if err := e.model.WriteParams(e.s, ck.Params); err != nil {
+		return nil, err
+	}
+	if e.in, err = e.dev.Malloc(4 * maxBatch * ck.Config.In); err != nil {
+		return nil, err
+	}
+	if err := e.s.Synchronize(); err != nil {
+		return nil, err
+	}
+	if o.Graphs {
+		e.set, err = gg.NewGraphSet(e.s, func(s *gg.Stream, rows int) ([]gg.DevicePtr, error) {
+			z, err := e.model.Forward(s, e.in, rows)
+			return []gg.DevicePtr{z}, err
+		}, gg.GraphSetConfig[int]{Keys: keys, Compare: cmpInt, OnMissing: gg.MissingPad, MaxGraphs: len(keys), MemoryBudget: o.Budget})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+func cmpInt(a, b int) int { return a - b }
+
+// run computes the logits of rows rows of x (rows×In): replaying the graph
+// of the next captured size, or op by op.
+func (e *engine) run(x []float32, rows int) ([]float32, error) {
+	if err := e.s.Memcpy(gg.HtoD(e.in, gg.Bytes(x[:rows*e.cfg.In]))); err != nil {
+		return nil, err
+	}
+	z := make([]float32, rows*e.cfg.Classes)
+	if e.set != nil {
+		outs, err := e.set.Replay(rows)
+		if err != nil {
+			return nil, err
+		}
+		return z, outs[0].Read(gg.Bytes(z))
+	}
+	p, err := e.model.Forward(e.s, e.in, rows)
+	if err != nil {
+		return nil, err
+	}
+	err = e.s.Memcpy(gg.DtoH(gg.Bytes(z), p))
+	return z, errors.Join(err, e.s.FreeAsync(p), e.s.Synchronize())
+}
+
+func (e *engine) close() error {
+	var errs []error
+	if e.set != nil {
+		errs = append(errs, e.set.Close())
+	}
+	if e.in != 0 {
+		errs = append(errs, e.dev.Free(e.in))
+	}
+	if e.model != nil {
+		errs = append(errs, e.model.Destroy())
+	}
+	if e.dev != nil {
+		errs = append(errs, e.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+var errShutdown = errors.New("the server is shutting down")
+
+// request is one HTTP request's rows, waiting for a batch.
+type request struct {
+	x    []float32 // rows×In
+	rows int
+	done chan result // buffered: the batcher never waits for the handler
+}
+
+type result struct {
+	logits []float32
+	err    error
+}
+
+// Server answers inference requests over HTTP, batching concurrent ones.
+type Server struct {
+	eng     *engine
+	opts    Options
+	queue   chan *request
+	stop    chan struct{}
+	stopped sync.WaitGroup
+	http    *http.Server
+	queued  atomic.Int64 // requests handed to the batcher
+	batches struct {
+		sync.Mutex
+		n, rows, padded int
+	}
+}
+
+// NewServer loads the model and, with Graphs, captures its graph set.
+func NewServer(ck train.Checkpoint, o Options) (*Server, error) {
+	if o.MaxWait < 0 {
+		return nil, fmt.Errorf("max wait %v: want 0 or more", o.MaxWait)
+	}
+	eng, err := newEngine(ck, o)
+	if err != nil {
+		return nil, err
+	}
+	srv := &Server{eng: eng, opts: o, queue: make(chan *request, 1024), stop: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/infer", srv.infer)
+	mux.HandleFunc("/v1/model", srv.info)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	srv.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.stopped.Add(1)
+	go srv.batch()
+	return srv, nil
+}
+
+// Serve answers requests on l until Shutdown.
+func (srv *Server) Serve(l net.Listener) error {
+	err := srv.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops taking requests, waits for those in flight (until ctx is
+// done), stops the batcher and frees the model.
+func (srv *Server) Shutdown(ctx context.Context) error {
+	err := srv.http.Shutdown(ctx)
+	close(srv.stop)
+	srv.stopped.Wait()
+	return errors.Join(err, srv.eng.close())
+}
+
+// batch collects requests into batches of at most MaxBatch rows, waiting
+// at most MaxWait after the first, and runs them one after another.
+func (srv *Server) batch() {
+	defer srv.stopped.Done()
+	var next *request // a request that did not fit the last batch
+	for {
+		first := next
+		next = nil
+		if first == nil {
+			select {
+			case first = <-srv.queue:
+			case <-srv.stop:
+				// Requests still queued (Shutdown gave up waiting for
+				// them) are answered, not left hanging.
+				for {
+					select {
+					case r := <-srv.queue:
+						r.done <- result{err: errShutdown}
+					default:
+						return
+					}
+				}
+			}
+		}
+		batch, rows := []*request{first}, first.rows
+		timer := time.NewTimer(srv.opts.MaxWait)
+	fill:
+		for rows < srv.eng.maxBatch {
+			select {
+			case r := <-srv.queue:
+				if rows+r.rows > srv.eng.maxBatch {
+					next = r
+					break fill
+				}
+				batch, rows = append(batch, r), rows+r.rows
+			case <-timer.C:
+				break fill
+			}
+		}
+		timer.Stop()
+		srv.runBatch(batch, rows)
+	}
+}
+
+func (srv *Server) runBatch(batch []*request, rows int) {
+	in := srv.eng.cfg.In
+	x := make([]float32, 0, rows*in)
+	for _, r := range batch {
+		x = append(x, r.x...)
+	}
+	z, err := srv.eng.run(x, rows)
+	srv.batches.Lock()
+	srv.batches.n++
+	srv.batches.rows += rows
+	if k, ok := srv.padTo(rows); ok {
+		srv.batches.padded += k - rows
+	}
+	srv.batches.Unlock()
+	c, off := srv.eng.cfg.Classes, 0
+	for _, r := range batch {
+		if err != nil {
+			r.done <- result{err: err}
+			continue
+		}
+		r.done <- result{logits: z[off*c : (off+r.rows)*c]}
+		off += r.rows
+	}
+}
+
+func (srv *Server) padTo(rows int) (int, bool) {
+	if srv.eng.set == nil {
+		return rows, true
+	}
+	return srv.eng.set.Lookup(rows)
+}
+
+// InferRequest is the body of POST /v1/infer: rows of In numbers each.
+type InferRequest struct {
+	Inputs [][]float32 `json:"inputs"`
+}
+
+// InferResponse answers it: each row's logits and most likely class.
+type InferResponse struct {
+	Outputs [][]float32 `json:"outputs"`
+	Classes []int       `json:"classes"`
+}
+
+// ErrorResponse is the body of every 4xx and 5xx answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, ErrorResponse{Error: fmt.Sprintf(format, args...)})
+}
+
+// maxBody is the largest request body taken: MaxBatch rows of In numbers
+// of up to 24 characters each, and room for the rest.
+func (srv *Server) maxBody() int64 {
+	return int64(srv.eng.maxBatch)*int64(srv.eng.cfg.In)*24 + 4096
+}
+
+func (srv *Server) infer(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(w, http.StatusMethodNotAllowed, "use POST with a JSON body {\"inputs\": [[...], ...]}")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		fail(w, http.StatusUnsupportedMediaType, "content type %q: send application/json", r.Header.Get("Content-Type"))
+		return
+	}
+	in, maxRows := srv.eng.cfg.In, srv.eng.maxBatch
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, srv.maxBody()))
+	dec.DisallowUnknownFields()
+	var req InferRequest
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			fail(w, http.StatusRequestEntityTooLarge, "body over %d bytes: send at most %d inputs per request", tooBig.Limit, maxRows)
+		case errors.As(err, &typ):
+			fail(w, http.StatusBadRequest, "inputs must be arrays of numbers (float32): %s at %q is not", typ.Value, typ.Field)
+		default:
+			fail(w, http.StatusBadRequest, "not a JSON request {\"inputs\": [[...], ...]}: %v", err)
+		}
+		return
+	}
+	if dec.More() {
+		fail(w, http.StatusBadRequest, "more than one JSON value in the body")
+		return
+	}
+	rows := len(req.Inputs)
+	switch {
+	case rows == 0:
+		fail(w, http.StatusBadRequest, "no inputs: send {\"inputs\": [[%d numbers], ...]}", in)
+		return
+	case rows > maxRows:
+		fail(w, http.StatusRequestEntityTooLarge, "%d inputs: at most %d per request", rows, maxRows)
+		return
+	}
+	q := &request{x: make([]float32, 0, rows*in), rows: rows, done: make(chan result, 1)}
+	for i, row := range req.Inputs {
+		if len(row) != in {
+			fail(w, http.StatusBadRequest, "input %d has %d numbers: the model takes %d", i, len(row), in)
+			return
+		}
+		q.x = append(q.x, row...)
+	}
+	select {
+	case srv.queue <- q:
+		srv.queued.Add(1)
+	case <-r.Context().Done():
+		return
+	}
+	var res result
+	select {
+	case res = <-q.done:
+	case <-r.Context().Done():
+		return // the client is gone; the batcher's answer is dropped
+	}
+	if res.err != nil {
+		fail(w, http.StatusInternalServerError, "inference failed: %v", res.err)
+		return
+	}
+	c := srv.eng.cfg.Classes
+	resp := InferResponse{Outputs: make([][]float32, rows), Classes: make([]int, rows)}
+	for i := range rows {
+		z := res.logits[i*c : (i+1)*c]
+		resp.Outputs[i] = z
+		for j, v := range z {
+			if v > z[resp.Classes[i]] {
+				resp.Classes[i] = j
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// ModelInfo is the answer of GET /v1/model.
+type ModelInfo struct {
+	Model    string `json:"model"`
+	In       int    `json:"in"`
+	Classes  int    `json:"classes"`
+	Backend  string `json:"backend"`
+	Mode     string `json:"mode"` // "graphs" or "ops"
+	MaxBatch int    `json:"max_batch"`
+	Keys     []int  `json:"keys,omitempty"`
+	// Graph memory of the set (its largest graph's), the sum of its
+	// graphs', its output buffer, and the time its capture took.
+	GraphBytes    uint64  `json:"graph_bytes,omitempty"`
+	SumGraphBytes uint64  `json:"sum_graph_bytes,omitempty"`
+	OutputBytes   uint64  `json:"output_bytes,omitempty"`
+	CaptureMS     float64 `json:"capture_ms,omitempty"`
+	Batches       int     `json:"batches"`
+	Rows          int     `json:"rows"`
+	PaddedRows    int     `json:"padded_rows"`
+}
+
+func (srv *Server) Info() ModelInfo {
+	e := srv.eng
+	mi := ModelInfo{Model: e.cfg.String(), In: e.cfg.In, Classes: e.cfg.Classes, Backend: srv.opts.Backend, Mode: "ops", MaxBatch: e.maxBatch}
+	if e.set != nil {
+		st := e.set.Stats()
+		mi.Mode, mi.Keys = "graphs", e.set.Keys()
+		mi.GraphBytes, mi.SumGraphBytes, mi.OutputBytes = st.GraphBytes, st.SumGraphBytes, st.OutputBytes
+		mi.CaptureMS = float64(st.Capture) / 1e6
+	}
+	srv.batches.Lock()
+	mi.Batches, mi.Rows, mi.PaddedRows = srv.batches.n, srv.batches.rows, srv.batches.padded
+	srv.batches.Unlock()
+	return mi
+}
+
+func (srv *Server) info(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		fail(w, http.StatusMethodNotAllowed, "use GET")
+		return
+	}
+	writeJSON(w, http.StatusOK, srv.Info())
+}

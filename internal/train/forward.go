@@ -1,0 +1,74 @@
+package train
+
+import (
+	"fmt"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// Forward issues the forward pass (inference) over rows samples at x
+// (rows×In float32) on s and returns the logits, rows×Classes float32 in a
+// buffer allocated with s.MallocAsync that the caller frees (s.FreeAsync).
+// It only enqueues work: nothing waits.
+//
+// Each hidden activation is allocated with s.MallocAsync and freed right
+// after the next layer has read it, so under stream capture the
+// activations become graph memory that the graph frees itself, and the
+// logits are the one allocation the graph leaves live: its output. Row i of
+// the logits depends on row i of x only, computed the same way at every
+// rows (the GEMM's sums run in the same order whatever the number of rows),
+// so a padded batch gives every real row the logits it gets alone.
+func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, error) {
+	const op = "train.Model.Forward"
+	if m.params == nil {
+		return 0, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "destroyed model"}
+	}
+	if s == nil || x == 0 {
+		return 0, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil stream or input"}
+	}
+	w := max(m.cfg.In, m.cfg.Hidden, m.cfg.Classes)
+	if rows < 1 || int64(rows)*int64(w) > maxElems {
+		return 0, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: fmt.Sprintf("%d rows: want 1 to %d", rows, maxElems/w)}
+	}
+	gemm := m.GEMM
+	if gemm == nil {
+		gemm = KernelGEMM
+	}
+	n := len(m.params)
+	a := x // the current layer's input
+	for l := range n {
+		in, out := m.in[l], m.out[l]
+		h, err := s.MallocAsync(4 * rows * out)
+		if err == nil {
+			err = gemm(s, false, true, rows, out, in, 1, a, in, m.params[l], in, 0, h, out)
+		}
+		if err == nil {
+			err = launchBiasAct(s, h, m.params[l]+gg.DevicePtr(4*out*in), rows, out, l < n-1)
+		}
+		if a != x {
+			if ferr := s.FreeAsync(a); err == nil {
+				err = ferr
+			}
+		}
+		if err != nil {
+			if h != 0 {
+				s.FreeAsync(h)
+			}
+			return 0, err
+		}
+		a = h
+	}
+	return a, nil
+}
+
+// ForwardBytes is the peak of the bytes one Forward over rows samples holds
+// in its own allocations (two activations at once, the logits included).
+func (c Config) ForwardBytes(rows int) int {
+	_, out := c.dims()
+	peak, prev := 0, 0
+	for _, o := range out {
+		peak = max(peak, prev+4*rows*o)
+		prev = 4 * rows * o
+	}
+	return peak
+}

@@ -1,0 +1,106 @@
+package train
+
+import (
+	"cmp"
+	"testing"
+	"time"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// BenchmarkGraphSetCapture captures the forward pass of the reference MLP
+// (256→1024×4→10, fp32) for vLLM's 51 batch sizes up to 512, largest first,
+// into one graph set: one iteration is the whole set (capture and
+// instantiation, no warm-up). It reports the set's time, the mean and
+// slowest graph's, and graph memory: the set's (the largest graph's) and
+// the sum a private pool per graph would need.
+func BenchmarkGraphSetCapture(b *testing.B) { benchSetCapture(b, openHost) }
+
+// BenchmarkCUDAGraphSetCapture is the same on the cuda backend (skipped
+// without a GPU).
+func BenchmarkCUDAGraphSetCapture(b *testing.B) { benchSetCapture(b, openCUDA) }
+
+func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)) {
+	d, s := open(b)
+	m, err := NewModel(s, Reference())
+	ok(b, err)
+	defer m.Destroy()
+	keys := ServeKeys(512)
+	x, err := d.Malloc(4 * 512 * m.Config().In)
+	ok(b, err)
+	defer d.Free(x)
+	ok(b, s.Synchronize())
+	fn := func(s *gg.Stream, rows int) ([]gg.DevicePtr, error) {
+		z, err := m.Forward(s, x, rows)
+		return []gg.DevicePtr{z}, err
+	}
+	var st gg.GraphSetStats[int]
+	b.ResetTimer()
+	for range b.N {
+		set, err := gg.NewGraphSet(s, fn, gg.GraphSetConfig[int]{Keys: keys, Compare: cmp.Compare[int]})
+		ok(b, err)
+		b.StopTimer()
+		st = set.Stats()
+		ok(b, set.Close())
+		b.StartTimer()
+	}
+	var slowest time.Duration
+	for _, mb := range st.Members {
+		slowest = max(slowest, mb.Capture)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/set")
+	b.ReportMetric(float64(st.Capture.Microseconds())/float64(len(st.Members)), "µs/graph")
+	b.ReportMetric(float64(slowest.Microseconds()), "µs/slowest-graph")
+	b.ReportMetric(float64(st.GraphBytes)/(1<<20), "set-MiB")
+	b.ReportMetric(float64(st.SumGraphBytes)/(1<<20), "sum-MiB")
+}
+
+// BenchmarkGraphSetReplay times one inference of Small at a few batch
+// sizes: copy the input in, run, read the logits back; as a graph set's
+// replay and op by op.
+func BenchmarkGraphSetReplay(b *testing.B) {
+	for _, rows := range []int{1, 128} {
+		for _, mode := range []string{"graphs", "ops"} {
+			b.Run(mode+"/"+itoa(rows), func(b *testing.B) {
+				d, s := openHost(b)
+				m, err := NewModel(s, Small())
+				ok(b, err)
+				defer m.Destroy()
+				cfg := m.Config()
+				x, err := d.Malloc(4 * rows * cfg.In)
+				ok(b, err)
+				defer d.Free(x)
+				in := make([]float32, rows*cfg.In)
+				z := make([]float32, rows*cfg.Classes)
+				set, err := gg.NewGraphSet(s, func(s *gg.Stream, n int) ([]gg.DevicePtr, error) {
+					p, err := m.Forward(s, x, n)
+					return []gg.DevicePtr{p}, err
+				}, gg.GraphSetConfig[int]{Keys: []int{rows}})
+				ok(b, err)
+				defer set.Close()
+				b.ResetTimer()
+				for range b.N {
+					ok(b, s.Memcpy(gg.HtoD(x, gg.Bytes(in))))
+					if mode == "graphs" {
+						outs, err := set.Replay(rows)
+						ok(b, err)
+						ok(b, outs[0].Read(gg.Bytes(z)))
+						continue
+					}
+					p, err := m.Forward(s, x, rows)
+					ok(b, err)
+					ok(b, s.Memcpy(gg.DtoH(gg.Bytes(z), p)))
+					ok(b, s.FreeAsync(p))
+					ok(b, s.Synchronize())
+				}
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
