@@ -114,7 +114,7 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 	if x, ok := s.be.(backend.ExternalEvents); ok && external {
 		rec = x.RecordExternal // a native capture makes it a node
 	}
-	if err := s.issue(opName, func() error { return rec(e.be) }); err != nil {
+	if err := rec(e.be); err != nil {
 		return backendErr(opName, err)
 	}
 	e.recorded.Store(true)
@@ -157,7 +157,7 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 	if x, ok := s.be.(backend.ExternalEvents); ok && external {
 		return backendErr(opName, x.WaitExternal(e.be)) // a native capture makes it a node
 	}
-	return backendErr(opName, s.issue(opName, func() error { return s.be.Wait(e.be) }))
+	return backendErr(opName, s.be.Wait(e.be))
 }
 
 // Synchronize waits for the event's most recent record to complete.

@@ -233,13 +233,7 @@ func (e *Exec) Launch(s *Stream) error {
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
-	var err error
-	if s.ord == nil {
-		err = e.be.Launch(s.be)
-	} else {
-		err = s.issue(opName, func() error { return e.be.Launch(s.be) })
-	}
-	if err != nil {
+	if err := e.be.Launch(s.be); err != nil {
 		return backendErr(opName, err)
 	}
 	for _, r := range *e.records.Load() {
@@ -318,7 +312,7 @@ func (e *Exec) Upload(s *Stream) error {
 			return err
 		}
 	}
-	return backendErr(opName, s.issue(opName, func() error { return e.be.Upload(s.be) }))
+	return backendErr(opName, e.be.Upload(s.be))
 }
 
 // captureLaunch refuses a launch of e into a capture: the driver refuses

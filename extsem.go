@@ -315,11 +315,8 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no external semaphores")
 	}
-	bs := backendSems(sems)
-	return backendErr(opName, s.issue(opName, func() error {
-		if signal {
-			return xs.SignalExternalSemaphores(s.be, bs, values)
-		}
-		return xs.WaitExternalSemaphores(s.be, bs, values)
-	}))
+	if signal {
+		return backendErr(opName, xs.SignalExternalSemaphores(s.be, backendSems(sems), values))
+	}
+	return backendErr(opName, xs.WaitExternalSemaphores(s.be, backendSems(sems), values))
 }

@@ -144,7 +144,7 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no stream-ordered allocation")
 	}
-	return backendErr(opName, s.issue(opName, func() error { return f.FreeAsync(s.be, uint64(p)) }))
+	return backendErr(opName, f.FreeAsync(s.be, uint64(p)))
 }
 
 // freeAsyncer is implemented by devices with stream-ordered frees

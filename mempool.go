@@ -319,12 +319,7 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	case p.be == nil:
 		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the device's pool has no memory", n)
 	}
-	var ptr uint64
-	err := s.issue(opName, func() error {
-		var err error
-		ptr, err = s.dev.be.(backend.Pools).MallocAsync(s.be, n, p.be)
-		return err
-	})
+	ptr, err := s.dev.be.(backend.Pools).MallocAsync(s.be, n, p.be)
 	if err != nil {
 		return 0, backendErr(opName, err)
 	}

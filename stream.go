@@ -34,17 +34,19 @@ type Stream struct {
 	capDeps []*Node     // the capture's dependency set for this stream
 
 	capData map[*Node]EdgeData // non-default data of the edges from capDeps (edgedata_capture.go)
-
-	kind streamKind   // non-blocking, blocking, per-thread or legacy (defaultstreams.go)
-	ord  *streamOrder // the ordering with the legacy stream this package makes, or nil
 }
 
-// NewStream creates a non-blocking stream, as NewStreamWithFlags with
-// StreamNonBlocking: its work does not synchronize with the legacy default
-// stream (StreamLegacy). (CUDA's cudaStreamCreate makes a blocking stream:
-// NewStreamWithFlags(StreamDefault).)
+// NewStream creates a stream.
 func (d *Device) NewStream() (*Stream, error) {
-	return d.newStream("Device.NewStream", streamNonBlocking)
+	const opName = "Device.NewStream"
+	if err := d.check(opName); err != nil {
+		return nil, err
+	}
+	be, err := d.be.NewStream()
+	if err != nil {
+		return nil, backendErr(opName, err)
+	}
+	return &Stream{dev: d, be: be}, nil
 }
 
 // Device is the device the stream belongs to.
@@ -91,11 +93,6 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.kind == streamLegacy {
-		if err := s.issue(opName, nil); err != nil { // the blocking streams' work too
-			return backendErr(opName, err)
-		}
-	}
 	if err := s.dev.wait(opName, s.be.Synchronize); err != nil {
 		return backendErr(opName, err)
 	}
@@ -118,11 +115,6 @@ func (s *Stream) Query() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
-	if s.kind == streamLegacy {
-		if err := s.issue(opName, nil); err != nil { // the blocking streams' work too
-			return backendErr(opName, err)
-		}
-	}
 	return backendErr(opName, s.be.Query())
 }
 
@@ -133,18 +125,7 @@ func (s *Stream) Destroy() error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
-	switch s.kind {
-	case streamLegacy:
-		return newErr(opName, ErrInvalidResourceHandle, "the legacy default stream cannot be destroyed")
-	case streamPerThread:
-		return newErr(opName, ErrInvalidResourceHandle, "the per-thread default stream cannot be destroyed")
-	}
-	if s.destroyed.Swap(true) {
-		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
-	}
-	if s.ord != nil {
-		s.dev.defStreams.forget(s)
-	}
+	s.destroyed.Store(true)
 	return backendErr(opName, s.be.Destroy())
 }
 
@@ -195,11 +176,7 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	}
 	var err error
 	if code == nil {
-		if s.ord == nil {
-			err = s.be.Launch(&s.launch)
-		} else {
-			err = s.issue(opName, func() error { return s.be.Launch(&s.launch) })
-		}
+		err = s.be.Launch(&s.launch)
 	}
 	s.argMu.Unlock() // not deferred: the launch path is hot (BenchmarkLaunch)
 	if code != nil {
@@ -235,7 +212,7 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
-	return backendErr(opName, s.issue(opName, func() error { return s.be.HostFunc(fn) }))
+	return backendErr(opName, s.be.HostFunc(fn))
 }
 
 // Memcpy queues the copy p (cudaMemcpyAsync). A host slice must not be
@@ -257,9 +234,9 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	if bp.SrcHost != nil || bp.DstHost != nil {
 		// A copy with pageable host memory returns when it is done, after
 		// the work queued before it: a wait.
-		return backendErr(opName, s.dev.wait(opName, func() error { return s.issue(opName, func() error { return s.be.Memcpy(&bp) }) }))
+		return backendErr(opName, s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) }))
 	}
-	return backendErr(opName, s.issue(opName, func() error { return s.be.Memcpy(&bp) }))
+	return backendErr(opName, s.be.Memcpy(&bp))
 }
 
 // Memset queues the fill p (cudaMemsetAsync).
@@ -277,7 +254,7 @@ func (s *Stream) Memset(p MemsetParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return backendErr(opName, s.issue(opName, func() error { return s.be.Memset(&bp) }))
+	return backendErr(opName, s.be.Memset(&bp))
 }
 
 // Memcpy copies synchronously: it waits for all work on the device, then
@@ -292,9 +269,6 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 		return err
 	}
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
-		return err
-	}
-	if err := d.legacyConflict(opName, true); err != nil { // a copy in the legacy default stream
 		return err
 	}
 	bp, code, msg := d.lowerCopy(&p)
@@ -315,9 +289,6 @@ func (sc *Scope) Memset(p MemsetParams) error {
 		return err
 	}
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
-		return err
-	}
-	if err := d.legacyConflict(opName, true); err != nil { // a fill in the legacy default stream
 		return err
 	}
 	bp, code, msg := d.lowerMemset(&p)
