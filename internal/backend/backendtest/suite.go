@@ -56,6 +56,10 @@ var scenarios = []struct {
 	{"SetEnabled", setEnabled},
 	{"UpdateConditionalBodies", updateConditionalBodies},
 	{"SetChildGraph", setChildGraph},
+	// memupdate.go
+	{"UpdateMemNodes", updateMemNodes},
+	{"UpdateMemNodesMemset", updateMemsetRefused},
+	{"UpdateMemNodesLeftLive", updateMemNodesLeftLive},
 	// userobject.go
 	{"UserObjectDeferredRelease", userObjectDeferredRelease},
 	{"UserObjectInvalid", userObjectInvalid},
