@@ -365,3 +365,42 @@ func TestExecRecordsFollowUpdates(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateMemoryNodesFootprint: an executable graph updated back and forth
+// between a 4 MiB and an 8 MiB graph in one stream, launched after each
+// update, keeps the footprint of the larger one (the arena is shared), and a
+// trim returns all of it. (Host backend; the driver's figures are not
+// measured.)
+func TestUpdateMemoryNodesFootprint(t *testing.T) {
+	d := open(t)
+	s := must[*gg.Stream](t)(d.NewStream())
+	build := func(size int) *gg.Graph {
+		g := graph(t, d)
+		a, ptr := must2(t)(g.AddMemAllocNode(gg.MemAllocParams{Size: size}))
+		m := must[*gg.Node](t)(g.AddKernelNode(setAt(ptr, 0, uint32(size)), a))
+		must[*gg.Node](t)(g.AddMemFreeNode(ptr, m))
+		return g
+	}
+	ga, gb := build(4<<20), build(8<<20)
+	e := must[*gg.Exec](t)(ga.Instantiate(0))
+	for i := range 6 {
+		g := ga
+		if i%2 == 0 {
+			g = gb
+		}
+		if _, err := e.Update(g); err != nil {
+			t.Fatal(err)
+		}
+		ok(t, e.Launch(s))
+		ok(t, s.Synchronize())
+		st := must[gg.GraphMemStats](t)(d.GraphMemStats())
+		if st.UsedCurrent != 8<<20 || st.ReservedCurrent != 8<<20 || st.UsedHigh != 8<<20 {
+			t.Fatalf("after update %d and a launch: %+v, want 8 MiB used and reserved", i, st)
+		}
+	}
+	ok(t, d.TrimGraphMem())
+	if st := must[gg.GraphMemStats](t)(d.GraphMemStats()); st.UsedCurrent != 0 || st.ReservedCurrent != 0 {
+		t.Fatalf("after trim: %+v", st)
+	}
+	ok(t, e.Destroy())
+}
