@@ -172,6 +172,24 @@
 // to a graph embedded in another (a child graph or a conditional body):
 // each is refused with ErrNotSupported.
 //
+// Exec.Update works across memory nodes as on the driver: the alloc and free
+// nodes of the new graph, which are its own (other addresses, any sizes),
+// pair with the executable graph's like any node. After the update the
+// executable graph allocates the new graph's allocations, at the new graph's
+// addresses, from its next launch on (a launch already queued keeps the old
+// ones), and it is the new graph's one executable graph: the new graph
+// cannot be instantiated while it lives, the old one can again, and an
+// update back to the old graph works the same way. One node the driver does
+// not update: a memset node on an allocation that the new graph frees
+// refuses the whole update with UpdateError, naming the first such memset,
+// before any other node's failure (a memcpy node into that allocation, or a
+// memset on one the new graph does not free, is updated). The host backend
+// also refuses, with UpdateErrorNotSupported, an update to a graph that has
+// an executable graph already, and keeps an allocation that the executable
+// graph's last launch left live as that executable graph's: its next launch
+// frees it under InstantiateAutoFreeOnLaunch, and is refused while it is
+// live otherwise (the driver's answers to these two are not measured yet).
+//
 // # Conditional nodes
 //
 // A conditional node (ConditionalParams; CUDA 12.4 and later, IF with an

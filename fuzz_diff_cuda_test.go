@@ -134,15 +134,7 @@ func readCorpusFile(name string) ([]byte, error) {
 // in which the two runs of one input decide differently, or is "": those
 // are counted, not failed; any other difference fails the test.
 func knownGap(host, cuda diffRun) string {
-	one := func(r diffRun, prefix string) bool {
-		return len(r.refusals) == 1 && strings.HasPrefix(r.refusals[0], prefix)
-	}
-	const updateFail = "Update: cudaErrorGraphExecUpdateFailure"
 	switch {
-	case one(host, updateFail) && one(cuda, updateFail):
-		return "whole-graph update refused by both, with another UpdateResult"
-	case one(host, updateFail) && strings.Contains(host.errs[0], ": mem ") && one(cuda, "Instantiate B: cudaErrorNotSupported"):
-		return "the driver updates an executable graph across the alloc and free nodes of another graph; the host refuses"
 	case len(host.refusals) == 0 && len(cuda.refusals) > 0 && allContain(cuda.errs, "cuGraphAddMemcpyNode"):
 		return "the driver refuses a memcpy node of a new graph on a graph allocation of another graph; the host accepts"
 	}

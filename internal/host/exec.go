@@ -45,7 +45,7 @@ type Exec struct {
 
 	// Graph memory, for graphs with memory nodes.
 	mem       bool          // the graph has alloc or free nodes
-	graph     *Graph        // the graph instantiated, counted in its memExecs while e lives
+	graph     *Graph        // the graph instantiated or last updated from, counted in its memExecs while e lives
 	autoFree  bool          // flagAutoFree
 	persist   []*GraphAlloc // allocations the graph does not free
 	frees     []*GraphAlloc // allocations of other graphs that free nodes free
@@ -442,17 +442,17 @@ func (e *Exec) Destroy() error {
 	e.mu.Lock()
 	e.destroyed = true
 	idle := e.issued.Load() == e.finished.Load()
+	g, bind := e.graph, e.bind // an update changes them under mu
 	e.mu.Unlock()
 	e.dropDeviceHandle()
 	e.condRelease()
 	if e.mem {
-		g := e.graph
 		g.mu.Lock()
 		g.memExecs-- // the graph may be instantiated again now, as with the driver
 		g.mu.Unlock()
-		e.dev.GraphMemIfAny().Forget(e.bind) // an upload of it holds no memory any more
+		e.dev.GraphMemIfAny().Forget(bind) // an upload of it holds no memory any more
 		if idle {
-			e.dev.GraphMemIfAny().Release(e.bind)
+			e.dev.GraphMemIfAny().Release(bind)
 		}
 	}
 	return nil

@@ -112,6 +112,7 @@ type GraphAlloc struct {
 	from        *arena   // the arena they left
 	bind        *Binding // the executable graph's binding whose launch made it outstanding
 	unrun       int      // frees issued (FreeAsync, free nodes, AutoFreeOnLaunch) that have not run yet
+	dropRefs    int      // of those, AutoFreeOnLaunch frees of it as carried (Rebind), which drop its reference on va when they run
 }
 
 // VA is the address space the allocation is in: its graph's.
@@ -418,6 +419,7 @@ func (gm *GraphMem) current(ar *arena) bool { return ar != nil && gm.arenas[ar.s
 type Binding struct {
 	va      *GraphVA
 	persist []*GraphAlloc  // allocations the graph does not free
+	carried []*GraphAlloc  // allocations of an earlier graph of the executable graph left outstanding (Rebind)
 	chunks  []uintptr      // chunk offsets the graph's allocations span
 	ar      *arena         // the arena of the last plan; nil if none
 	last    *Plan          // the last plan; nil if none (new, or trimmed)
@@ -478,7 +480,7 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 	defer gm.mu.Unlock()
 	if !upload {
 		if !autoFree {
-			for _, a := range b.persist {
+			for _, a := range b.lastAllocs() {
 				if a.outstanding {
 					err := backend.Errorf(backend.ErrInvalidValue, "the allocation of the previous launch is still live: free it first, or instantiate with InstantiateAutoFreeOnLaunch")
 					err.Node = a.Node
@@ -501,11 +503,14 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 	// nodes: what goes back to the stream's arena, the launch may map.
 	var autoFreed []*GraphAlloc
 	if !upload && autoFree {
-		for _, a := range b.persist {
+		for _, a := range b.lastAllocs() {
 			if a.outstanding {
 				a.outstanding = false // its reference on the address space stays: re-taken below
 				gm.unpinLocked(a, gm.arenas[stream])
 				a.unrun++
+				if len(b.carried) > 0 && slices.Contains(b.carried, a) {
+					a.dropRefs++ // not re-taken: dropped when the free runs
+				}
 				autoFreed = append(autoFreed, a)
 			}
 		}
@@ -521,6 +526,7 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 		return p, nil, nil
 	}
 	b.holdUpload(nil) // a launch into another stream may move the uploaded memory
+	b.carried = nil   // freed now, or by the user before this launch
 	var p *Plan
 	if !b.Empty() {
 		p = gm.planLocked(b, stream)
@@ -813,6 +819,9 @@ func (gm *GraphMem) Freed(a *GraphAlloc, dropRef bool) {
 		}
 	}
 	if dropRef {
+		gm.releaseVALocked(a.va)
+	} else if a.dropRefs > 0 {
+		a.dropRefs--
 		gm.releaseVALocked(a.va)
 	}
 	gm.mu.Unlock()

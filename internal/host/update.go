@@ -121,7 +121,8 @@ type pairing struct {
 	// cands lists every paired node with parameters: the old node (which
 	// names the op), the new node and its op.
 	cands []paramChange
-	conds [][2]*Node // paired conditional nodes (old, new)
+	conds [][2]*Node  // paired conditional nodes (old, new)
+	mems  []memChange // paired alloc and free nodes (memupdate.go)
 }
 
 type paramChange struct {
@@ -183,7 +184,11 @@ func (pr *pairing) pair(old, nu *topo) bool {
 			}
 			continue
 		case backend.NodeMemAlloc, backend.NodeMemFree:
-			return fail(updateNotSupported, nu.nodes[i], nil)
+			// They pair like any node, whatever their sizes: the
+			// executable graph then allocates the new graph's
+			// allocations (memupdate.go).
+			pr.mems = append(pr.mems, memChange{op: old.op[i], n: nu.nodes[i]})
+			continue
 		case backend.NodeConditional:
 			n, o := nu.nodes[i], old.nodes[i]
 			// The node's parameters cannot change; its handle's default
@@ -250,7 +255,9 @@ func updateFailure(info backend.UpdateInfo, why string) *backend.Error {
 // pair up deterministically: the sinks of both graphs in the order they
 // became sinks, then every paired node's dependencies in the order its
 // incoming edges were added, so graphs built by the same sequence of API
-// calls (or captures) pair node for node. On failure nothing changes.
+// calls (or captures) pair node for node. Alloc and free nodes pair too:
+// e then allocates g's allocations and is g's executable graph
+// (memupdate.go). On failure nothing changes.
 func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 	g := bg.(*Graph)
 	// One update at a time: the scratch topology and candidate list are
@@ -266,16 +273,39 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 	g.mu.Unlock()
 	pr := &sc.pr
 	defer sc.reset()
-	if !pr.pair(e.topo, nu) {
+	paired := pr.pair(e.topo, nu)
+	if !paired && pr.info.Result == updateTopologyChanged {
 		return pr.info, updateFailure(pr.info, "")
 	}
-	info, why, err := e.install(pr.cands)
-	if err != nil {
-		return info, err
-	}
-	if info.Result != updateSuccess {
+	// Before any node's own failure, as the driver: a memset on an
+	// allocation that g frees.
+	if info, why := e.memsetRefusal(g); info.Result != updateSuccess {
 		return info, updateFailure(info, why)
 	}
+	if !paired {
+		return pr.info, updateFailure(pr.info, "")
+	}
+	var mu *memUpdate
+	if len(pr.mems) > 0 {
+		// Launches take the op table and issue with the binding under imu:
+		// each sees both before the update or both after.
+		e.imu.Lock()
+		defer e.imu.Unlock()
+		var info backend.UpdateInfo
+		var why string
+		if mu, info, why = e.prepareMemUpdate(g, pr.mems); mu == nil {
+			return info, updateFailure(info, why)
+		}
+	}
+	info, why, err := e.install(pr.cands, pr.mems)
+	if err == nil && info.Result != updateSuccess {
+		err = updateFailure(info, why)
+	}
+	if err != nil {
+		mu.abandon()
+		return info, err
+	}
+	mu.commit()
 	e.updateCondDefaults(pr.conds)
 	// The child graph nodes of g now stand for those of e's graph (none:
 	// no map, which the caller reads as it reads an empty one).
@@ -297,7 +327,7 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 // new op table is built beside the current one, in the spare table when no
 // launch can still be reading it, so that a steady update-and-launch loop
 // allocates no tables.
-func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) {
+func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInfo, string, error) {
 	e.mu.Lock()
 	cur, curBops := e.ops, e.bops
 	// A device graph's uploaded table stays in use until the next upload.
@@ -346,6 +376,9 @@ func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) 
 		}
 		keepInstantiated(&o, &t.ops[c.op])
 		t.ops[c.op], t.bops[c.op] = o, *c.p
+	}
+	for _, m := range mems { // all in the top graph
+		ops[m.op] = m.o
 	}
 	e.mu.Lock()
 	e.spare, e.spareBops = e.ops, e.bops
@@ -419,7 +452,7 @@ func (e *Exec) SetParams(bn backend.Node, p *backend.Op) error {
 			// A node of a conditional body: its body's table changes.
 			e.umu.Lock()
 			defer e.umu.Unlock()
-			info, why, err := e.install([]paramChange{{sub, sx, &q, n}})
+			info, why, err := e.install([]paramChange{{sub, sx, &q, n}}, nil)
 			if err != nil {
 				return err
 			}
@@ -452,7 +485,8 @@ func (sc *updateScratch) reset() {
 	clear(sc.pr.cands)
 	clear(sc.pr.pairs)
 	clear(sc.pr.conds)
-	sc.pr = pairing{cands: sc.pr.cands[:0], pairs: sc.pr.pairs[:0], conds: sc.pr.conds[:0]}
+	clear(sc.pr.mems)
+	sc.pr = pairing{cands: sc.pr.cands[:0], pairs: sc.pr.pairs[:0], conds: sc.pr.conds[:0], mems: sc.pr.mems[:0]}
 }
 
 // SetChildGraph updates the nodes embedded in child graph node n from g,
@@ -484,7 +518,7 @@ func (e *Exec) SetChildGraph(bn backend.Node, bg backend.Graph) error {
 		err.Node = n.tag
 		return err
 	}
-	info, why, err := e.install(pr.cands)
+	info, why, err := e.install(pr.cands, nil)
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,10 @@ var scenarios = []struct {
 	{"SetEnabledNested", setEnabledNested},
 	{"UpdateConditionalBodies", updateConditionalBodies},
 	{"SetChildGraph", setChildGraph},
+	// memupdate.go
+	{"UpdateMemNodes", updateMemNodes},
+	{"UpdateMemNodesMemset", updateMemsetRefused},
+	{"UpdateMemNodesLeftLive", updateMemNodesLeftLive},
 	// userobject.go
 	{"UserObjectDeferredRelease", userObjectDeferredRelease},
 	{"UserObjectInvalid", userObjectInvalid},

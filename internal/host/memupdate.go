@@ -1,0 +1,220 @@
+package host
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
+
+// Whole-graph update of an executable graph with memory nodes, as the
+// driver does it (docs/driver-memnodes.txt, "update"):
+//
+//   - Alloc and free nodes of the new graph pair with the executable
+//     graph's like any node, whatever their sizes. After the update the
+//     executable graph allocates the new graph's allocations, at the new
+//     graph's addresses, and it is the new graph's executable graph: the
+//     new graph cannot be instantiated again while it lives, the old one
+//     can (memExecs moves). An update back to the old graph is the same.
+//   - Found before any node's own failure (after the topology): a memset
+//     node on an allocation of the new graph that the new graph frees
+//     refuses the whole update, UpdateError, naming the first such memset
+//     in creation order (child graphs' nodes at their child graph node).
+//     A memcpy node into such an allocation does not, nor a memset on an
+//     allocation the new graph does not free, nor any node when the new
+//     graph is the executable graph's own (the driver updates a graph's
+//     executable graph from that graph).
+//   - Not measured, chosen here: a new graph that has an executable graph
+//     already refuses the update with UpdateErrorNotSupported, naming no
+//     node; an allocation the executable graph's last launch left live (a
+//     graph with no free node for it) stays the executable graph's: its
+//     next launch frees it under AutoFreeOnLaunch, and is refused while it
+//     is live otherwise, as for its own allocations.
+//
+// The executable graph's binding moves to the new graph's address space at
+// the call; launches already queued keep the old binding (their plans name
+// it), which is released once they are done, as Destroy releases it.
+
+// memChange is a paired alloc or free node: the op of the executable graph
+// it replaces, the new graph's node, and the op made of it.
+type memChange struct {
+	op int32
+	n  *Node
+	o  op
+}
+
+// memsetRefusal is the update's failure if g, a graph other than e's own,
+// has a memset node on an allocation of g that g frees.
+func (e *Exec) memsetRefusal(g *Graph) (backend.UpdateInfo, string) {
+	gm := g.d.GraphMemIfAny()
+	if gm == nil || g == e.graph {
+		return backend.UpdateInfo{}, ""
+	}
+	g.mu.Lock()
+	va := g.va
+	g.mu.Unlock()
+	if va == nil {
+		return backend.UpdateInfo{}, ""
+	}
+	n := firstMemsetOnFreed(gm, g, va)
+	if n == nil {
+		return backend.UpdateInfo{}, ""
+	}
+	return backend.UpdateInfo{Result: updateError, ErrorNode: n.tag},
+		"a memset node on an allocation that the new graph frees cannot be updated"
+}
+
+// firstMemsetOnFreed returns the first memset node of g, in creation order
+// and depth first into child graphs, on an allocation of address space va
+// that its graph frees.
+func firstMemsetOnFreed(gm *GraphMem, g *Graph, va *GraphVA) *Node {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, n := range g.nodes {
+		switch n.typ {
+		case backend.NodeMemset:
+			if gm.freedInGraph(va, n.op.Memset.Dst) {
+				return n
+			}
+		case backend.NodeChildGraph:
+			if m := firstMemsetOnFreed(gm, n.child, va); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// freedInGraph reports whether p is in an allocation of address space v
+// that a free node of its graph frees.
+func (gm *GraphMem) freedInGraph(v *GraphVA, p uint64) bool {
+	if !gm.Contains(p) {
+		return false
+	}
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	off := uintptr(p) - gm.va.Addr()
+	for _, a := range v.allocs {
+		if a.freedBy != nil && off >= a.off && off < a.off+uintptr(a.Size) {
+			return true
+		}
+	}
+	return false
+}
+
+// memUpdate is an update's change to e's graph memory, prepared before the
+// ops are installed and committed after (nil: none).
+type memUpdate struct {
+	e         *Exec
+	g         *Graph
+	va        *GraphVA
+	persist   []*GraphAlloc
+	frees     []*GraphAlloc
+	freeNodes []any
+	reserved  bool // g.memExecs counts e
+}
+
+// prepareMemUpdate makes the ops of the paired alloc and free nodes and
+// what e's graph memory becomes, as instantiation does (flatten), and
+// takes g's one executable graph for e. It fails if g has one already. e.umu
+// and e.imu are held.
+func (e *Exec) prepareMemUpdate(g *Graph, mems []memChange) (*memUpdate, backend.UpdateInfo, string) {
+	slices.SortFunc(mems, func(a, b memChange) int { return cmp.Compare(a.op, b.op) }) // instantiation's order
+	m := &memUpdate{e: e, g: g}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g != e.graph {
+		if g.memExecs > 0 {
+			return nil, backend.UpdateInfo{Result: updateNotSupported},
+				"the new graph has an executable graph already, and a graph with memory nodes can have one at a time"
+		}
+		g.memExecs++
+		m.reserved = true
+	}
+	m.va = g.va
+	for i := range mems {
+		c := &mems[i]
+		n := c.n
+		c.o = op{kind: opAlloc, galloc: n.alloc}
+		if n.typ == backend.NodeMemFree {
+			c.o.kind = opFree
+			if n.alloc.va != g.va {
+				c.o.seq = seqForeignFree
+				m.frees = append(m.frees, n.alloc)
+				m.freeNodes = append(m.freeNodes, n.tag)
+			}
+		} else if n.alloc.freedBy == nil {
+			m.persist = append(m.persist, n.alloc)
+		}
+	}
+	return m, backend.UpdateInfo{}, ""
+}
+
+// abandon undoes prepareMemUpdate after a failed install.
+func (m *memUpdate) abandon() {
+	if m == nil || !m.reserved {
+		return
+	}
+	m.g.mu.Lock()
+	m.g.memExecs--
+	m.g.mu.Unlock()
+}
+
+// commit makes g e's graph once its ops are installed: e's binding moves to
+// g's address space, and the old one is released once the launches issued
+// with it are done. e.umu and e.imu are held.
+func (m *memUpdate) commit() {
+	if m == nil || !m.reserved { // g is e's graph already: its ops are the same
+		return
+	}
+	e := m.e
+	gm := e.dev.GraphMemIfAny()
+	old := e.bind
+	nb := gm.Rebind(old, m.va, m.persist)
+	e.mu.Lock()
+	og := e.graph
+	e.graph, e.bind, e.persist, e.frees, e.freeNodes = m.g, nb, m.persist, m.frees, m.freeNodes
+	e.mu.Unlock()
+	og.mu.Lock()
+	og.memExecs-- // it may be instantiated again now, as with the driver
+	og.mu.Unlock()
+	e.AfterLaunches(func() { gm.Release(old) })
+}
+
+// Rebind returns the binding that replaces old when an update gives its
+// executable graph the graph with address space v, whose allocations
+// persist it does not free. old is detached now, as Forget does; the
+// caller releases it once the launches planned with it are done. The
+// allocations that the executable graph's launches left outstanding stay
+// its own (carried), for its next launch to free or to be refused by.
+func (gm *GraphMem) Rebind(old *Binding, v *GraphVA, persist []*GraphAlloc) *Binding {
+	b := gm.NewBinding(v, persist)
+	gm.Forget(old)
+	gm.mu.Lock()
+	defer gm.mu.Unlock()
+	carry := func(a *GraphAlloc) {
+		if a.outstanding && !slices.Contains(persist, a) && !slices.Contains(b.carried, a) {
+			b.carried = append(b.carried, a)
+		}
+	}
+	for _, a := range old.persist {
+		if a.bind == old {
+			carry(a)
+		}
+	}
+	for _, a := range old.carried {
+		carry(a)
+	}
+	return b
+}
+
+// lastAllocs are the allocations that b's next launch frees under
+// AutoFreeOnLaunch and that refuse it otherwise while outstanding: those
+// its graph does not free, and those carried over an update. gm.mu is
+// held.
+func (b *Binding) lastAllocs() []*GraphAlloc {
+	if len(b.carried) == 0 {
+		return b.persist
+	}
+	return append(slices.Clone(b.persist), b.carried...)
+}
