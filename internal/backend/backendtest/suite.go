@@ -85,4 +85,5 @@ var scenarios = []struct {
 	{"GraphMemUploadAtCall", graphMemUploadAtCall},
 	{"GraphMemStreamSwitchAtCall", graphMemStreamSwitchAtCall},
 	{"GraphMemFreedCountsUntilTrim", graphMemFreedCountsUntilTrim},
+	{"GraphMemAutoFreeOneLaunch", graphMemAutoFreeOneLaunch},
 }
