@@ -45,6 +45,7 @@ type Device struct {
 	once  atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
 
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
+	allocs  allocRanges // alloc node ranges of live graphs (graphallocs.go)
 
 	caps    *capState // stream capture: shared by the host backend's devices
 	native  nativeCaptures

@@ -170,7 +170,11 @@
 // child graph node, nodes cannot be destroyed in it nor edges removed, it
 // can have one executable graph at a time, and memory nodes cannot be added
 // to a graph embedded in another (a child graph or a conditional body):
-// each is refused with ErrNotSupported.
+// each is refused with ErrNotSupported. A memcpy node added to a graph
+// with the explicit API cannot copy to or from an allocation of another
+// graph's alloc node (nor can one of a graph that is to become a child
+// graph of the allocating one): it is refused with ErrInvalidValue, as
+// the driver refuses it; kernels may use such memory.
 //
 // # Conditional nodes
 //

@@ -200,6 +200,7 @@ func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
 			p.Ptr = DevicePtr(ptr)
 			p.Access = append([]MemAccessDesc(nil), p.Access...)
 			n.params = p
+			d.allocs.add(n, p.Ptr, p.Size)
 		}
 	case MemFreeParams:
 		h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n)

@@ -40,6 +40,7 @@ var scenarios = []struct {
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},
 	{"MemPools", memPools},
+	{"MemcpyForeignAllocation", memcpyForeignAllocation},
 	// conditional.go
 	{"ConditionalIf", conditionalIf},
 	{"ConditionalIfElse", conditionalIfElse},
