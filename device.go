@@ -171,6 +171,7 @@ func (d *Device) Close() error {
 	d.closeWatches()
 	d.caps.endDeviceCaptures(d)
 	d.uobj.releaseAll()
+	d.releaseHostMemory()
 	return backendErr("Device.Close", d.be.Close())
 }
 

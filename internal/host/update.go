@@ -362,7 +362,7 @@ func (e *Exec) install(cands []paramChange) (backend.UpdateInfo, string, error) 
 // it replaces: its event sequence slot, its kernel context, whether it is
 // enabled.
 func keepInstantiated(o, cur *op) {
-	o.seq, o.off = cur.seq, cur.off
+	o.seq, o.off, o.stage = cur.seq, cur.off, cur.stage
 	o.kern.setCtx(cur.kern.ctx())
 }
 

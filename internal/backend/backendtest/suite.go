@@ -41,6 +41,10 @@ var scenarios = []struct {
 	{"TwoStreams", twoStreams},
 	{"MemPools", memPools},
 	{"MemcpyForeignAllocation", memcpyForeignAllocation},
+	// hostmem.go
+	{"PinnedHostMemory", pinnedHostMemory},
+	{"PinnedStreamCopies", pinnedStreamCopies},
+	{"PinnedGraphCopies", pinnedGraphCopies},
 	// conditional.go
 	{"ConditionalIf", conditionalIf},
 	{"ConditionalIfElse", conditionalIfElse},
