@@ -45,6 +45,7 @@ type Device struct {
 	once  atomic.Pointer[Error] // a transient asynchronous failure, reported once by a synchronize
 
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
+	allocs  allocRanges // alloc node ranges of live graphs (graphallocs.go)
 
 	caps    *capState // stream capture: shared by the host backend's devices
 	native  nativeCaptures
@@ -170,6 +171,7 @@ func (d *Device) Close() error {
 	d.closeWatches()
 	d.caps.endDeviceCaptures(d)
 	d.uobj.releaseAll()
+	d.releaseHostMemory()
 	return backendErr("Device.Close", d.be.Close())
 }
 

@@ -134,8 +134,8 @@ func (g *Graph) checkInstantiate(opName string, p *InstantiateParams, withParams
 			switch n.typ {
 			case NodeKernel, NodeMemset:
 			case NodeMemcpy:
-				if c, ok := n.params.(MemcpyParams); ok && (c.DstHost != nil || c.SrcHost != nil) {
-					return nodeErr(opName, n, ErrInvalidValue, "a device graph can copy only device memory, and host slices are pageable host memory"), nil
+				if c, ok := n.params.(MemcpyParams); ok && g.dev.pageableCopy(&c) {
+					return nodeErr(opName, n, ErrInvalidValue, "a device graph can copy device memory and pinned host memory, not pageable host memory"), nil
 				}
 			case NodeChildGraph:
 				if n.child == nil { // a captured child graph on cuda: the driver checks it

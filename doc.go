@@ -140,6 +140,20 @@
 // recorded after the free (cudaMemPoolReuseFollowEventDependencies): such an
 // allocation gets other memory.
 //
+// # Pinned host memory
+//
+// Device.MallocHost allocates pinned (page-locked) host memory, and
+// Device.HostRegister pins memory the program has, such as a Go slice, as
+// cudaMallocHost and cudaHostRegister do. Copies with it are what the GPU's
+// copy engines do directly: Stream.Memcpy returns at once and the copy
+// overlaps other streams' work, and a graph's memcpy node reads a pinned
+// source when the node runs. With pageable memory (any other slice),
+// Stream.Memcpy returns when the copy is done, and a memcpy node reads its
+// source when the graph is launched, at the Exec.Launch call, as the driver
+// stages it: a host node of the same launch that writes the source comes
+// too late. Conditional bodies and graphs for device launch can copy only
+// pinned host memory. See docs/memory.md.
+//
 // # Graph memory
 //
 // Alloc and free nodes (MemAllocParams, MemFreeParams, and MallocAsync and
@@ -170,7 +184,11 @@
 // child graph node, nodes cannot be destroyed in it nor edges removed, it
 // can have one executable graph at a time, and memory nodes cannot be added
 // to a graph embedded in another (a child graph or a conditional body):
-// each is refused with ErrNotSupported.
+// each is refused with ErrNotSupported. A memcpy node added to a graph
+// with the explicit API cannot copy to or from an allocation of another
+// graph's alloc node (nor can one of a graph that is to become a child
+// graph of the allocating one): it is refused with ErrInvalidValue, as
+// the driver refuses it; kernels may use such memory.
 //
 // Exec.Update works across memory nodes as on the driver: the alloc and free
 // nodes of the new graph, which are its own (other addresses, any sizes),

@@ -62,6 +62,12 @@ var (
 	ErrPeerAccessUnsupported    = code(backend.ErrPeerAccessUnsupported)
 	ErrPeerAccessNotEnabled     = code(backend.ErrPeerAccessNotEnabled)
 	ErrContextIsDestroyed       = code(backend.ErrContextIsDestroyed)
+	// ErrHostMemoryAlreadyRegistered: HostRegister of memory that is
+	// pinned already, in part or whole.
+	ErrHostMemoryAlreadyRegistered = code(backend.ErrHostMemoryAlreadyRegistered)
+	// ErrHostMemoryNotRegistered: HostUnregister of memory that
+	// HostRegister did not register.
+	ErrHostMemoryNotRegistered  = code(backend.ErrHostMemoryNotRegistered)
 	ErrLaunchFailure            = code(backend.ErrLaunchFailure)
 	ErrNotPermitted             = code(backend.ErrNotPermitted)
 	ErrNotSupported             = code(backend.ErrNotSupported)

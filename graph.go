@@ -238,6 +238,9 @@ func (g *Graph) AddNodeOn(on *Device, p NodeParams, deps ...*Node) (*Node, error
 			return nil, newErr(opName, ErrNotSupported, "%v nodes run on their graph's device", p.NodeType())
 		}
 	}
+	if err := g.checkForeignCopy(opName, on, p); err != nil {
+		return nil, err
+	}
 	return g.addNodeOn(opName, on, p, deps, nil)
 }
 
@@ -250,6 +253,9 @@ func (n *Node) Device() *Device { return n.dev }
 func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {
 	if g == nil {
 		return nil, newErr(opName, ErrInvalidValue, "nil graph")
+	}
+	if err := g.checkForeignCopy(opName, g.dev, p); err != nil {
+		return nil, err
 	}
 	return g.addNodeOn(opName, g.dev, p, deps, data)
 }
@@ -418,6 +424,9 @@ func (n *Node) SetParams(p NodeParams) error {
 	defer n.g.mu.Unlock()
 	if err := n.g.checkNodeLocked(op, n); err != nil {
 		return err
+	}
+	if err := n.g.checkForeignCopy(op, n.dev, p); err != nil {
+		return err.(*Error).at(op, n)
 	}
 	if child != nil {
 		// The backend clones the new graph into the node; the Go clone is
@@ -698,6 +707,7 @@ func (g *Graph) Destroy() error {
 		return newErr(op, ErrInvalidValue, "graph is owned by %v", g.parent)
 	}
 	g.destroyLocked()
+	g.dev.allocs.dropGraph(g)
 	if a, ok := g.be.(backend.Abandoner); ok && g.broken != "" {
 		a.Abandon() // destroying it would free the destroyed body again, in the driver
 		return nil

@@ -63,7 +63,13 @@ func (d *Device) lowerCopy(p *MemcpyParams) (backend.Memcpy, *Code, string) {
 	if _, _, msg := memcpySides(p, checkOnly); msg != "" {
 		return backend.Memcpy{}, ErrInvalidValue, msg
 	}
-	return backend.Memcpy{Dst: uint64(p.Dst), Src: uint64(p.Src), DstHost: p.DstHost, SrcHost: p.SrcHost, Size: p.Size}, nil, ""
+	m := backend.Memcpy{Dst: uint64(p.Dst), Src: uint64(p.Src), DstHost: p.DstHost, SrcHost: p.SrcHost, Size: p.Size}
+	// Which host memory is pinned is decided here, for every backend: a
+	// stream copy of pageable memory waits (Stream.Memcpy), a graph's copy
+	// reads a pageable source at launch (backend.Memcpy.Staged).
+	m.DstPinned = p.DstHost != nil && d.pinned(p.DstHost[:p.Size])
+	m.SrcPinned = p.SrcHost != nil && d.pinned(p.SrcHost[:p.Size])
+	return m, nil, ""
 }
 
 // copyRanger is implemented by devices that check the sides of a copy
@@ -200,6 +206,7 @@ func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
 			p.Ptr = DevicePtr(ptr)
 			p.Access = append([]MemAccessDesc(nil), p.Access...)
 			n.params = p
+			d.allocs.add(n, p.Ptr, p.Size)
 		}
 	case MemFreeParams:
 		h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n)

@@ -9,7 +9,9 @@ import (
 // MemcpyParams describe a copy of Size bytes. Each side is either device
 // memory (Dst, Src) or a host slice (DstHost, SrcHost), never both; the
 // direction (cudaMemcpyKind) follows from which are set. Build them with
-// HtoD, DtoH, DtoD or HtoH.
+// HtoD, DtoH, DtoD or HtoH. A host slice is pinned memory (MallocHost,
+// HostRegister) or pageable memory (any other): a memcpy node reads a
+// pinned source when it runs, a pageable one when its graph is launched.
 type MemcpyParams struct {
 	Dst     DevicePtr
 	DstHost []byte

@@ -215,8 +215,12 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 	return backendErr(opName, s.be.HostFunc(fn))
 }
 
-// Memcpy queues the copy p (cudaMemcpyAsync). A host slice must not be
-// modified or read by the program until the copy has completed.
+// Memcpy queues the copy p (cudaMemcpyAsync). With pinned host memory
+// (MallocHost, HostRegister), or none, it returns at once and the copy runs
+// in stream order, overlapping other streams' work; the host slice must
+// not be modified or read by the program until the copy has completed. A
+// copy with pageable host memory (any other Go memory) returns when it is
+// done, after the work queued in the stream before it.
 func (s *Stream) Memcpy(p MemcpyParams) error {
 	const opName = "Stream.Memcpy"
 	if err := s.usable(opName); err != nil {
@@ -231,7 +235,7 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	if bp.SrcHost != nil || bp.DstHost != nil {
+	if bp.Pageable() {
 		// A copy with pageable host memory returns when it is done, after
 		// the work queued before it: a wait.
 		return backendErr(opName, s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) }))

@@ -114,10 +114,26 @@ type Launch struct {
 
 // Memcpy is a checked copy of Size bytes. Each side is device memory
 // (Dst, Src) or a host slice (DstHost, SrcHost) at least Size long.
+// DstPinned and SrcPinned say that a host side is page-locked memory
+// (HostMemory), which the gpugraph package decides: a graph's memcpy node
+// reads a pinned source when the node runs, a pageable one (host memory
+// that is not pinned) when the graph is launched, at the Launch call, as
+// the driver stages it.
 type Memcpy struct {
-	Dst, Src         uint64
-	DstHost, SrcHost []byte
-	Size             int
+	Dst, Src             uint64
+	DstHost, SrcHost     []byte
+	Size                 int
+	DstPinned, SrcPinned bool
+}
+
+// Staged reports whether a graph's memcpy node of p reads its source
+// when the graph is launched: the source is pageable host memory.
+func (p *Memcpy) Staged() bool { return p.SrcHost != nil && !p.SrcPinned }
+
+// Pageable reports whether a side of p is pageable host memory, which
+// device graphs and conditional bodies cannot copy.
+func (p *Memcpy) Pageable() bool {
+	return (p.SrcHost != nil && !p.SrcPinned) || (p.DstHost != nil && !p.DstPinned)
 }
 
 // CopyKind names a copy's direction as cudaMemcpyKind does, from which
@@ -171,6 +187,21 @@ type Peers interface {
 	CanAccessPeer(peer Device) (bool, error)
 	EnablePeerAccess(peer Device) error
 	DisablePeerAccess(peer Device) error
+}
+
+// HostMemory is implemented by devices with page-locked host memory
+// (cuMemHostAlloc, cuMemHostRegister). The gpugraph package keeps the
+// ranges and checks the arguments: FreeHost gets a whole allocation of
+// MallocHost, HostUnregister a whole registration of HostRegister.
+type HostMemory interface {
+	// MallocHost allocates n > 0 bytes of page-locked memory, outside the
+	// Go heap.
+	MallocHost(n int) ([]byte, error)
+	FreeHost(b []byte) error
+	// HostRegister page-locks b (len(b) > 0), which stays where it is
+	// until HostUnregister.
+	HostRegister(b []byte) error
+	HostUnregister(b []byte) error
 }
 
 // Pools is implemented by devices with stream-ordered allocation

@@ -37,38 +37,40 @@ func (c *Code) Is(target error) bool {
 
 // The errors, with CUDA's numbers and names.
 var (
-	ErrInvalidValue             = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
-	ErrMemoryAllocation         = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
-	ErrInvalidConfiguration     = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
-	ErrInsufficientDriver       = &Code{35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"}
-	ErrInvalidDeviceFunction    = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
-	ErrNoDevice                 = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
-	ErrInvalidDevice            = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
-	ErrSharedObjectInitFailed   = &Code{303, "cudaErrorSharedObjectInitFailed", "shared object initialization failed"}
-	ErrInvalidResourceHandle    = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
-	ErrIllegalState             = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
-	ErrPeerAccessUnsupported    = &Code{217, "cudaErrorPeerAccessUnsupported", "peer access is not supported across the given devices"}
-	ErrLossyQuery               = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
-	ErrNotReady                 = &Code{600, "cudaErrorNotReady", "device not ready"}
-	ErrIllegalAddress           = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
-	ErrLaunchTimeout            = &Code{702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"}
-	ErrPeerAccessAlreadyEnabled = &Code{704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"}
-	ErrPeerAccessNotEnabled     = &Code{705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"}
-	ErrContextIsDestroyed       = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
-	ErrLaunchFailure            = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
-	ErrNotPermitted             = &Code{800, "cudaErrorNotPermitted", "operation not permitted"}
-	ErrNotSupported             = &Code{801, "cudaErrorNotSupported", "operation not supported"}
-	ErrStreamCaptureUnsupported = &Code{900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}
-	ErrStreamCaptureInvalidated = &Code{901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"}
-	ErrStreamCaptureMerge       = &Code{902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"}
-	ErrStreamCaptureUnmatched   = &Code{903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"}
-	ErrStreamCaptureUnjoined    = &Code{904, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"}
-	ErrStreamCaptureIsolation   = &Code{905, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"}
-	ErrStreamCaptureImplicit    = &Code{906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"}
-	ErrCapturedEvent            = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
-	ErrStreamCaptureWrongThread = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
-	ErrGraphExecUpdateFailure   = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
-	ErrUnknown                  = &Code{999, "cudaErrorUnknown", "unknown error"}
+	ErrInvalidValue                = &Code{1, "cudaErrorInvalidValue", "invalid argument"}
+	ErrMemoryAllocation            = &Code{2, "cudaErrorMemoryAllocation", "out of memory"}
+	ErrInvalidConfiguration        = &Code{9, "cudaErrorInvalidConfiguration", "invalid configuration argument"}
+	ErrInsufficientDriver          = &Code{35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"}
+	ErrInvalidDeviceFunction       = &Code{98, "cudaErrorInvalidDeviceFunction", "invalid device function"}
+	ErrNoDevice                    = &Code{100, "cudaErrorNoDevice", "no CUDA-capable device is detected"}
+	ErrInvalidDevice               = &Code{101, "cudaErrorInvalidDevice", "invalid device ordinal"}
+	ErrSharedObjectInitFailed      = &Code{303, "cudaErrorSharedObjectInitFailed", "shared object initialization failed"}
+	ErrInvalidResourceHandle       = &Code{400, "cudaErrorInvalidResourceHandle", "invalid resource handle"}
+	ErrIllegalState                = &Code{401, "cudaErrorIllegalState", "the operation cannot be performed in the present state"}
+	ErrPeerAccessUnsupported       = &Code{217, "cudaErrorPeerAccessUnsupported", "peer access is not supported across the given devices"}
+	ErrLossyQuery                  = &Code{402, "cudaErrorLossyQuery", "the query would discard edge data"}
+	ErrNotReady                    = &Code{600, "cudaErrorNotReady", "device not ready"}
+	ErrIllegalAddress              = &Code{700, "cudaErrorIllegalAddress", "an illegal memory access was encountered"}
+	ErrLaunchTimeout               = &Code{702, "cudaErrorLaunchTimeout", "the launch timed out and was terminated"}
+	ErrPeerAccessAlreadyEnabled    = &Code{704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"}
+	ErrPeerAccessNotEnabled        = &Code{705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"}
+	ErrHostMemoryAlreadyRegistered = &Code{712, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped"}
+	ErrHostMemoryNotRegistered     = &Code{713, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region"}
+	ErrContextIsDestroyed          = &Code{709, "cudaErrorContextIsDestroyed", "context is destroyed"}
+	ErrLaunchFailure               = &Code{719, "cudaErrorLaunchFailure", "unspecified launch failure"}
+	ErrNotPermitted                = &Code{800, "cudaErrorNotPermitted", "operation not permitted"}
+	ErrNotSupported                = &Code{801, "cudaErrorNotSupported", "operation not supported"}
+	ErrStreamCaptureUnsupported    = &Code{900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}
+	ErrStreamCaptureInvalidated    = &Code{901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture"}
+	ErrStreamCaptureMerge          = &Code{902, "cudaErrorStreamCaptureMerge", "operation would result in a merge of separate capture sequences"}
+	ErrStreamCaptureUnmatched      = &Code{903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began"}
+	ErrStreamCaptureUnjoined       = &Code{904, "cudaErrorStreamCaptureUnjoined", "capturing stream has unjoined work"}
+	ErrStreamCaptureIsolation      = &Code{905, "cudaErrorStreamCaptureIsolation", "dependency created on uncaptured work in another stream"}
+	ErrStreamCaptureImplicit       = &Code{906, "cudaErrorStreamCaptureImplicit", "operation would make the legacy stream depend on a capturing blocking stream"}
+	ErrCapturedEvent               = &Code{907, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"}
+	ErrStreamCaptureWrongThread    = &Code{908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread"}
+	ErrGraphExecUpdateFailure      = &Code{910, "cudaErrorGraphExecUpdateFailure", "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"}
+	ErrUnknown                     = &Code{999, "cudaErrorUnknown", "unknown error"}
 )
 
 // Error is how a backend reports a failure: a Code and what was wrong. The

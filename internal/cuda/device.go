@@ -268,7 +268,7 @@ func Err(err error) error {
 var codes = map[int]*backend.Code{
 	1: backend.ErrInvalidValue, 2: backend.ErrMemoryAllocation, 100: backend.ErrNoDevice, 101: backend.ErrInvalidDevice,
 	400: backend.ErrInvalidResourceHandle, 401: backend.ErrIllegalState, 600: backend.ErrNotReady, 700: backend.ErrIllegalAddress, 702: backend.ErrLaunchTimeout,
-	701: backend.ErrInvalidConfiguration, 704: backend.ErrPeerAccessAlreadyEnabled, 705: backend.ErrPeerAccessNotEnabled, 709: backend.ErrContextIsDestroyed, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
+	701: backend.ErrInvalidConfiguration, 704: backend.ErrPeerAccessAlreadyEnabled, 705: backend.ErrPeerAccessNotEnabled, 709: backend.ErrContextIsDestroyed, 712: backend.ErrHostMemoryAlreadyRegistered, 713: backend.ErrHostMemoryNotRegistered, 719: backend.ErrLaunchFailure, 801: backend.ErrNotSupported,
 	900: backend.ErrStreamCaptureUnsupported, 901: backend.ErrStreamCaptureInvalidated, 902: backend.ErrStreamCaptureMerge,
 	903: backend.ErrStreamCaptureUnmatched, 904: backend.ErrStreamCaptureUnjoined, 905: backend.ErrStreamCaptureIsolation,
 	906: backend.ErrStreamCaptureImplicit, 907: backend.ErrCapturedEvent, 908: backend.ErrStreamCaptureWrongThread,

@@ -198,8 +198,8 @@ func bodyNodeRule(typ backend.NodeType, o *backend.Op) string {
 	case backend.NodeKernel, backend.NodeMemset, backend.NodeEmpty, backend.NodeConditional, backend.NodeChildGraph:
 		return ""
 	case backend.NodeMemcpy:
-		if o.Memcpy.DstHost != nil || o.Memcpy.SrcHost != nil {
-			return "a copy to or from host memory is not allowed"
+		if o.Memcpy.Pageable() {
+			return "a copy to or from pageable host memory is not allowed"
 		}
 		return ""
 	}

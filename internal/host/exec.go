@@ -30,6 +30,7 @@ type Exec struct {
 	run   *sched.Runner
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
+	copies         []int32 // memcpy ops, each with a staging slot in every launch (op.stage)
 	extSems        []int32 // external semaphore ops, whose semaphores launches hold
 
 	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
@@ -91,6 +92,7 @@ type launch struct {
 	plan   *Plan         // the graph memory it maps, decided at its call (nil if none)
 	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
 	ops    []op          // e's op table as of this launch: later updates do not change it
+	staged [][]byte      // the sources of its copies from pageable memory, read at the call, parallel to e.copies
 	bodies [][]op        // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
 	xsems []*Semaphore // held from issue to end (extsem.go)
@@ -150,6 +152,9 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 		case opWait:
 			e.ops[i].seq = uint64(len(e.waits))
 			e.waits = append(e.waits, int32(i))
+		case opMemcpy:
+			e.copies = append(e.copies, int32(i))
+			e.ops[i].stage = int32(len(e.copies))
 		}
 	}
 	e.run = e.newRunner(d, g.d.Pool, e.execFunc())
@@ -181,6 +186,7 @@ func (d *Device) prepare(o *backend.Op) (op, *backend.Error) {
 		if err != nil {
 			return fail(err)
 		}
+		x.staged = o.Memcpy.Staged() // the gpugraph package's rule: a pageable source is read at launch
 		return x, nil
 	case backend.NodeMemset:
 		x, err := d.memsetOp(&o.Memset)
@@ -342,6 +348,7 @@ func (e *Exec) Launch(bs backend.Stream) error {
 		l := e.newLaunchLocked(s)
 		l.ops, e.opsShared = e.ops, true
 		l.takeBodiesLocked()
+		l.stageCopies()
 		if holds {
 			e.issuing++ // l reads l.ops from now: updates must copy the table
 			e.mu.Unlock()
@@ -378,6 +385,9 @@ func (e *Exec) newLaunchLocked(s *Stream) *launch {
 		if len(e.waits) > 0 {
 			l.wait = make([]uint64, len(e.waits))
 		}
+		if len(e.copies) > 0 {
+			l.staged = make([][]byte, len(e.copies))
+		}
 	}
 	l.stream = s
 	return l
@@ -401,6 +411,18 @@ func (l *launch) takeBodiesLocked() {
 		l.bodies = make([][]op, len(e.conds.subs))
 		for i, sub := range e.conds.subs {
 			l.bodies[i] = sub.ops
+		}
+	}
+}
+
+// stageCopies reads, at the launch call, the sources of the launch's
+// copies from pageable host memory, as the driver stages them: a host
+// node of the same launch that writes such a source comes too late. The
+// buffers of a recycled launch record are reused.
+func (l *launch) stageCopies() {
+	for k, x := range l.e.copies {
+		if o := &l.ops[x]; o.staged && !o.off {
+			l.staged[k] = append(l.staged[k][:0], o.src...)
 		}
 	}
 }
@@ -635,6 +657,10 @@ func (e *Exec) execNode(i int32) {
 		return
 	}
 	if e.failed.Load() != nil {
+		return
+	}
+	if o.kind == opMemcpy && o.staged && o.stage > 0 {
+		copy(o.dst, e.cur.staged[o.stage-1]) // the source as it was at the launch call
 		return
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {

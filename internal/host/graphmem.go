@@ -506,7 +506,12 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 		for _, a := range b.lastAllocs() {
 			if a.outstanding {
 				a.outstanding = false // its reference on the address space stays: re-taken below
-				gm.unpinLocked(a, gm.arenas[stream])
+				// The free runs at the start of this launch, in its stream:
+				// the chunks go to the stream's arena (a trim may have made
+				// a new one, or the last launch was into another stream),
+				// so the launch maps them again and the graph's usage stays
+				// at one launch's worth, as on the driver.
+				gm.unpinToLocked(a, gm.arenaLocked(stream), true)
 				a.unrun++
 				if len(b.carried) > 0 && slices.Contains(b.carried, a) {
 					a.dropRefs++ // not re-taken: dropped when the free runs
@@ -678,7 +683,12 @@ func (gm *GraphMem) pinLocked(a *GraphAlloc, p *Plan) {
 // free. Otherwise it stays mapped by a's graph, and so counted as used
 // graph memory (cudaGraphMemAttrUsedMemCurrent is memory that graphs map)
 // until a trim releases it or a's graph maps it again.
-func (gm *GraphMem) unpinLocked(a *GraphAlloc, ret *arena) {
+func (gm *GraphMem) unpinLocked(a *GraphAlloc, ret *arena) { gm.unpinToLocked(a, ret, false) }
+
+// unpinToLocked is unpinLocked; any lets the chunks go to ret's empty
+// slots even if ret is not the arena they left: for AutoFreeOnLaunch,
+// whose free is ordered before the launch that maps them again.
+func (gm *GraphMem) unpinToLocked(a *GraphAlloc, ret *arena, any bool) {
 	for k, c := range a.pinned {
 		h := gm.held[c]
 		if h == nil {
@@ -688,7 +698,13 @@ func (gm *GraphMem) unpinLocked(a *GraphAlloc, ret *arena) {
 			continue
 		}
 		delete(gm.held, c)
-		if i := a.slots[k]; ret != nil && ret == a.from && gm.current(ret) && i < len(ret.chunks) && ret.chunks[i] < 0 {
+		i := a.slots[k]
+		if any && ret != nil && gm.current(ret) {
+			for len(ret.chunks) <= i {
+				ret.chunks = append(ret.chunks, -1)
+			}
+		}
+		if ret != nil && (ret == a.from || any) && gm.current(ret) && i < len(ret.chunks) && ret.chunks[i] < 0 {
 			ret.chunks[i] = c
 			ret.gen++
 			continue

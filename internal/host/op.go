@@ -48,6 +48,12 @@ type op struct {
 	off    bool        // a disabled graph node (Exec.SetEnabled): runs as empty
 	cond   *condOp     // opCond
 	xs     *extSemOp   // opExtSemSignal, opExtSemWait
+	// A graph's memcpy op from pageable host memory reads its source at
+	// the launch call (staged); stage is its slot, plus one, in the
+	// launch's staging buffers (0: an op of a conditional body, or a
+	// stream's).
+	staged bool
+	stage  int32
 }
 
 type memsetOp struct {

@@ -142,6 +142,13 @@ func (s *Stream) shutdown() {
 func (s *Stream) wait() {
 	s.mu.Lock()
 	target := s.submitted
+	s.mu.Unlock()
+	s.waitFor(target)
+}
+
+// waitFor blocks until the first target ops submitted have completed.
+func (s *Stream) waitFor(target uint64) {
+	s.mu.Lock()
 	for s.completed < target {
 		s.waiters++
 		s.cond.Wait()
@@ -163,13 +170,24 @@ func (s *Stream) HostFunc(fn func()) error { return s.enqueue(&op{kind: opHost, 
 // wait for a free, a graph allocation's free).
 func (s *Stream) Call(fn func()) error { return s.enqueue(&op{kind: opCall, host: fn}, nil) }
 
-// Memcpy queues a copy, its device sides resolved now.
+// Memcpy queues a copy, its device sides resolved now. A copy with
+// pageable host memory returns when it has run, after the work queued
+// before it, as the gpugraph package's rule has it; one with pinned memory
+// or none returns at once.
 func (s *Stream) Memcpy(p *backend.Memcpy) error {
 	o, err := s.d.copyOp(p)
 	if err != nil {
 		return err
 	}
-	return s.enqueue(&o, nil)
+	if !p.Pageable() {
+		return s.enqueue(&o, nil)
+	}
+	var target uint64
+	if err := s.enqueue(&o, func() (uint64, error) { target = s.submitted + 1; return 0, nil }); err != nil {
+		return err
+	}
+	s.waitFor(target)
+	return nil
 }
 
 // Memset queues a fill, its range resolved now.

@@ -395,7 +395,7 @@ func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInf
 // it replaces: its event sequence slot, its kernel context, whether it is
 // enabled.
 func keepInstantiated(o, cur *op) {
-	o.seq, o.off = cur.seq, cur.off
+	o.seq, o.off, o.stage = cur.seq, cur.off, cur.stage
 	o.kern.setCtx(cur.kern.ctx())
 }
 

@@ -158,6 +158,23 @@ func conditionalRules(t *testing.T, d *gg.Device) {
 		Must[*gg.Node](t)(b.AddEmptyNode(c))
 		launchSync(t, Must[*gg.Exec](t)(g.Instantiate(0)), NewStream(t, d))
 	})
+	// docs/driver-conditional.txt, "memcpy from pinned host memory": then
+	// instantiate, success.
+	t.Run("copy from pinned host memory in a body", func(t *testing.T) {
+		pinned := Must[[]byte](t)(d.MallocHost(32))
+		defer d.FreeHost(pinned)
+		for i := range pinned {
+			pinned[i] = byte(i + 1)
+		}
+		g, _, _, bodies := newCond(t, gg.ConditionalIf, 1)
+		Must[*gg.Node](t)(bodies[0].AddMemcpyNode(gg.HtoD(buf, pinned)))
+		launchSync(t, Must[*gg.Exec](t)(g.Instantiate(0)), NewStream(t, d))
+		out := make([]byte, 32)
+		OK(t, d.Memcpy(gg.DtoH(out, buf)))
+		if string(out) != string(pinned) {
+			t.Fatalf("the body copied % x, want % x", out, pinned)
+		}
+	})
 }
 
 // Kernels for conditional nodes, with Go and CUDA bodies. Each runs as one

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"fmt"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -231,5 +232,57 @@ func graphMemFreedCountsUntilTrim(t *testing.T, d *gg.Device) {
 		wantMem(t, d, run, "after Device.Free", 1, 1)
 		OK(t, d.TrimGraphMem())
 		wantMem(t, d, run, "Device.Free and trim", 0, 0)
+	}
+}
+
+// wantHigh fails the test unless the device's high-water marks of reserved
+// and used graph memory are the given number of 64 MiB blocks.
+func wantHigh(t *testing.T, d *gg.Device, run int, what string, reserved, used uint64) {
+	t.Helper()
+	st := Must[gg.GraphMemStats](t)(d.GraphMemStats())
+	if st.ReservedHigh != reserved*detSize || st.UsedHigh != used*detSize {
+		t.Fatalf("run %d, %s: high-water reserved %d MiB, used %d MiB; want %d and %d",
+			run, what, st.ReservedHigh>>20, st.UsedHigh>>20, reserved*detSize>>20, used*detSize>>20)
+	}
+}
+
+// graphMemAutoFreeOneLaunch: a graph instantiated with AutoFreeOnLaunch
+// that leaves its allocation live frees the previous launch's allocation
+// at the start of each relaunch, so the device holds one launch's worth
+// of graph memory, current and high-water, whatever came between: a trim
+// with the allocation live, a launch into another stream.
+func graphMemAutoFreeOneLaunch(t *testing.T, d *gg.Device) {
+	s1, s2 := NewStream(t, d), NewStream(t, d)
+	g := NewGraph(t, d)
+	a, p := AddAlloc(t, g, detSize)
+	Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(p, 1, 1024), a))
+	e := Must[*gg.Exec](t)(g.Instantiate(gg.InstantiateAutoFreeOnLaunch))
+	for run := 0; run < detRuns/5; run++ {
+		detFresh(t, d, run)
+		for i, s := range []*gg.Stream{s1, s1, s1} {
+			OK(t, e.Launch(s))
+			OK(t, s.Synchronize())
+			wantMem(t, d, run, fmt.Sprintf("launch %d into s1", i), 1, 1)
+			wantHigh(t, d, run, fmt.Sprintf("launch %d into s1", i), 1, 1)
+		}
+		OK(t, d.TrimGraphMem())
+		// docs/driver-memnodes.txt, "trim with it live": 64 and 64.
+		wantMem(t, d, run, "trim with the allocation live", 1, 1)
+		OK(t, e.Launch(s1))
+		OK(t, s1.Synchronize())
+		wantMem(t, d, run, "relaunch after the trim", 1, 1)
+		wantHigh(t, d, run, "relaunch after the trim", 1, 1)
+		OK(t, e.Launch(s2))
+		OK(t, s2.Synchronize())
+		wantMem(t, d, run, "relaunch into s2", 1, 1)
+		wantHigh(t, d, run, "relaunch into s2", 1, 1)
+		OK(t, e.Launch(s1))
+		OK(t, s1.Synchronize())
+		wantMem(t, d, run, "back into s1", 1, 1)
+		wantHigh(t, d, run, "back into s1", 1, 1)
+		OK(t, d.Free(p)) // the last launch's allocation is the caller's to free
+		wantMem(t, d, run, "after Device.Free", 1, 1)
+		OK(t, d.TrimGraphMem())
+		wantMem(t, d, run, "freed and trimmed", 0, 0)
 	}
 }

@@ -216,6 +216,8 @@ func deviceLaunchInstantiate(t *testing.T, d *gg.Device) {
 	s := NewStream(t, d)
 	buf := Must[gg.DevicePtr](t)(d.Malloc(256))
 	host := make([]byte, 64)
+	pinned := Must[[]byte](t)(d.MallocHost(64))
+	defer d.FreeHost(pinned)
 	ev := Must[*gg.Event](t)(d.NewEvent(0))
 	kernel := func(g *gg.Graph) { Must[*gg.Node](t)(g.AddKernelNode(kp(KA))) }
 	refused := []struct {
@@ -288,6 +290,9 @@ func deviceLaunchInstantiate(t *testing.T, d *gg.Device) {
 	}{
 		{"kernel", kernel},
 		{"device-to-device memcpy", func(g *gg.Graph) { Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(buf+128, buf, 64))) }},
+		// docs/driver-devlaunch.txt, "memcpy from pinned host memory".
+		{"memcpy from pinned host memory", func(g *gg.Graph) { Must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(buf, pinned))) }},
+		{"memcpy to pinned host memory", func(g *gg.Graph) { Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoH(pinned, buf))) }},
 		{"memset", func(g *gg.Graph) { Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(buf, 7, 16))) }},
 		{"child graph", func(g *gg.Graph) {
 			c := NewGraph(t, d)

@@ -170,3 +170,44 @@ func addFree(t *testing.T, g *gg.Graph, p gg.DevicePtr, deps ...*gg.Node) *gg.No
 	t.Helper()
 	return Must[*gg.Node](t)(g.AddMemFreeNode(p, deps...))
 }
+
+// memcpyForeignAllocation: a memcpy node added with the explicit API
+// cannot copy to or from the allocation of another graph's alloc node
+// (cuGraphAddMemcpyNode: CUDA_ERROR_INVALID_VALUE), be it a graph of its
+// own or one about to become a child graph of the allocating graph; the
+// allocating graph itself may. A refused node leaves its graph as it was.
+func memcpyForeignAllocation(t *testing.T, d *gg.Device) {
+	const size = 1 << 20
+	buf := Must[gg.DevicePtr](t)(d.Malloc(size))
+	defer d.Free(buf)
+	a := NewGraph(t, d)
+	an, p := AddAlloc(t, a, size)
+	own := Must[*gg.Node](t)(a.AddMemcpyNode(gg.DtoD(buf, p, size), an))
+	addFree(t, a, p, own)
+
+	b := NewGraph(t, d)
+	_, err := b.AddMemcpyNode(gg.DtoD(buf, p, size))
+	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = b.AddNode(gg.DtoD(p+64, buf, 64))
+	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = b.AddMemcpyNode(gg.DtoH(make([]byte, 64), p))
+	IsCode(t, err, gg.ErrInvalidValue)
+	if ns := Must[[]*gg.Node](t)(b.Nodes()); len(ns) != 0 {
+		t.Fatalf("refused nodes left %d nodes in the graph", len(ns))
+	}
+	// A node of b set to copy a's allocation keeps its parameters.
+	other := Must[gg.DevicePtr](t)(d.Malloc(size))
+	defer d.Free(other)
+	n := Must[*gg.Node](t)(b.AddMemcpyNode(gg.DtoD(other, buf, size)))
+	IsCode(t, n.SetParams(gg.DtoD(other, p, size)), gg.ErrInvalidValue)
+	if got := Must[gg.NodeParams](t)(n.Params()).(gg.MemcpyParams); got.Src != buf {
+		t.Fatalf("after a refused SetParams the node copies from %#x, want %#x", got.Src, buf)
+	}
+	// A graph to be embedded in a is another graph when the node is added.
+	child := NewGraph(t, d)
+	_, err = child.AddMemcpyNode(gg.DtoD(buf, p, size))
+	IsCode(t, err, gg.ErrInvalidValue)
+	OK(t, b.Destroy())
+	OK(t, child.Destroy())
+	OK(t, a.Destroy())
+}

@@ -40,6 +40,11 @@ var scenarios = []struct {
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},
 	{"MemPools", memPools},
+	{"MemcpyForeignAllocation", memcpyForeignAllocation},
+	// hostmem.go
+	{"PinnedHostMemory", pinnedHostMemory},
+	{"PinnedStreamCopies", pinnedStreamCopies},
+	{"PinnedGraphCopies", pinnedGraphCopies},
 	// conditional.go
 	{"ConditionalIf", conditionalIf},
 	{"ConditionalIfElse", conditionalIfElse},
@@ -90,4 +95,5 @@ var scenarios = []struct {
 	{"GraphMemUploadAtCall", graphMemUploadAtCall},
 	{"GraphMemStreamSwitchAtCall", graphMemStreamSwitchAtCall},
 	{"GraphMemFreedCountsUntilTrim", graphMemFreedCountsUntilTrim},
+	{"GraphMemAutoFreeOneLaunch", graphMemAutoFreeOneLaunch},
 }

@@ -149,6 +149,38 @@ func (d *Driver) MemAlloc(n int) (uint64, error) {
 
 func (d *Driver) MemFree(p uint64) error { return d.call("cuMemFree_v2", uintptr(p)) }
 
+// Flags of MemHostAlloc and MemHostRegister.
+const (
+	MemHostPortable  = 0x01 // CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTREGISTER_PORTABLE: pinned for every context
+	MemHostDeviceMap = 0x02 // CU_MEMHOSTALLOC_DEVICEMAP, CU_MEMHOSTREGISTER_DEVICEMAP: mapped into the devices' address space
+)
+
+// MemHostAlloc allocates n bytes of page-locked host memory
+// (cuMemHostAlloc). The memory is not Go memory: it stays where it is
+// until MemFreeHost.
+func (d *Driver) MemHostAlloc(n int, flags uint) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	err := d.call("cuMemHostAlloc", uintptr(unsafe.Pointer(&p)), uintptr(n), uintptr(flags))
+	return p, err
+}
+
+// MemFreeHost frees memory of MemHostAlloc (cuMemFreeHost).
+func (d *Driver) MemFreeHost(p unsafe.Pointer) error {
+	return d.call("cuMemFreeHost", uintptr(p))
+}
+
+// MemHostRegister page-locks the host memory of b (cuMemHostRegister_v2).
+// b must stay where it is, and alive, until MemHostUnregister.
+func (d *Driver) MemHostRegister(b []byte, flags uint) error {
+	return d.call("cuMemHostRegister_v2", uintptr(sliceptr(b)), uintptr(len(b)), uintptr(flags))
+}
+
+// MemHostUnregister unregisters the memory registered at p
+// (cuMemHostUnregister).
+func (d *Driver) MemHostUnregister(p unsafe.Pointer) error {
+	return d.call("cuMemHostUnregister", uintptr(p))
+}
+
 // MemcpyHtoDAsync copies the first n bytes of src to dst. src is Go memory
 // the driver reads until the copy has run: keep it alive until then.
 func (d *Driver) MemcpyHtoDAsync(dst uint64, src []byte, n int, stream uintptr) error {
