@@ -85,7 +85,31 @@ func (g *Graph) top() *Graph {
 // to or from the address range of an alloc node of another graph
 // (cuGraphAddMemcpyNode refuses it with CUDA_ERROR_INVALID_VALUE), even if
 // the copy's graph is later embedded in the allocation's.
+//
+// Memset nodes follow the same rule (measured: cuGraphAddMemsetNode on
+// another graph's allocation, tools/probe/memupdate.cu cases 3 and 7, and
+// a differential input on an H100): the range checked is from the first
+// byte set to the last.
 func (g *Graph) checkForeignCopy(opName string, on *Device, p NodeParams) error {
+	if m, ok := p.(MemsetParams); ok {
+		n := m.Width * m.ElementSize
+		if m.Height > 1 {
+			n += (m.Height - 1) * m.Pitch
+		}
+		if n <= 0 {
+			return nil
+		}
+		for _, d := range []*Device{g.dev, on} {
+			if d == nil {
+				continue
+			}
+			if a := d.allocs.foreign(g.top(), uint64(m.Dst), n); a != nil {
+				return newErr(opName, ErrInvalidValue, "the destination [%#x, +%d) is memory of %s of another graph: "+
+					"a memset node can set graph memory only of its own graph's alloc nodes", uint64(m.Dst), n, describeAlloc(a))
+			}
+		}
+		return nil
+	}
 	c, ok := p.(MemcpyParams)
 	if !ok || c.Size <= 0 {
 		return nil
