@@ -143,6 +143,21 @@ type replica struct {
 	side   *gg.Stream   // SyncOverlap: where the gradients are all-reduced
 }
 
+// captureStep captures one training step of r (its kernels and, with
+// several ranks, its all-reduces) and instantiates it.
+func (r *replica) captureStep() (*gg.Exec, error) {
+	if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
+		return nil, err
+	}
+	serr := r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
+	g, err := r.s.EndCapture()
+	if err = errors.Join(serr, err); err != nil {
+		return nil, err
+	}
+	defer g.Destroy()
+	return g.Instantiate(gg.InstantiateAutoFreeOnLaunch)
+}
+
 // job is the ranks this process drives.
 type job struct {
 	world int
@@ -452,16 +467,8 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if err := r.dev.DefaultMemPool().TrimTo(0); err != nil {
 			return err
 		}
-		if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
-			return err
-		}
-		serr := r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
-		g, err := r.s.EndCapture()
-		if err = errors.Join(serr, err); err != nil {
-			return err
-		}
-		defer g.Destroy()
-		r.exec, err = g.Instantiate(gg.InstantiateAutoFreeOnLaunch)
+		var err error
+		r.exec, err = r.captureStep()
 		return err
 	}); err != nil {
 		return err
@@ -646,16 +653,8 @@ func (j *job) profile(w io.Writer, cfg trainConfig, ds *train.Dataset) (err erro
 		i := slices.Index(j.reps, r)
 		r.model.Mark = profs[i].Mark
 		defer func() { r.model.Mark = nil }()
-		if err := r.s.BeginCapture(gg.CaptureModeRelaxed); err != nil {
-			return err
-		}
-		serr := r.model.Step(r.s, r.static.X, r.static.Y, r.static.Loss)
-		g, err := r.s.EndCapture()
-		if err = errors.Join(serr, err); err != nil {
-			return err
-		}
-		defer g.Destroy()
-		execs[i], err = g.Instantiate(gg.InstantiateAutoFreeOnLaunch)
+		var err error
+		execs[i], err = r.captureStep()
 		return err
 	}); err != nil {
 		return fmt.Errorf("--profile: %w", err)

@@ -239,6 +239,36 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	IsCode(t, err, gg.ErrInvalidValue)
 }
 
+// launchAndRead returns a function that zeroes n words at p, launches e
+// and checks the words against want.
+func launchAndRead(t *testing.T, d *gg.Device, s *gg.Stream, e *gg.Exec, p gg.DevicePtr, n int) func(want []uint32) {
+	return func(want []uint32) {
+		t.Helper()
+		OK(t, d.Memset(gg.Memset32(p, 0, n)))
+		OK(t, e.Launch(s))
+		OK(t, s.Synchronize())
+		equalU32(t, ReadU32(t, d, p, n), want...)
+	}
+}
+
+// nestedSlots returns the nodes of the graph embedded in child graph node
+// cn and of the one graph embedded in it, with the word each writes, as
+// setEnabledNested lays them out: the innermost graph's two nodes write
+// words 0 and 1, the middle graph's own nodes (made before its child graph
+// node) words 2, 3, ... in creation order.
+func nestedSlots(t *testing.T, cn *gg.Node) (nodes []*gg.Node, slots []int) {
+	for _, n := range Must[[]*gg.Node](t)(Must[*gg.Graph](t)(cn.ChildGraph()).Nodes()) {
+		if n.Type() == gg.NodeChildGraph {
+			for i, m := range Must[[]*gg.Node](t)(Must[*gg.Graph](t)(n.ChildGraph()).Nodes()) {
+				nodes, slots = append(nodes, m), append(slots, i)
+			}
+			continue
+		}
+		nodes, slots = append(nodes, n), append(slots, 2+len(slots))
+	}
+	return nodes, slots
+}
+
 // setEnabledNested: Exec.SetEnabled and Exec.SetParams on a node of a
 // child graph embedded one and two levels deep reach that node and no
 // other. On cuda each embedded graph is the driver's clone, whose nodes are
@@ -261,28 +291,10 @@ func setEnabledNested(t *testing.T, d *gg.Device) {
 	bn := Must[*gg.Node](t)(a.AddChildGraphNode(b))
 	e := Must[*gg.Exec](t)(a.Instantiate(0))
 	all := []uint32{10, 11, 20, 21, 30, 31}
-	run := func(want []uint32) {
-		t.Helper()
-		OK(t, d.Memset(gg.Memset32(p, 0, 6)))
-		OK(t, e.Launch(s))
-		OK(t, s.Synchronize())
-		equalU32(t, ReadU32(t, d, p, 6), want...)
-	}
+	run := launchAndRead(t, d, s, e, p, 6)
 	run(all)
 	// The kernel nodes of the embedded graphs, and the slot each writes.
-	eb := Must[*gg.Graph](t)(bn.ChildGraph())
-	var nested []*gg.Node
-	var slots []int
-	for _, n := range Must[[]*gg.Node](t)(eb.Nodes()) {
-		if n.Type() == gg.NodeChildGraph {
-			ec := Must[*gg.Graph](t)(n.ChildGraph())
-			for i, m := range Must[[]*gg.Node](t)(ec.Nodes()) {
-				nested, slots = append(nested, m), append(slots, i)
-			}
-			continue
-		}
-		nested, slots = append(nested, n), append(slots, 2+len(slots))
-	}
+	nested, slots := nestedSlots(t, bn)
 	if len(nested) != 4 {
 		t.Fatalf("%d kernel nodes in the embedded graphs, want 4", len(nested))
 	}
@@ -316,26 +328,9 @@ func setEnabledNested(t *testing.T, d *gg.Device) {
 	bn2 := Must[*gg.Node](t)(a2.AddChildGraphNode(b2))
 	e2 := Must[*gg.Exec](t)(a2.Instantiate(0))
 	all2 := []uint32{1, 7, 2, 7}
-	run2 := func(want []uint32) {
-		t.Helper()
-		OK(t, d.Memset(gg.Memset32(q, 0, 4)))
-		OK(t, e2.Launch(s))
-		OK(t, s.Synchronize())
-		equalU32(t, ReadU32(t, d, q, 4), want...)
-	}
+	run2 := launchAndRead(t, d, s, e2, q, 4)
 	run2(all2)
-	eb2 := Must[*gg.Graph](t)(bn2.ChildGraph())
-	var copies []*gg.Node
-	var cslots []int
-	for _, n := range Must[[]*gg.Node](t)(eb2.Nodes()) {
-		if n.Type() == gg.NodeChildGraph {
-			for i, m := range Must[[]*gg.Node](t)(Must[*gg.Graph](t)(n.ChildGraph()).Nodes()) {
-				copies, cslots = append(copies, m), append(cslots, i)
-			}
-			continue
-		}
-		copies, cslots = append(copies, n), append(cslots, 2+len(cslots))
-	}
+	copies, cslots := nestedSlots(t, bn2)
 	for i, n := range copies {
 		OK(t, e2.SetEnabled(n, false))
 		if on := Must[bool](t)(e2.Enabled(n)); on {
