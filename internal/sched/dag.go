@@ -89,14 +89,16 @@ func (d *DAG) links() {
 // takes (its grain, sampled while nodes run) and the ready set:
 //
 //   - A node that takes longer than waking a helper costs the waker
-//     (wakeUpNs) pays for a helper by itself: whenever a worker has a ready
-//     node on its deque, no worker is looking for work (searching), and a
-//     helper sleeps, one is woken. A worker that finds work while more
-//     waits wakes the next, so helpers join one after another as long as
-//     nodes wait: a wavefront or a tree, whose few ready nodes at a time
-//     never add up to much waiting work, gets every core its ready set can
-//     use, while few workers at a time spin for work. (Taskflow's notifier
-//     keeps one thief awake while work exists, the same rule.)
+//     (wakeUpNs) pays for a helper by itself: whenever a worker has ready
+//     nodes on its deque, fewer workers are looking for work (searching)
+//     than those nodes, and a helper sleeps, one is woken. A thief that
+//     finds work while more waits on its victim wakes the next, so helpers
+//     join as long as nodes wait: a wavefront or a tree, whose few ready
+//     nodes at a time never add up to much waiting work, gets every core
+//     its ready set can use, while few workers at a time spin for work.
+//     (Taskflow's notifier wakes a worker on every push unless one is
+//     stealing; the rule here is the same for a push of one node, and
+//     wakes several at once for a wide fan-out.)
 //   - Shorter nodes recruit when the ready nodes on the worker's deque and
 //     the shared stack times the grain cover what a wake-up costs (wakeNs),
 //     per helper already active: a graph of nodes that take nanoseconds
@@ -125,11 +127,14 @@ type Runner struct {
 	stack   []int32      // the shared stack, under mu
 	queued  atomic.Int32 // len(stack), readable without the lock
 	helpers atomic.Int32 // active helpers, recruited and not yet left
+	waiting atomic.Bool  // the owner sleeps on cond; set under mu
+	helpFn  func()
+	_       [64]byte // workers read the fields above before every node; searching changes often
 	// searching counts helpers recruited that have not yet found a node,
-	// and workers looking for one: while one is, a push wakes nobody.
+	// and workers looking for one: while as many search as nodes wait, a
+	// push wakes nobody.
 	searching atomic.Int32
-	waiting   atomic.Bool // the owner sleeps on cond; set under mu
-	helpFn    func()
+	_         [60]byte
 
 	fired []atomic.Uint32 // per node, the early ports triggered this run
 	later []atomic.Bool   // nodes that called Later while running (later.go)
@@ -158,8 +163,10 @@ const (
 	wakeNs = 5000
 	// wakeUpNs is what waking a helper costs the worker that wakes it
 	// (handing it the run and waking an idle core, measured at 0.3 to
-	// 1 µs): a node that takes longer is worth a helper of its own.
-	wakeUpNs    = 1000
+	// 1 µs): a node that takes longer is worth a helper of its own. The
+	// middle of that range: a 1 µs node, timed at a little less on a
+	// busy core, must still count as long.
+	wakeUpNs    = 500
 	schedNs     = 20
 	sampleEvery = 256
 	// A run is timed whole once in timeRunsEvery runs, the first included:
@@ -197,7 +204,7 @@ func (r *Runner) worthHelper(q int64) bool {
 		return false
 	}
 	if r.long() {
-		return r.searching.Load() == 0
+		return int64(r.searching.Load()) < q
 	}
 	return q*(r.grain.Load()+schedNs) >= wakeNs*int64(r.helpers.Load()+1)
 }
@@ -645,6 +652,9 @@ func (r *Runner) steal(w *worker) int32 {
 					contended = true
 				default:
 					w.victim = v
+					if w.q != nil && !r.long() {
+						r.stealMore(w, &r.slots[v].q)
+					}
 					return x
 				}
 			}
@@ -655,6 +665,26 @@ func (r *Runner) steal(w *worker) int32 {
 		}
 	}
 	return empty
+}
+
+// stealMore takes up to half of what is left on v, popBatch at most, onto
+// w's own deque, one node at a time: nodes shorter than a wake-up cost
+// about what a steal costs, and thieves that each took one would all
+// contend for the top of one deque. Thieves spread out instead, stealing
+// from each other.
+func (r *Runner) stealMore(w *worker, v *deque) {
+	for k := min(popBatch-1, v.size()/2); k > 0; k-- {
+		x := v.steal()
+		if x < 0 {
+			return
+		}
+		if !w.q.push(x) { // w's deque was empty: not expected
+			r.mu.Lock()
+			r.stack = append(r.stack, x)
+			r.publish()
+			return
+		}
+	}
 }
 
 // anyWork reports whether a ready node waits anywhere.
