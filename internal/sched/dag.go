@@ -83,8 +83,9 @@ func (d *DAG) links() {
 // them otherwise (TestRunnerHandsOverWork).
 //
 // A worker out of work spins a little, watching the other deques, then
-// leaves the run (a helper goes back to the pool, where it sleeps on a
-// channel) or sleeps until a push wakes it (the owner). Helpers are
+// leaves the run (a helper goes back to the pool, where it lingers briefly
+// and then sleeps on a channel: Pool) or sleeps until a push wakes it (the
+// owner). Helpers are
 // recruited when the work waiting is worth one, judged from the time a node
 // takes (its grain, sampled while nodes run) and the ready set:
 //
@@ -394,8 +395,9 @@ func (r *Runner) steps(w *worker, node int32, owner bool) (next int32) {
 			}
 		}
 		// Work is waiting while this worker is busy: try again to get help
-		// (a helper busy at push time may be idle now).
-		if r.share && int(r.helpers.Load()) < r.pool.size {
+		// (a helper busy at push time may be idle now). Short nodes look
+		// every eighth node: a chain of them pays for no look at all.
+		if r.share && (w.count&7 == 0 || r.long()) && int(r.helpers.Load()) < r.pool.size {
 			if q := r.waitingFor(w); q > 0 {
 				r.recruit(q)
 			}
@@ -480,6 +482,8 @@ func (r *Runner) release(w *worker, succ []int32) int32 {
 	d := r.dag
 	next := int32(-1)
 	pushed, locked := false, false
+	long := r.long()
+	b := int64(-1) // w.q's bottom, with the nodes staged so far
 	for _, s := range succ {
 		if d.InDegree[s] != 1 && r.pending[s].Add(-1) != 0 {
 			continue
@@ -494,15 +498,33 @@ func (r *Runner) release(w *worker, succ []int32) int32 {
 				w.n++
 				continue
 			}
-		} else if w.q != nil && w.q.push(s) {
-			pushed = true
-			continue
+		} else if w.q != nil {
+			if b < 0 {
+				b = w.q.bottom.Load()
+			}
+			if w.q.stage(b, s) {
+				b++
+				// Long nodes are published one by one, and a helper can
+				// start on the first while the rest are pushed; short
+				// ones all at once.
+				if long {
+					w.q.publish(b)
+					if !pushed {
+						r.recruit(1)
+					}
+				}
+				pushed = true
+				continue
+			}
 		}
 		if !locked {
 			r.mu.Lock()
 			locked = true
 		}
 		r.stack = append(r.stack, s)
+	}
+	if pushed && !long {
+		w.q.publish(b)
 	}
 	if locked {
 		r.publish()
@@ -577,13 +599,22 @@ func (r *Runner) take(w *worker, owner bool) int32 {
 // find takes a ready node for w without waiting: its own newest, else from
 // the shared stack, else stolen from another worker; -1 if none.
 func (r *Runner) find(w *worker) int32 {
-	if w.q != nil {
-		if x := w.q.pop(); x >= 0 {
-			return x
-		}
-	} else if w.n > 0 {
+	if w.n > 0 {
 		w.n--
 		return w.local[w.n]
+	}
+	if w.q != nil {
+		if !r.long() {
+			// Short nodes a batch at a time, kept private: one store of
+			// bottom for several nodes, and none of them holds the
+			// worker long.
+			if k := w.q.popN(w.local[:popBatch]); k > 0 {
+				w.n = k - 1
+				return w.local[k-1]
+			}
+		} else if x := w.q.pop(); x >= 0 {
+			return x
+		}
 	}
 	if r.queued.Load() > 0 {
 		if x := r.popShared(w); x >= 0 {

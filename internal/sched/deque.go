@@ -69,6 +69,45 @@ func (q *deque) pop() int32 {
 	return x
 }
 
+// stage writes x at index b, at or above the bottom, without making it
+// visible: the owner stages a run of nodes and publishes them with one
+// store of bottom (publish). It reports false when the deque is full.
+func (q *deque) stage(b int64, x int32) bool {
+	if b-q.top.Load() > q.mask {
+		return false
+	}
+	q.buf[b&q.mask].Store(x)
+	return true
+}
+
+// publish makes the nodes staged below b visible to thieves.
+func (q *deque) publish(b int64) { q.bottom.Store(b) }
+
+// popN takes up to len(dst) of the newest nodes into dst, the newest last,
+// with one store of bottom; it returns how many. Only the owner calls it.
+// It leaves the oldest node to the thieves, or takes it alone with pop.
+func (q *deque) popN(dst []int32) int {
+	b := q.bottom.Load()
+	n := b - q.top.Load()
+	if n > 1 {
+		k := min(int64(len(dst)), n-1)
+		nb := b - k
+		q.bottom.Store(nb) // before reading top, as in pop
+		if q.top.Load() < nb {
+			for i := range k {
+				dst[i] = q.buf[(nb+i)&q.mask].Load()
+			}
+			return int(k)
+		}
+		q.bottom.Store(b) // thieves reached the batch: one at a time
+	}
+	if x := q.pop(); x >= 0 {
+		dst[0] = x
+		return 1
+	}
+	return 0
+}
+
 // steal takes the oldest node; any worker may call it.
 func (q *deque) steal() int32 {
 	t := q.top.Load()

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// Every node pushed is taken exactly once, by the owner's pops or by
-// thieves, while the owner pushes and pops and three thieves steal.
+// Every node pushed is taken exactly once, by the owner's pops (one or a
+// batch at a time) or by thieves, while three thieves steal.
 func TestDequeTakesEveryNodeOnce(t *testing.T) {
 	const n = 20000
 	q := newDeque(64)
@@ -34,8 +34,15 @@ func TestDequeTakesEveryNodeOnce(t *testing.T) {
 				taken[x].Add(1)
 			}
 		}
-		if x := q.pop(); x >= 0 {
-			taken[x].Add(1)
+		if i%2 == 0 {
+			if x := q.pop(); x >= 0 {
+				taken[x].Add(1)
+			}
+		} else {
+			var batch [4]int32
+			for _, x := range batch[:q.popN(batch[:])] {
+				taken[x].Add(1)
+			}
 		}
 	}
 	for x := q.pop(); x >= 0; x = q.pop() {
