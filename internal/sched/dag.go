@@ -68,38 +68,46 @@ func (d *DAG) links() {
 // Runner executes a DAG repeatedly. All per-run state is allocated once, so a
 // run allocates nothing. Runs of one Runner must not overlap.
 //
-// Scheduling: a worker that finishes a node keeps the first successor it made
-// ready and runs it next (a chain never leaves the worker). Further ready
-// successors go onto the shared stack in one critical section, from which
-// the owner and helpers pull in batches; an idle pool helper is recruited
-// when the stack has work and fewer helpers are active than the pool has.
-// With no helpers (a pool of size 0: one thread), ready nodes go onto the
-// worker's own stack instead, which costs no lock: nobody else could take
-// them. With helpers they must not stay private: a worker may run a long
+// Scheduling is work stealing. The goroutine that calls Run (the owner) and
+// the pool helpers it recruits each have a slot with a deque of ready
+// nodes. A worker that finishes a node keeps the first successor it made
+// ready and runs it next (a chain never leaves the worker); further ready
+// successors go onto its own deque, which it pops newest first when its
+// chain ends. A worker with an empty deque steals the oldest node from
+// another's. Nodes made ready outside the workers (Later's Done, early
+// triggers, a fan-out wider than a deque) go onto a shared stack under a
+// mutex. With no helpers (a pool of size 0: one thread), ready nodes go onto
+// the worker's own plain stack, which costs no atomics: nobody else could
+// take them. With helpers they must be stealable: a worker may run a long
 // or blocking node while holding them, and an idle worker could not reach
-// them (TestRunnerHandsOverWork).
+// them otherwise (TestRunnerHandsOverWork).
 //
-// Helpers are recruited when the work waiting is worth one, judged from the
-// time a node takes (its grain, sampled while nodes run) and the ready set:
+// A worker out of work spins a little, watching the other deques, then
+// leaves the run (a helper goes back to the pool, where it lingers briefly
+// and then sleeps on a channel: Pool) or sleeps until a push wakes it (the
+// owner). Helpers are
+// recruited when the work waiting is worth one, judged from the time a node
+// takes (its grain, sampled while nodes run) and the ready set:
 //
 //   - A node that takes longer than waking a helper costs the waker
-//     (wakeUpNs) pays for a helper by itself: whenever a ready node waits
-//     on the shared stack, no helper is already on its way or looking for
-//     work (searching), and one sleeps, one is woken. A helper that finds
-//     work while more waits wakes the next, so helpers join one after
-//     another as long as nodes wait: a wavefront or a tree, whose few ready
+//     (wakeUpNs) pays for a helper by itself: whenever a worker has ready
+//     nodes on its deque, fewer workers are looking for work (searching)
+//     than those nodes, and a helper sleeps, one is woken. A thief that
+//     finds work while more waits on its victim wakes the next, so helpers
+//     join as long as nodes wait: a wavefront or a tree, whose few ready
 //     nodes at a time never add up to much waiting work, gets every core
-//     its ready set can use, while at most one helper at a time spins for
-//     work. (Taskflow's notifier keeps one thief awake while work exists,
-//     the same rule.)
-//   - Shorter nodes recruit when the ready nodes on the shared stack times
-//     the grain cover what a wake-up costs (wakeNs), per helper already
-//     active: a graph of nodes that take nanoseconds stays on one worker,
-//     or a few, because handing such a node to another core costs more
-//     than running it. (Taskflow wakes a worker whenever it pushes a task
-//     and none is looking; with sixteen workers on a 1000-node tree of
-//     empty tasks, that made every node cost 200 ns, most of it workers
-//     contending for tasks.)
+//     its ready set can use, while few workers at a time spin for work.
+//     (Taskflow's notifier wakes a worker on every push unless one is
+//     stealing; the rule here is the same for a push of one node, and
+//     wakes several at once for a wide fan-out.)
+//   - Shorter nodes recruit when the ready nodes on the worker's deque and
+//     the shared stack times the grain cover what a wake-up costs (wakeNs),
+//     per helper already active: a graph of nodes that take nanoseconds
+//     stays on one worker, or a few, because handing such a node to another
+//     core costs more than running it. (Taskflow wakes a worker whenever it
+//     pushes a task and none is looking; with sixteen workers on a
+//     1000-node tree of empty tasks, that made every node cost 200 ns, most
+//     of it workers contending for tasks.)
 type Runner struct {
 	dag     *DAG
 	pool    *Pool
@@ -110,17 +118,24 @@ type Runner struct {
 	pending   []atomic.Int32
 	remaining atomic.Int32 // sinks not yet run: all nodes are done when none are left
 	sinks     int32
-	queued    atomic.Int32 // len(stack), readable without the lock
+
+	// slots[0] is the owner's, the others are claimed by helpers while
+	// they work on the run. nil without helpers.
+	slots []slot
 
 	mu      sync.Mutex
 	cond    sync.Cond
-	stack   []int32
-	helpers atomic.Int32 // active helpers; decremented under mu
+	stack   []int32      // the shared stack, under mu
+	queued  atomic.Int32 // len(stack), readable without the lock
+	helpers atomic.Int32 // active helpers, recruited and not yet left
+	waiting atomic.Bool  // the owner sleeps on cond; set under mu
+	helpFn  func()
+	_       [64]byte // workers read the fields above before every node; searching changes often
 	// searching counts helpers recruited that have not yet found a node,
-	// and helpers looking for one: while one is, a push wakes nobody.
+	// and workers looking for one: while as many search as nodes wait, a
+	// push wakes nobody.
 	searching atomic.Int32
-	waiting   bool // the owner sleeps on cond
-	helpFn    func()
+	_         [60]byte
 
 	fired []atomic.Uint32 // per node, the early ports triggered this run
 	later []atomic.Bool   // nodes that called Later while running (later.go)
@@ -133,6 +148,14 @@ type Runner struct {
 	recruited atomic.Int64 // helpers recruited, for tests
 }
 
+// slot is one worker's place in a run: its deque, and whether a helper
+// holds it.
+type slot struct {
+	q       deque
+	claimed atomic.Bool
+	_       [60]byte
+}
+
 // Recruiting: a helper is worth waking when the work waiting on the shared
 // stack, per worker already active, is at least wakeNs. schedNs is what a
 // node costs the scheduler beyond its exec. A node's exec is timed once
@@ -141,14 +164,21 @@ const (
 	wakeNs = 5000
 	// wakeUpNs is what waking a helper costs the worker that wakes it
 	// (handing it the run and waking an idle core, measured at 0.3 to
-	// 1 µs): a node that takes longer is worth a helper of its own.
-	wakeUpNs    = 1000
+	// 1 µs): a node that takes longer is worth a helper of its own. The
+	// middle of that range: a 1 µs node, timed at a little less on a
+	// busy core, must still count as long.
+	wakeUpNs    = 500
 	schedNs     = 20
 	sampleEvery = 256
 	// A run is timed whole once in timeRunsEvery runs, the first included:
 	// a node that blocks or runs long between samples shows in the run's
 	// time per node, which then becomes the grain (checkRun).
 	timeRunsEvery = 32
+	// spinRounds bounds how many times a worker out of work yields and
+	// looks again before it leaves the run or sleeps: for short nodes the
+	// next ready node usually appears within microseconds, and waking a
+	// worker again costs microseconds.
+	spinRounds = 100
 )
 
 // checkRun compares a whole run's time per node with the grain: a run much
@@ -169,15 +199,13 @@ func nanotime() int64
 // long reports whether a node takes longer than a wake-up costs.
 func (r *Runner) long() bool { return r.grain.Load()+schedNs >= wakeUpNs }
 
-// worthHelper reports whether the nodes waiting on the shared stack are
-// worth one more helper.
-func (r *Runner) worthHelper() bool {
-	q := int64(r.queued.Load())
-	if q == 0 {
+// worthHelper reports whether q nodes waiting are worth one more helper.
+func (r *Runner) worthHelper(q int64) bool {
+	if q <= 0 {
 		return false
 	}
 	if r.long() {
-		return r.searching.Load() == 0
+		return int64(r.searching.Load()) < q
 	}
 	return q*(r.grain.Load()+schedNs) >= wakeNs*int64(r.helpers.Load()+1)
 }
@@ -198,13 +226,21 @@ func (r *Runner) sample(node int32) {
 
 // NewRunner prepares to run d on pool, calling exec for every node.
 func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
+	n := len(d.InDegree)
 	r := &Runner{
 		dag:     d,
 		pool:    pool,
 		exec:    exec,
 		share:   pool.size > 0,
-		pending: make([]atomic.Int32, len(d.InDegree)),
-		stack:   make([]int32, 0, len(d.InDegree)),
+		pending: make([]atomic.Int32, n),
+	}
+	if r.share {
+		r.slots = make([]slot, pool.size+1)
+		for i := range r.slots {
+			r.slots[i].q = newDeque(n)
+		}
+	} else {
+		r.stack = make([]int32, 0, n)
 	}
 	r.cond.L = &r.mu
 	r.helpFn = r.help
@@ -212,7 +248,7 @@ func NewRunner(d *DAG, pool *Pool, exec func(node int32)) *Runner {
 	// first launch of a graph of heavy nodes must not run them one by one.
 	r.grain.Store(wakeNs)
 	if d.EarlyOff != nil {
-		r.fired = make([]atomic.Uint32, len(d.InDegree))
+		r.fired = make([]atomic.Uint32, n)
 	}
 	for i := range d.InDegree {
 		if d.SuccOff[i] == d.SuccOff[i+1] {
@@ -250,15 +286,22 @@ func (r *Runner) Run() {
 	if timed {
 		t0 = nanotime()
 	}
-	roots := r.dag.Roots
-	if len(roots) > 1 {
-		r.mu.Lock()
-		r.stack = append(r.stack, roots[1:]...)
-		r.queued.Store(int32(len(r.stack)))
-		r.mu.Unlock()
-		r.recruit()
+	if roots := r.dag.Roots[1:]; len(roots) > 0 {
+		if r.share { // the owner's deque, as if the owner had made them ready
+			q := &r.slots[0].q
+			for len(roots) > 0 && q.push(roots[0]) {
+				roots = roots[1:]
+			}
+		}
+		if len(roots) > 0 {
+			r.mu.Lock()
+			r.stack = append(r.stack, roots...)
+			r.publish()
+		} else {
+			r.recruit(r.slots[0].q.size())
+		}
 	}
-	r.work(roots[0], true)
+	r.work(r.dag.Roots[0], true)
 	if timed {
 		r.checkRun(nanotime()-t0, n)
 	}
@@ -269,23 +312,26 @@ func (r *Runner) Run() {
 		return
 	}
 	r.mu.Lock()
+	r.waiting.Store(true)
 	for r.helpers.Load() > 0 {
-		r.waiting = true
 		r.cond.Wait()
 	}
-	r.waiting = false
+	r.waiting.Store(false)
 	r.mu.Unlock()
 }
 
-// localCap bounds a worker's own stack of ready nodes; more go to the
-// shared stack.
+// localCap bounds a worker's own stack of ready nodes when it has no deque;
+// more go to the shared stack.
 const localCap = 64
 
-// worker is one goroutine's part of a run: the ready nodes it keeps.
+// worker is one goroutine's part of a run.
 type worker struct {
-	n         int
+	n         int    // ready nodes in local (no deque)
 	count     uint32 // nodes run, for sampling their time
-	searching bool   // a helper counted in Runner.searching
+	searching bool   // counted in Runner.searching
+	self      int    // slot index; -1: none (no helpers, or a helper beyond the pool)
+	victim    int    // the slot to steal from first
+	q         *deque // slots[self].q, or nil
 	local     [localCap]int32
 }
 
@@ -294,11 +340,20 @@ const done = -2
 
 func (r *Runner) work(node int32, owner bool) {
 	var w worker
+	w.self = -1
 	if owner {
 		w.count = r.ownerAt
+		if r.share {
+			w.self = 0
+		}
 	} else {
 		w.count = 1        // a helper times its 256th node, not its first: the owner times the first ones
 		w.searching = true // counted by recruit
+		w.self = r.claim()
+	}
+	if w.self >= 0 {
+		w.q = &r.slots[w.self].q
+		w.victim = w.self + 1
 	}
 	for node != done {
 		node = r.steps(&w, node, owner)
@@ -308,7 +363,18 @@ func (r *Runner) work(node int32, owner bool) {
 	}
 }
 
-// steps runs nodes, starting with node (or one taken from a stack when node
+// claim takes a free helper slot, or returns -1 when none is free (a
+// helper started beyond the pool by an early trigger).
+func (r *Runner) claim() int {
+	for i := 1; i < len(r.slots); i++ {
+		if !r.slots[i].claimed.Load() && r.slots[i].claimed.CompareAndSwap(false, true) {
+			return i
+		}
+	}
+	return -1
+}
+
+// steps runs nodes, starting with node (or one taken from a queue when node
 // is negative), until the worker has no more (it returns done) or exec
 // panics: then the panicking node is finished as if it had returned, and
 // steps returns the node to go on with.
@@ -329,9 +395,12 @@ func (r *Runner) steps(w *worker, node int32, owner bool) (next int32) {
 			}
 		}
 		// Work is waiting while this worker is busy: try again to get help
-		// (a helper busy at push time may be idle now).
-		if r.share && r.queued.Load() > 0 && int(r.helpers.Load()) < r.pool.size {
-			r.recruit()
+		// (a helper busy at push time may be idle now). Short nodes look
+		// every eighth node: a chain of them pays for no look at all.
+		if r.share && (w.count&7 == 0 || r.long()) && int(r.helpers.Load()) < r.pool.size {
+			if q := r.waitingFor(w); q > 0 {
+				r.recruit(q)
+			}
 		}
 		cur = node
 		if w.count++; w.count%sampleEvery == 1 || w.count <= 4 && owner {
@@ -344,6 +413,16 @@ func (r *Runner) steps(w *worker, node int32, owner bool) (next int32) {
 			return done
 		}
 	}
+}
+
+// waitingFor is the number of ready nodes waiting that w could hand over:
+// its own deque's and the shared stack's.
+func (r *Runner) waitingFor(w *worker) int64 {
+	q := int64(r.queued.Load())
+	if w.q != nil {
+		q += w.q.size()
+	}
+	return q
 }
 
 // finish accounts for node having run: it releases its successors and
@@ -371,11 +450,7 @@ func (r *Runner) finish(w *worker, node int32, owner bool) int32 {
 			if owner {
 				return done
 			}
-			r.mu.Lock()
-			if r.waiting {
-				r.cond.Broadcast()
-			}
-			r.mu.Unlock()
+			r.wakeOwner()
 		}
 		return -1
 	case 1: // its successor has other predecessors: Next covers the rest
@@ -387,14 +462,28 @@ func (r *Runner) finish(w *worker, node int32, owner bool) int32 {
 	return r.release(w, d.Succ[lo:hi])
 }
 
+// wakeOwner wakes the owner if it sleeps on cond. The caller has just
+// changed what the owner waits for (a node pushed, the run over, a helper
+// gone) with an atomic write; the owner sets waiting before it looks at
+// those under mu, so one of the two sees the other's write.
+func (r *Runner) wakeOwner() {
+	if r.waiting.Load() {
+		r.mu.Lock()
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
 // release marks one dependency of each successor done and returns the first
-// one that became ready; the others that became ready go on the shared
-// stack in one critical section (a fan-out of thousands takes the lock
-// once), or, with no helpers, on the worker's own while it has room.
+// one that became ready; the others that became ready go on the worker's
+// deque (or, with no helpers, on its plain stack), and what does not fit
+// on the shared stack in one critical section.
 func (r *Runner) release(w *worker, succ []int32) int32 {
 	d := r.dag
 	next := int32(-1)
-	pushed := false
+	pushed, locked := false, false
+	long := r.long()
+	b := int64(-1) // w.q's bottom, with the nodes staged so far
 	for _, s := range succ {
 		if d.InDegree[s] != 1 && r.pending[s].Add(-1) != 0 {
 			continue
@@ -403,40 +492,276 @@ func (r *Runner) release(w *worker, succ []int32) int32 {
 			next = s
 			continue
 		}
-		if !r.share && w.n < localCap {
-			w.local[w.n] = s
-			w.n++
-			continue
+		if !r.share {
+			if w.n < localCap {
+				w.local[w.n] = s
+				w.n++
+				continue
+			}
+		} else if w.q != nil {
+			if b < 0 {
+				b = w.q.bottom.Load()
+			}
+			if w.q.stage(b, s) {
+				b++
+				// Long nodes are published one by one, and a helper can
+				// start on the first while the rest are pushed; short
+				// ones all at once.
+				if long {
+					w.q.publish(b)
+					if !pushed {
+						r.recruit(1)
+					}
+				}
+				pushed = true
+				continue
+			}
 		}
-		if !pushed {
+		if !locked {
 			r.mu.Lock()
-			pushed = true
+			locked = true
 		}
 		r.stack = append(r.stack, s)
 	}
-	if pushed {
+	if pushed && !long {
+		w.q.publish(b)
+	}
+	if locked {
 		r.publish()
+	} else if pushed {
+		if r.waiting.Load() {
+			r.wakeOwner()
+		} else {
+			r.recruit(w.q.size())
+		}
 	}
 	return next
 }
 
-// take returns the next ready node for the worker: its own newest, else a
-// batch from the shared stack (the owner waits for one while the run is
-// not over), else -1.
+// take returns the next ready node for the worker, or -1 when it has
+// finished with the run: a helper then has left it; the owner returns -1
+// only once the run is over.
 func (r *Runner) take(w *worker, owner bool) int32 {
-	if w.n == 0 {
-		if w.n = r.pop(owner, w); w.n == 0 {
-			return -1
+	spins := 0
+	for {
+		if x := r.find(w); x >= 0 {
+			if w.searching {
+				w.searching = false
+				r.searching.Add(-1)
+				// A thief that finds work while more waits wakes the next.
+				q := int64(r.queued.Load())
+				if w.victim < len(r.slots) {
+					q += r.slots[w.victim].q.size()
+				}
+				r.recruit(q)
+			}
+			return x
 		}
+		if r.remaining.Load() == 0 {
+			break
+		}
+		if !w.searching {
+			w.searching = true
+			r.searching.Add(1)
+		}
+		if spins < spinRounds {
+			spins++
+			spinPause()
+			continue
+		}
+		// Nothing for a while. Stop searching, so that a push recruits,
+		// then look once more: a push that saw this worker searching and
+		// woke nobody is seen here.
+		w.searching = false
+		r.searching.Add(-1)
+		if owner {
+			if !r.sleep() {
+				break
+			}
+			spins = 0
+			continue
+		}
+		if !r.anyWork() {
+			break
+		}
+		spins = spinRounds - 1 // work appeared: look again, briefly
 	}
-	w.n--
-	return w.local[w.n]
+	if w.searching {
+		w.searching = false
+		r.searching.Add(-1)
+	}
+	if !owner {
+		r.leave(w)
+	}
+	return -1
 }
 
-// recruit offers the run to one idle pool helper, if fewer are helping than
-// the pool has.
-func (r *Runner) recruit() {
-	if r.pool.idle.Load() == 0 || !r.worthHelper() {
+// find takes a ready node for w without waiting: its own newest, else from
+// the shared stack, else stolen from another worker; -1 if none.
+func (r *Runner) find(w *worker) int32 {
+	if w.n > 0 {
+		w.n--
+		return w.local[w.n]
+	}
+	if w.q != nil {
+		if !r.long() {
+			// Short nodes a batch at a time, kept private: one store of
+			// bottom for several nodes, and none of them holds the
+			// worker long.
+			if k := w.q.popN(w.local[:popBatch]); k > 0 {
+				w.n = k - 1
+				return w.local[k-1]
+			}
+		} else if x := w.q.pop(); x >= 0 {
+			return x
+		}
+	}
+	if r.queued.Load() > 0 {
+		if x := r.popShared(w); x >= 0 {
+			return x
+		}
+	}
+	if r.share {
+		return r.steal(w)
+	}
+	return empty
+}
+
+// popBatch bounds how many ready nodes a worker takes from the shared stack
+// at once.
+const popBatch = 8
+
+// popShared takes a node from the shared stack, and with it a fair share of
+// the rest, up to popBatch, onto w's deque or plain stack, so that a wide
+// fan-out costs one lock per batch. A helper without a deque takes one
+// node: nobody could steal a private batch from it.
+func (r *Runner) popShared(w *worker) int32 {
+	r.mu.Lock()
+	k := len(r.stack)
+	if k == 0 {
+		r.mu.Unlock()
+		return empty
+	}
+	k--
+	x := r.stack[k]
+	more := min(popBatch-1, k/(int(r.helpers.Load())+1))
+	for ; more > 0; more-- {
+		s := r.stack[k-1]
+		if w.q != nil {
+			if !w.q.push(s) {
+				break
+			}
+		} else if !r.share && w.n < localCap {
+			w.local[w.n] = s
+			w.n++
+		} else {
+			break
+		}
+		k--
+	}
+	r.stack = r.stack[:k]
+	r.queued.Store(int32(k))
+	r.mu.Unlock()
+	return x
+}
+
+// steal takes the oldest node of another worker's deque, starting with the
+// one it last stole from; -1 if every deque was empty.
+func (r *Runner) steal(w *worker) int32 {
+	n := len(r.slots)
+	for tries := 0; tries < 4; tries++ {
+		contended := false
+		v := w.victim
+		for i := 0; i < n; i++ {
+			if v >= n {
+				v = 0
+			}
+			if v != w.self {
+				switch x := r.slots[v].q.steal(); x {
+				case empty:
+				case lost:
+					contended = true
+				default:
+					w.victim = v
+					if w.q != nil && !r.long() {
+						r.stealMore(w, &r.slots[v].q)
+					}
+					return x
+				}
+			}
+			v++
+		}
+		if !contended {
+			break
+		}
+	}
+	return empty
+}
+
+// stealMore takes up to half of what is left on v, popBatch at most, onto
+// w's own deque, one node at a time: nodes shorter than a wake-up cost
+// about what a steal costs, and thieves that each took one would all
+// contend for the top of one deque. Thieves spread out instead, stealing
+// from each other.
+func (r *Runner) stealMore(w *worker, v *deque) {
+	for k := min(popBatch-1, v.size()/2); k > 0; k-- {
+		x := v.steal()
+		if x < 0 {
+			return
+		}
+		if !w.q.push(x) { // w's deque was empty: not expected
+			r.mu.Lock()
+			r.stack = append(r.stack, x)
+			r.publish()
+			return
+		}
+	}
+}
+
+// anyWork reports whether a ready node waits anywhere.
+func (r *Runner) anyWork() bool {
+	if r.queued.Load() > 0 {
+		return true
+	}
+	for i := range r.slots {
+		if r.slots[i].q.size() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep makes the owner wait until a node may be ready or the run is over;
+// it reports whether the run goes on.
+func (r *Runner) sleep() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer r.waiting.Store(false)
+	for {
+		r.waiting.Store(true)
+		if r.remaining.Load() == 0 {
+			return false
+		}
+		if r.anyWork() {
+			return true
+		}
+		r.cond.Wait()
+	}
+}
+
+// leave ends a helper's part in the run.
+func (r *Runner) leave(w *worker) {
+	if w.self >= 0 {
+		r.slots[w.self].claimed.Store(false)
+	}
+	r.helpers.Add(-1)
+	r.wakeOwner()
+}
+
+// recruit offers the run to one idle pool helper, if the q nodes waiting
+// are worth one and fewer are helping than the pool has.
+func (r *Runner) recruit(q int64) {
+	if r.pool.idle.Load() == 0 || !r.worthHelper(q) {
 		return
 	}
 	r.searching.Add(1)
@@ -445,85 +770,24 @@ func (r *Runner) recruit() {
 		return
 	}
 	r.searching.Add(-1)
-	r.mu.Lock()
 	r.helpers.Add(-1)
-	if r.waiting {
-		r.cond.Broadcast()
-	}
-	r.mu.Unlock()
-}
-
-// popBatch bounds how many ready nodes a worker takes from the stack at once.
-const popBatch = 8
-
-// pop takes ready nodes into w's stack and returns how many: a fair share
-// of the stack, up to popBatch, so that a wide fan-out costs one lock per
-// batch, or one node at a time when nodes are long (a batch kept private
-// could wait behind a long node while another worker idles). The owner
-// sleeps until a node is ready or the run is over; a helper returns 0 as
-// soon as there is nothing to take.
-func (r *Runner) pop(owner bool, w *worker) int {
-	buf := &w.local
-	if !owner && !w.searching {
-		w.searching = true
-		r.searching.Add(1)
-	}
-	if !owner && r.queued.Load() == 0 && r.remaining.Load() > 0 {
-		// Spin briefly before giving up: for short nodes, the next ready node
-		// usually appears within a few hundred nanoseconds, and waking a
-		// helper again costs microseconds.
-		for i := 0; i < 200 && r.queued.Load() == 0 && r.remaining.Load() > 0; i++ {
-			spinPause()
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for {
-		if k := len(r.stack); k > 0 {
-			take := min(popBatch, max(1, k/(int(r.helpers.Load())+1)))
-			if r.long() {
-				take = 1
-			}
-			copy(buf[:take], r.stack[k-take:])
-			r.stack = r.stack[:k-take]
-			r.queued.Store(int32(k - take))
-			if w.searching {
-				w.searching = false
-				r.searching.Add(-1)
-			}
-			return take
-		}
-		if r.remaining.Load() == 0 || !owner {
-			if !owner {
-				if w.searching {
-					w.searching = false
-					r.searching.Add(-1)
-				}
-				r.helpers.Add(-1)
-				if r.waiting {
-					r.cond.Broadcast()
-				}
-			}
-			return 0
-		}
-		r.waiting = true
-		r.cond.Wait()
-		r.waiting = false
-	}
+	r.wakeOwner()
 }
 
 func (r *Runner) help() { r.work(-1, false) }
 
-// publish makes the nodes just pushed on the stack visible: it wakes the
-// waiting owner, or recruits helpers. r.mu is held on entry and released.
+// publish makes the nodes just pushed on the shared stack visible: it wakes
+// the waiting owner, or recruits helpers. r.mu is held on entry and
+// released.
 func (r *Runner) publish() {
-	r.queued.Store(int32(len(r.stack)))
-	waiting := r.waiting
+	q := len(r.stack)
+	r.queued.Store(int32(q))
+	waiting := r.waiting.Load()
 	if waiting {
 		r.cond.Broadcast()
 	}
 	r.mu.Unlock()
 	if !waiting {
-		r.recruit()
+		r.recruit(int64(q))
 	}
 }

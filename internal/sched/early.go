@@ -77,7 +77,7 @@ func (r *Runner) Trigger(node int32, port uint8) {
 		return
 	}
 	r.queued.Store(int32(len(r.stack)))
-	waiting := r.waiting
+	waiting := r.waiting.Load()
 	if waiting {
 		r.cond.Broadcast()
 	}
@@ -90,6 +90,7 @@ func (r *Runner) Trigger(node int32, port uint8) {
 	// GridDependencySynchronize holds its goroutine without using a core).
 	// A successor released early should start early, so if no idle helper
 	// takes it, a goroutine beyond the pool does, counted as a helper.
+	r.searching.Add(1) // a helper starts out searching
 	if int(r.helpers.Add(1)) <= r.pool.size && r.pool.TryGo(r.helpFn) {
 		return
 	}

@@ -36,11 +36,7 @@ func (r *Runner) Done(node int32) {
 	succ := d.Succ[d.SuccOff[node]:d.SuccOff[node+1]]
 	if len(succ) == 0 {
 		if r.remaining.Add(-1) == 0 {
-			r.mu.Lock()
-			if r.waiting {
-				r.cond.Broadcast()
-			}
-			r.mu.Unlock()
+			r.wakeOwner()
 		}
 		return
 	}

@@ -282,3 +282,43 @@ func TestRunnerWavefrontOfLongNodesUsesHelpers(t *testing.T) {
 	}
 	t.Logf("at most %d nodes at once, grain %d ns, %d helpers recruited in 8 runs", most.Load(), r.grain.Load(), r.recruited.Load())
 }
+
+// A fan-out of many long nodes spreads over the pool: with three helpers,
+// at least three bodies run at once. The nodes wait for each other (up to a
+// bound) rather than spin for a fixed time, so the check holds on a machine
+// with fewer cores than workers: it counts the most bodies running at once,
+// and asserts no timing.
+func TestRunnerFanOutOfLongNodesRunsConcurrently(t *testing.T) {
+	const width = 64
+	preds := make([][]int32, width+2)
+	for i := 1; i <= width; i++ {
+		preds[i] = []int32{0}
+		preds[width+1] = append(preds[width+1], int32(i))
+	}
+	pool := NewPool(3)
+	for deadline := time.Now().Add(5 * time.Second); pool.idle.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	var running, most atomic.Int32
+	r := NewRunner(build(preds), pool, func(i int32) {
+		if i == 0 || i == width+1 {
+			return
+		}
+		n := running.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		// Long, and long enough for the others to arrive: stay until three
+		// run at once or 2 ms have passed.
+		for t0 := nanotime(); most.Load() < 3 && nanotime()-t0 < 2e6; {
+			runtime.Gosched()
+		}
+		running.Add(-1)
+	})
+	for rep := 0; rep < 5 && most.Load() < 3; rep++ {
+		r.Run()
+	}
+	if most.Load() < 3 {
+		t.Fatalf("a fan-out of %d long nodes ran at most %d at once with 3 helpers (grain %d ns, %d helpers recruited)",
+			width, most.Load(), r.grain.Load(), r.recruited.Load())
+	}
+}
