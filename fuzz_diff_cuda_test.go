@@ -22,9 +22,20 @@ import (
 // code, since the host backend decides as the driver does. Every input
 // opens and closes its own cuda device, so this also runs Close on
 // hundreds of random graphs, memory nodes and captures left behind.
+//
+// Two-device programs (about one input in eight) run on two GPUs where
+// the machine has them; with one GPU they run on two host devices only,
+// against the reference, and the log says how many did.
 func TestDifferentialCUDA(t *testing.T) {
 	keep := openCUDA(t) // holds the primary context: each input's Open retains it, cheaply
 	defer keep.Close()
+	gpus, err := gg.DeviceCount(gg.BackendCUDA)
+	ok(t, err)
+	if gpus >= 2 { // and device 1's, for the two-device programs
+		keep1 := must[*gg.Device](t)(gg.Open(gg.BackendCUDA, gg.WithOrdinal(1)))
+		defer keep1.Close()
+	}
+	t.Logf("%d GPU(s): two-device programs run on %s", gpus, map[bool]string{true: "GPUs 0 and 1", false: "two host devices only"}[gpus >= 2])
 	n := 300
 	if v, err := strconv.Atoi(os.Getenv("GPUGRAPH_DIFF_INPUTS")); err == nil {
 		n = v
@@ -43,13 +54,21 @@ func TestDifferentialCUDA(t *testing.T) {
 	}
 	for _, tg := range targets {
 		inputs := diffInputs(t, tg.name, n)
-		var refused, differ int
+		var refused, differ, multi, hostOnly int
 		gaps := map[string]int{}
 		for i, in := range inputs {
 			var host, cuda diffRun
 			var hostOK, cudaOK bool
+			p, _ := decode(in)
+			if p.multi {
+				multi++
+			}
 			t.Run(fmt.Sprintf("%s/%03d", tg.name, i), func(t *testing.T) {
 				hostOK = t.Run("host", func(t *testing.T) { host = tg.run(t, gg.BackendHost, in) })
+				if p.multi && gpus < 2 {
+					hostOnly++
+					return
+				}
 				cudaOK = t.Run("cuda", func(t *testing.T) { cuda = tg.run(t, gg.BackendCUDA, in) })
 				if diffLast != nil && diffLast.run.gap != "" {
 					gaps[diffLast.run.gap]++
@@ -70,7 +89,10 @@ func TestDifferentialCUDA(t *testing.T) {
 				refused++
 			}
 		}
-		t.Logf("%s: %d inputs, %d refused on cuda, %d decided differently", tg.name, len(inputs), refused, differ)
+		t.Logf("%s: %d inputs (%d of two devices), %d refused on cuda, %d decided differently", tg.name, len(inputs), multi, refused, differ)
+		if hostOnly > 0 {
+			t.Logf("%s: %d two-device inputs ran on two host devices only (against the reference): the machine has %d GPU", tg.name, hostOnly, gpus)
+		}
 		for g, n := range gaps {
 			t.Logf("%s: known gap, %d inputs: %s", tg.name, n, g)
 		}

@@ -146,6 +146,7 @@ const (
 type diffRes struct {
 	kind   resKind
 	size   int    // bytes
+	dev    int    // a device buffer's device (two-device programs)
 	dflt   uint32 // handle default
 	assign bool   // ConditionalAssignDefault
 }
@@ -202,6 +203,7 @@ type dnode struct {
 	h                            int // handle resource
 	body                         []*dgraph
 	strm, route                  int // capture: stream, dependencies through events
+	dev                          int // the device it runs on (two-device programs: Graph.AddNodeOn, or a stream of device 1)
 }
 
 type dgraph struct{ nodes []*dnode }
@@ -215,6 +217,7 @@ type diffProg struct {
 	autoFree bool
 	upload   bool
 	pinned   bool // the host buffers are pinned memory (MallocHost), not Go memory
+	multi    bool // two devices: buffers and top-level work on either, peer access both ways (placeDevices)
 	launches int
 	seed     uint32
 	live     int  // the allocation left live for AutoFreeOnLaunch, or -1
@@ -680,9 +683,48 @@ func decode(in []byte) (*diffProg, *rd) {
 		gn.free(x)
 	}
 	p.top = x.g
+	gn.placeDevices()
 	back := slices.Clone(in)
 	slices.Reverse(back)
 	return p, &rd{b: back}
+}
+
+// placeDevices reads, after the whole program, whether it runs on two
+// devices, and if so where each device buffer lives and where each
+// top-level kernel, memset, memcpy and host node runs. Read last, so that
+// an input of a single-device program decodes as it did before devices
+// came: one that reads all its bytes stays on one device.
+//
+// A two-device program enables peer access both ways, grants device 1
+// access to every graph allocation (the alloc node's access descriptors,
+// or under capture a memory pool whose access includes device 1), and
+// captures device 1's work in a stream of device 1 that joins the capture
+// through an event. Memory, conditional, child graph and handle-setting
+// nodes stay on device 0, the graph's; so does all work in child graphs
+// and conditional bodies. Where work runs changes nothing in what it
+// computes: the reference ignores it.
+func (gn *diffGen) placeDevices() {
+	r, p := gn.r, gn.p
+	if r.u8()%3 != 1 {
+		return
+	}
+	p.multi = true
+	for i := range diffBufs {
+		p.res[i].dev = r.n(2)
+	}
+	for _, nd := range p.top.nodes {
+		if placeable(nd.kind) {
+			nd.dev = r.n(2)
+		}
+		if p.capture {
+			nd.strm = nd.dev // stream 1 is device 1's
+		}
+	}
+}
+
+// placeable reports whether a top-level node of kind k may run on device 1.
+func placeable(k dkind) bool {
+	return k == dKernel || k == dMemset || k == dCopy || k == dHost
 }
 
 // Program text, for failures.
@@ -693,12 +735,14 @@ func (p *diffProg) resName(i int) string {
 
 func (p *diffProg) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "capture %v (mode %d), memcheck %v, autofree %v, upload %v, pinned %v, %d launches, seed %#x\nresources:",
-		p.capture, p.mode, p.memCheck, p.autoFree, p.upload, p.pinned, p.launches, p.seed)
+	fmt.Fprintf(&b, "capture %v (mode %d), memcheck %v, autofree %v, upload %v, pinned %v, two devices %v, %d launches, seed %#x\nresources:",
+		p.capture, p.mode, p.memCheck, p.autoFree, p.upload, p.pinned, p.multi, p.launches, p.seed)
 	for i, r := range p.res {
 		switch r.kind {
 		case resHandle:
 			fmt.Fprintf(&b, " %s(default %d, assign %v)", p.resName(i), r.dflt, r.assign)
+		case resDev:
+			fmt.Fprintf(&b, " %s(%dB, device %d)", p.resName(i), r.size, r.dev)
 		default:
 			fmt.Fprintf(&b, " %s(%dB)", p.resName(i), r.size)
 		}
@@ -712,6 +756,9 @@ func (p *diffProg) write(b *strings.Builder, g *dgraph, indent string) {
 	for _, nd := range g.nodes {
 		fmt.Fprintf(b, "%s%s %s", indent, nd.name, p.nodeText(nd))
 		fmt.Fprintf(b, " deps %v", nd.deps)
+		if nd.dev != 0 {
+			fmt.Fprintf(b, " on device %d", nd.dev)
+		}
 		if nd.fixed {
 			b.WriteString(" fixed")
 		}
@@ -931,10 +978,17 @@ func hostOp(b []byte, mul, add byte) {
 // The device side.
 
 type diffEnv struct {
-	t    *testing.T
-	d    *gg.Device
-	s    [3]*gg.Stream // 0 and 1: capture and launches; 2: capture of bodies
-	ev   *gg.Event
+	t  *testing.T
+	d  *gg.Device
+	s  [3]*gg.Stream // 0 and 1: capture and launches; 2: capture of bodies
+	ev *gg.Event
+	// Two-device programs: device 1, its stream (device 1's work under
+	// capture), its event, and the pool of device 0 that device 1 may
+	// access (captured allocations).
+	d1   *gg.Device
+	s1   *gg.Stream
+	ev1  *gg.Event
+	pool *gg.MemPool
 	ptr  []gg.DevicePtr // device buffers and counters, by resource
 	host [][]byte       // host buffers, by resource
 	run  diffRun
@@ -966,10 +1020,13 @@ func newDiffEnv(t *testing.T, backend string, p *diffProg) *diffEnv {
 		env.s[i] = must[*gg.Stream](t)(d.NewStream())
 	}
 	env.ev = must[*gg.Event](t)(d.NewEvent(0))
+	if p.multi {
+		env.openPeer(backend, opts)
+	}
 	for i, r := range p.res {
 		switch r.kind {
 		case resDev, resCtr:
-			env.ptr[i] = must[gg.DevicePtr](t)(d.Malloc(r.size))
+			env.ptr[i] = must[gg.DevicePtr](t)(env.dev(p, i).Malloc(r.size))
 		case resHost:
 			if p.pinned {
 				env.host[i] = must[[]byte](t)(d.MallocHost(r.size))
@@ -981,12 +1038,76 @@ func newDiffEnv(t *testing.T, backend string, p *diffProg) *diffEnv {
 	return env
 }
 
+// openPeer opens device 1 for a two-device program, with peer access both
+// ways and a pool of device 0 that device 1 may access. On host it makes
+// the backend a two-device one for the test; on cuda, with fewer than two
+// GPUs or none that can access the other, it skips the input.
+func (env *diffEnv) openPeer(backend string, opts []gg.Option) {
+	t := env.t
+	if backend == gg.BackendHost {
+		if n, _ := gg.DeviceCount(backend); n < 2 {
+			ok(t, gg.SetHostDeviceCount(2))
+			t.Cleanup(func() { gg.SetHostDeviceCount(n) })
+		}
+	} else if n, _ := gg.DeviceCount(backend); n < 2 {
+		t.Skipf("a two-device program; the %s backend has %d device(s)", backend, n)
+	}
+	d1, err := gg.Open(backend, append(opts, gg.WithOrdinal(1))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d1.Close() })
+	for _, pair := range [][2]*gg.Device{{env.d, d1}, {d1, env.d}} {
+		if !must[bool](t)(pair[0].CanAccessPeer(pair[1])) {
+			t.Skipf("device %d cannot access device %d", pair[0].Properties().Ordinal, pair[1].Properties().Ordinal)
+		}
+		// On cuda the access belongs to the device's primary context,
+		// which an earlier input may have left it in.
+		if err := pair[0].EnablePeerAccess(pair[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pair[0].DisablePeerAccess(pair[1]) })
+	}
+	env.d1 = d1
+	env.s1 = must[*gg.Stream](t)(d1.NewStream())
+	env.ev1 = must[*gg.Event](t)(d1.NewEvent(0))
+	env.pool = must[*gg.MemPool](t)(env.d.NewMemPool(gg.MemPoolProps{Location: 0}))
+	t.Cleanup(func() { env.pool.Destroy() })
+	ok(t, env.pool.SetAccess(1, gg.AccessReadWrite))
+}
+
+// dev is the device of resource i: device 1 for a device buffer placed
+// there, else device 0.
+func (env *diffEnv) dev(p *diffProg, i int) *gg.Device {
+	if p.res[i].kind == resDev && p.res[i].dev == 1 {
+		return env.d1
+	}
+	return env.d
+}
+
+// event is an event of st's device, for st to record.
+func (env *diffEnv) event(st *gg.Stream) *gg.Event {
+	if env.d1 != nil && st.Device() == env.d1 {
+		return env.ev1
+	}
+	return env.ev
+}
+
+// captureStreams are the streams a capture of p's top-level graph uses:
+// two of device 0, or device 0's and device 1's.
+func (env *diffEnv) captureStreams(p *diffProg) []*gg.Stream {
+	if p.multi {
+		return []*gg.Stream{env.s[0], env.s1}
+	}
+	return []*gg.Stream{env.s[0], env.s[1]}
+}
+
 // load sets the device and host buffers to st.
 func (env *diffEnv) load(p *diffProg, st *diffState) {
 	for i, r := range p.res {
 		switch r.kind {
 		case resDev, resCtr:
-			ok(env.t, env.d.Memcpy(gg.HtoD(env.ptr[i], st.mem[i])))
+			ok(env.t, env.dev(p, i).Memcpy(gg.HtoD(env.ptr[i], st.mem[i])))
 		case resHost:
 			copy(env.host[i], st.mem[i])
 		}
@@ -1000,7 +1121,7 @@ func (env *diffEnv) snapshot(p *diffProg, b *diffBuilt) [][]byte {
 		switch {
 		case r.kind == resDev || r.kind == resCtr || i == p.live:
 			out[i] = make([]byte, r.size)
-			ok(env.t, env.d.Memcpy(gg.DtoH(out[i], b.ptr[i])))
+			ok(env.t, env.dev(p, i).Memcpy(gg.DtoH(out[i], b.ptr[i])))
 		case r.kind == resHost:
 			out[i] = slices.Clone(env.host[i])
 		}
@@ -1070,7 +1191,8 @@ func (env *diffEnv) build(p *diffProg) (b *diffBuilt, err error) {
 		b.top = b.g
 		return b, env.addAll(p, b, b.g, p.top, nil)
 	}
-	s0, s1 := env.s[0], env.s[1]
+	streams := env.captureStreams(p)
+	s0, s1 := streams[0], streams[1]
 	if err := s0.BeginCapture(p.mode); err != nil {
 		return b, err
 	}
@@ -1084,13 +1206,13 @@ func (env *diffEnv) build(p *diffProg) (b *diffBuilt, err error) {
 		err = s1.Wait(env.ev)
 	}
 	if err == nil {
-		err = env.addAll(p, b, nil, p.top, []*gg.Stream{s0, s1})
+		err = env.addAll(p, b, nil, p.top, streams)
 	}
 	if err == nil {
-		err = s1.Record(env.ev)
+		err = s1.Record(env.event(s1))
 	}
 	if err == nil {
-		err = s0.Wait(env.ev)
+		err = s0.Wait(env.event(s1))
 	}
 	g, endErr := s0.EndCapture()
 	if err == nil {
@@ -1130,11 +1252,18 @@ func (env *diffEnv) addNode(p *diffProg, b *diffBuilt, g *gg.Graph, nd *dnode, d
 				return nil, err
 			}
 		}
+		if nd.dev == 1 {
+			return g.AddNodeOn(env.d1, env.params(b, nd), deps...)
+		}
 		return g.AddNode(env.params(b, nd), deps...)
 	case dEmpty:
 		return g.AddEmptyNode(deps...)
 	case dAlloc:
-		n, b.ptr[nd.dst], err = g.AddMemAllocNode(gg.MemAllocParams{Size: p.res[nd.dst].size}, deps...)
+		ap := gg.MemAllocParams{Size: p.res[nd.dst].size}
+		if p.multi {
+			ap.Access = []gg.MemAccessDesc{{Device: 1}}
+		}
+		n, b.ptr[nd.dst], err = g.AddMemAllocNode(ap, deps...)
 		return n, err
 	case dFree:
 		return g.AddMemFreeNode(b.ptr[nd.dst], deps...)
@@ -1239,7 +1368,11 @@ func (env *diffEnv) captureNode(p *diffProg, b *diffBuilt, nd *dnode, deps []*gg
 	case dHost:
 		err = st.LaunchHostFunc(env.params(b, nd).(gg.HostParams).Fn)
 	case dAlloc:
-		b.ptr[nd.dst], err = st.MallocAsync(p.res[nd.dst].size)
+		if p.multi { // from a pool device 1 may access: so may it the allocation
+			b.ptr[nd.dst], err = st.MallocFromPoolAsync(p.res[nd.dst].size, env.pool)
+		} else {
+			b.ptr[nd.dst], err = st.MallocAsync(p.res[nd.dst].size)
+		}
 	case dFree:
 		err = st.FreeAsync(b.ptr[nd.dst])
 	case dEmpty, dChild, dCond:
@@ -1303,8 +1436,9 @@ func (env *diffEnv) setDeps(st *gg.Stream, streams []*gg.Stream, deps []*gg.Node
 	if err := st.UpdateCaptureDependencies(deps[:1], gg.SetCaptureDependencies); err != nil {
 		return err
 	}
+	ev := env.event(other)
 	for _, d := range deps[1:] {
-		for _, err := range []error{other.UpdateCaptureDependencies([]*gg.Node{d}, gg.SetCaptureDependencies), other.Record(env.ev), st.Wait(env.ev)} {
+		for _, err := range []error{other.UpdateCaptureDependencies([]*gg.Node{d}, gg.SetCaptureDependencies), other.Record(ev), st.Wait(ev)} {
 			if err != nil {
 				return err
 			}
@@ -1596,6 +1730,8 @@ func runDifferential(t *testing.T, backend string, in []byte) diffRun {
 	}
 	rng := p.seed | 1
 	var log []string
+	var last *gg.Stream // the stream of the last launch
+	var lastStats gg.GraphMemStats
 	for l := range p.launches {
 		if l > 0 {
 			for k := r.n(4); k > 0; k-- {
@@ -1619,6 +1755,16 @@ func runDifferential(t *testing.T, backend string, in []byte) diffRun {
 			env.knownGap(p, fmt.Sprintf("launch %d differs from the reference:\n%s", l, d))
 			t.Fatalf("launch %d differs from the reference:\n%s\nprogram:\n%v\nchanges:\n%s", l, d, p, strings.Join(log, "\n"))
 		}
+		// A relaunch into the stream of the last launch maps no more graph
+		// memory: the stream's physical memory holds the graph's
+		// allocations, and an auto-free graph frees the last launch's live
+		// one first, so that it holds one launch's worth.
+		stats, err := env.d.GraphMemStats()
+		ok(t, err)
+		if s == last && stats != lastStats {
+			t.Fatalf("launch %d into the stream of launch %d: graph memory %+v, then %+v\nprogram:\n%v\nchanges:\n%s", l, l-1, lastStats, stats, p, strings.Join(log, "\n"))
+		}
+		last, lastStats = s, stats
 		log = append(log, fmt.Sprintf("launch %d in stream %d: ok", l, slices.Index(env.s[:], s)))
 	}
 	return env.run
@@ -1730,13 +1876,25 @@ func runWholeGraphUpdate(t *testing.T, backend string, in []byte) diffRun {
 
 // features names what a program exercises, for the seeds' test.
 func (p *diffProg) features() map[string]bool {
-	f := map[string]bool{"explicit": !p.capture, "capture": p.capture, "memcheck": p.memCheck, "autofree": p.live >= 0}
+	f := map[string]bool{"explicit": !p.capture, "capture": p.capture, "memcheck": p.memCheck, "autofree": p.live >= 0, "multi": p.multi}
+	devOf := func(r int) int { // the device of a resource's memory
+		if p.res[r].kind == resDev {
+			return p.res[r].dev
+		}
+		return 0
+	}
 	var walk func(g *dgraph, top bool)
 	walk = func(g *dgraph, top bool) {
 		for _, nd := range g.nodes {
+			f["dev1"] = f["dev1"] || nd.dev == 1
+			if nd.kind == dCopy && nd.ckind == cDtoD && p.multi {
+				// a copy between devices, or by one device of the other's memory
+				f["peercopy"] = f["peercopy"] || devOf(nd.dst) != devOf(nd.src) || devOf(nd.src) != nd.dev
+			}
 			switch nd.kind {
 			case dAlloc:
 				f["alloc"] = true
+				f["poolaccess"] = f["poolaccess"] || p.multi && p.capture
 			case dHost:
 				f["host"] = true
 			case dCopy:
@@ -1759,7 +1917,10 @@ func (p *diffProg) features() map[string]bool {
 }
 
 // The seeds: inputs found by a search over random ones, each exercising
-// the features it names (TestDiffSeedShapes keeps them so).
+// the features it names (TestDiffSeedShapes keeps them so). The last four
+// are two-device programs: work on device 1 (dev1), copies across devices
+// (peercopy), allocations captured from a pool device 1 may access
+// (poolaccess).
 var diffSeeds = []struct {
 	features string
 	in       []byte
@@ -1773,6 +1934,10 @@ var diffSeeds = []struct {
 	{"explicit 2d IF1", []byte("\xe0\xc6\x05$tw\x8dn\x17&\x81\xb6\x97\xc8\x8dL\x9ew\x87\xb7\xd5\xdf\xd3\xad")},
 	{"capture SWITCH1", []byte("u\x96\x0fe\xe2\xe7\x7f,1\xd76\xc6\xa2)\x9dp\x1d\x98<'`\xf0r\x10")},
 	{"explicit SWITCH3 dtod memcheck", []byte("\x8e\xa6\xad\xfa\x1dhQ\x83\xde\xd2\xb0\x8c\x1e\xd3\x1c;\xfe\xc2\xba\x9d\xcf\xd8\xcf\x17F")},
+	{"explicit multi dev1 peercopy alloc", []byte("\x80\xe4\xacn L\x8b\xd51\xbf!\xa4\xd3\x1c\xa6\xf6\x0c\xaa\xfc2\xd2\x82\xc4\xb2\x1e\xc77\x1f\x90\x9a")},
+	{"capture multi dev1 peercopy poolaccess events", []byte("\xcf<\xae\xe5\xf7t\x0d\x8c\xa8\x81\xf5#\xd4qE\x06iu\xd7n)\x03\x97\xf2\x15\xa3\x82Y\xcd\xb0\x1b")},
+	{"explicit multi dev1 autofree alloc host", []byte("vI\xf9F\xea\xa6MI\x0d\xde\xd2\xbd\xff\x03`1\xab)\xcf\xb2\xe2\xe7(l\xf3WZ\x1d@\x8b\xe7\xe1\x80\xa9W\x9a#\xf0\xb4WD")},
+	{"capture multi dev1 autofree poolaccess htod dtoh", []byte("q\x87\xeep\xd2.\xddS<\x83\xea\x9b\x9b\x8f6\xe1\x88\xdd\xfbH\x9f\xea\x9a\xd3\xbf\xadm\xb6Fb\x1bUE^\xb9k\x8d\x09}g\xe7\x15\x0c\xe1\xe2\x88k\x8d_\xfd")},
 }
 
 // TestDiffSeedShapes checks that each seed still decodes into a program
