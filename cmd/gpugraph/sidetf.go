@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,18 +124,92 @@ func tfShapeNames() string {
 
 // The node bodies, package-level as in tfside.go and tfside.cpp: the atomic
 // body increments one shared counter (checked after each repetition:
-// counter == runs*nodes), the empty body does nothing.
+// counter == runs*nodes), the empty body does nothing, the work body runs
+// tfWork for tfsideWorkIters rounds and adds the result to its node's slot
+// (the node index is the kernel's one argument; checked after each
+// repetition: every slot == runs * that node's result).
 var (
 	tfsideCounter atomic.Int64
 	tfsideAtomic  = &gg.Kernel{Name: "inc", Go: func(gg.Block, gg.Args) { tfsideCounter.Add(1) }}
 	tfsideEmpty   = &gg.Kernel{Name: "empty", Go: func(gg.Block, gg.Args) {}}
+	tfsideWork    = &gg.Kernel{Name: "work", Params: []gg.ParamType{gg.Int64}, Go: func(_ gg.Block, a gg.Args) { tfsideWorkBody(a.Int(0)) }}
+
+	tfsideSlots     []tfSlot // tfsideSlots[i]: node i's
+	tfsideWorkIters int
+	tfsideSink      uint64 // keeps calibration results alive
 )
+
+// tfWork is the work body's arithmetic: iters rounds of xorshift64 on a
+// local, a serial dependency chain, the loop of tfside.go's work and
+// tfside.cpp's work (keep the three the same: both sides must do the same
+// work for the same iteration count). Not inlined, so every node runs this
+// exact code.
+//
+//go:noinline
+func tfWork(x uint64, iters int) uint64 {
+	for j := 0; j < iters; j++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+// tfSlot holds one node's results, alone on its cache line.
+type tfSlot struct {
+	sum uint64
+	_   [56]byte
+}
+
+func tfsideWorkBody(i int) { tfsideSlots[i].sum += tfWork(uint64(i)+1, tfsideWorkIters) }
+
+// tfCalibrate returns the iterations of tfWork that take about ns
+// nanoseconds: double them until a call takes 10 ms (fastest of 3), then
+// scale. (tfside.go's calibrate; bench --vs taskflow calibrates with the C++
+// side's instead, once, and gives both sides its count.)
+func tfCalibrate(ns int) int {
+	for k := 1024; ; k *= 2 {
+		best := time.Hour
+		for range 3 {
+			t := time.Now()
+			tfsideSink = tfWork(1, k)
+			best = min(best, time.Since(t))
+		}
+		if best >= 10*time.Millisecond {
+			return max(1, int(math.Round(float64(ns)*float64(k)/float64(best.Nanoseconds()))))
+		}
+	}
+}
+
+// tfSerialNs is the time of one work body alone on this goroutine: calls on
+// nodes 0, 1, ... in turn, doubling their number until they take 20 ms.
+func tfSerialNs() float64 {
+	for calls := 16; ; calls *= 2 {
+		i := 0
+		t := time.Now()
+		for range calls {
+			tfsideWorkBody(i)
+			if i++; i == len(tfsideSlots) {
+				i = 0
+			}
+		}
+		if el := time.Since(t); el >= 20*time.Millisecond {
+			return float64(el.Nanoseconds()) / float64(calls)
+		}
+	}
+}
 
 // tfsideMain is the hidden command "gpugraph tfside [flags]": the Go side of
 // the harness, the same flags and output lines as
 // shared/bench/taskflow/side/tfside.go. One line per (shape, repetition):
 //
 //	impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=... ns_per_run=... ns_per_node=... check=ok
+//
+// -body work: each node runs -iters rounds of tfWork (0: calibrated here to
+// -work ns), and its result is checked; the lines add work_ns, work_iters
+// and serial_ns_per_node, the body alone timed on one goroutine before the
+// device opens (speedup = serial_ns_per_node / ns_per_node). -calibrate
+// prints work_ns=NS work_iters=N for -work and exits.
 //
 // mode=graph: one Exec.Launch + Stream.Synchronize per run of an
 // instantiated graph of kernel nodes (grid 1, block 1), as Taskflow's
@@ -156,7 +231,10 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tfside", stderr)
 	threads := fs.Int("threads", runtime.NumCPU(), "GOMAXPROCS (worker count)")
 	shapeList := fs.String("shapes", "all", "comma-separated shape names, or all")
-	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked) or empty")
+	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked), empty, or work (-work ns of arithmetic, checked)")
+	workNs := fs.Int("work", 1000, "nanoseconds per work body (for calibration)")
+	iters := fs.Int("iters", 0, "iterations per work body (0: calibrate to -work)")
+	calib := fs.Bool("calibrate", false, "print the iterations for -work and exit")
 	mode := fs.String("mode", "graph", "graph, batch, or stream (chain shapes only)")
 	batch := fs.Int("batch", 100, "launches per Synchronize in mode batch")
 	reps := fs.Int("reps", 1, "repetitions per shape")
@@ -175,14 +253,23 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "go %s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
 		return nil
 	}
+	if *workNs < 1 || *iters < 0 {
+		return usagef("-work %d -iters %d: need work at least 1 and iters 0 or more", *workNs, *iters)
+	}
+	if *calib {
+		fmt.Fprintf(stdout, "work_ns=%d work_iters=%d\n", *workNs, tfCalibrate(*workNs))
+		return nil
+	}
 	var k *gg.Kernel
 	switch *body {
 	case "atomic":
 		k = tfsideAtomic
 	case "empty":
 		k = tfsideEmpty
+	case "work":
+		k = tfsideWork
 	default:
-		return usagef("-body %q: atomic or empty", *body)
+		return usagef("-body %q: atomic, empty or work", *body)
 	}
 	switch {
 	case *mode != "graph" && *mode != "batch" && *mode != "stream":
@@ -200,6 +287,22 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 				return usagef("-shapes: unknown shape %q (%s, or all)", name, tfShapeNames())
 			}
 		}
+	}
+
+	workCols := "" // appended to each line
+	if *body == "work" {
+		// Iterations, slots for the largest shape, and the body's time
+		// alone, all before the device's workers start.
+		tfsideWorkIters = *iters
+		if tfsideWorkIters == 0 {
+			tfsideWorkIters = tfCalibrate(*workNs)
+		}
+		most := 0
+		for _, sh := range tfShapes {
+			most = max(most, len(sh.preds))
+		}
+		tfsideSlots = make([]tfSlot, most)
+		workCols = fmt.Sprintf(" work_ns=%d work_iters=%d serial_ns_per_node=%.2f", *workNs, tfsideWorkIters, tfSerialNs())
 	}
 
 	d, err := gg.Open(gg.BackendHost)
@@ -222,23 +325,33 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 		if only != nil && !slices.Contains(only, sh.name) || *mode == "stream" && !sh.chain {
 			continue
 		}
-		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, *batch, *firstRep, *reps, *warmup, *target); err != nil {
+		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, workCols, *batch, *firstRep, *reps, *warmup, *target); err != nil {
 			return fmt.Errorf("%s, mode %s: %w", sh.name, *mode, err)
 		}
 	}
 	return nil
 }
 
-// tfsideShape times reps repetitions of one shape and prints their lines.
-func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Kernel, mode, body string, batch, firstRep, reps int, warmup, target float64) error {
+// tfsideShape times reps repetitions of one shape and prints their lines,
+// each ending in workCols.
+func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Kernel, mode, body, workCols string, batch, firstRep, reps int, warmup, target float64) error {
 	n := len(sh.preds)
 	one := gg.Dim1(1)
+	args := make([][]any, n) // the work kernel's argument: the node index
+	var result []uint64      // the work body's result of each node, for the check
+	if body == "work" {
+		result = make([]uint64, n)
+		for i := range args {
+			args[i] = []any{int64(i)}
+			result[i] = tfWork(uint64(i)+1, tfsideWorkIters)
+		}
+	}
 	var run func() error
 	perCall := 1 // graph runs per call of run
 	if mode == "stream" {
 		run = func() error {
-			for range n {
-				if err := s.Launch(k, one, one); err != nil {
+			for i := range n {
+				if err := s.Launch(k, one, one, args[i]...); err != nil {
 					return fmt.Errorf("stream launch: %w", err)
 				}
 			}
@@ -256,7 +369,7 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 			for j, p := range ps {
 				deps[j] = nodes[p]
 			}
-			if nodes[i], err = g.AddKernelNode(gg.KernelParams{Kernel: k, Grid: one, Block: one}, deps...); err != nil {
+			if nodes[i], err = g.AddKernelNode(gg.KernelParams{Kernel: k, Grid: one, Block: one, Args: args[i]}, deps...); err != nil {
 				return err
 			}
 		}
@@ -298,6 +411,7 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 		runs := calls * perCall
 
 		tfsideCounter.Store(0)
+		clear(tfsideSlots)
 		t0 := time.Now()
 		for range calls {
 			if err := run(); err != nil {
@@ -306,25 +420,40 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 		}
 		el := time.Since(t0)
 		check := "n/a"
-		if body == "atomic" {
+		switch body {
+		case "atomic":
 			if got, want := tfsideCounter.Load(), int64(runs)*int64(n); got == want {
 				check = "ok"
 			} else {
 				check = fmt.Sprintf("FAIL(%d!=%d)", got, want)
 			}
+		case "work":
+			bad := 0
+			for i, want := range result {
+				if tfsideSlots[i].sum != uint64(runs)*want {
+					bad++
+				}
+			}
+			if check = "ok"; bad > 0 {
+				check = fmt.Sprintf("FAIL(%d_of_%d_nodes)", bad, n)
+			}
 		}
 		perRun := float64(el.Nanoseconds()) / float64(runs)
-		fmt.Fprintf(out, "impl=gpugraph mode=%s shape=%s nodes=%d threads=%d body=%s rep=%d runs=%d ns_per_run=%.1f ns_per_node=%.2f check=%s\n",
-			mode, sh.name, n, runtime.GOMAXPROCS(0), body, r, runs, perRun, perRun/float64(n), check)
+		fmt.Fprintf(out, "impl=gpugraph mode=%s shape=%s nodes=%d threads=%d body=%s rep=%d runs=%d ns_per_run=%.1f ns_per_node=%.2f check=%s%s\n",
+			mode, sh.name, n, runtime.GOMAXPROCS(0), body, r, runs, perRun, perRun/float64(n), check, workCols)
 	}
 	return nil
 }
 
 // tfSample is one impl= line of either side: one repetition of one shape.
+// Lines of the work body add workNs, workIters and serialNs (the body alone
+// on one thread, ns).
 type tfSample struct {
 	impl, mode, shape, body, check string
 	nodes, threads, rep, runs      int
 	nsPerRun, nsPerNode            float64
+	workNs, workIters              int
+	serialNs                       float64
 }
 
 // parseTFSamples reads the output of either side: every non-blank line must
@@ -349,6 +478,8 @@ func parseTFSamples(r io.Reader) ([]tfSample, error) {
 // parseTFSample parses one line such as
 //
 //	impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=400 ns_per_run=5000.0 ns_per_node=500.00 check=ok
+//
+// with work_ns, work_iters and serial_ns_per_node required after body=work.
 func parseTFSample(line string) (tfSample, error) {
 	bad := func(format string, a ...any) (tfSample, error) {
 		return tfSample{}, fmt.Errorf("malformed line %q: %s", line, fmt.Sprintf(format, a...))
@@ -373,7 +504,7 @@ func parseTFSample(line string) (tfSample, error) {
 		{"impl", &s.impl, []string{"gpugraph", "taskflow"}},
 		{"mode", &s.mode, []string{"graph", "batch", "stream", "async"}},
 		{"shape", &s.shape, nil},
-		{"body", &s.body, []string{"atomic", "empty"}},
+		{"body", &s.body, []string{"atomic", "empty", "work"}},
 		{"check", &s.check, nil},
 	} {
 		v, ok := kv[f.key]
@@ -401,10 +532,27 @@ func parseTFSample(line string) (tfSample, error) {
 		dst *float64
 	}{{"ns_per_run", &s.nsPerRun}, {"ns_per_node", &s.nsPerNode}} {
 		v, err := strconv.ParseFloat(kv[f.key], 64)
-		if err != nil || !(v > 0) {
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
 			return bad("%s=%q: want a positive number", f.key, kv[f.key])
 		}
 		*f.dst = v
+	}
+	if s.body == "work" {
+		for _, f := range []struct {
+			key string
+			dst *int
+		}{{"work_ns", &s.workNs}, {"work_iters", &s.workIters}} {
+			v, err := strconv.Atoi(kv[f.key])
+			if err != nil || v < 1 {
+				return bad("%s=%q: want an integer >= 1 with body=work", f.key, kv[f.key])
+			}
+			*f.dst = v
+		}
+		v, err := strconv.ParseFloat(kv["serial_ns_per_node"], 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return bad("serial_ns_per_node=%q: want a positive number with body=work", kv["serial_ns_per_node"])
+		}
+		s.serialNs = v
 	}
 	sh, ok := tfShapeNamed(s.shape)
 	if !ok {
@@ -415,7 +563,7 @@ func parseTFSample(line string) (tfSample, error) {
 	}
 	switch {
 	case strings.HasPrefix(s.check, "FAIL"):
-		return tfSample{}, fmt.Errorf("counter check failed: %s", line)
+		return tfSample{}, fmt.Errorf("counter check failed: %s", line) // or the work body's result check
 	case s.check != "ok" && s.check != "n/a":
 		return bad("check=%s: want ok, n/a or FAIL(...)", s.check)
 	}

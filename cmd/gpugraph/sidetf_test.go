@@ -21,6 +21,11 @@ func TestParseTFSample(t *testing.T) {
 	if err != nil || s != want {
 		t.Fatalf("parseTFSample(%q) = %+v, %v; want %+v", good, s, err, want)
 	}
+	work := strings.Replace(good, "body=atomic", "body=work", 1) + " work_ns=5000 work_iters=2660 serial_ns_per_node=4950.5"
+	want.body, want.workNs, want.workIters, want.serialNs = "work", 5000, 2660, 4950.5
+	if s, err := parseTFSample(work); err != nil || s != want {
+		t.Fatalf("parseTFSample(%q) = %+v, %v; want %+v", work, s, err, want)
+	}
 	replace := func(old, new string) string { return strings.Replace(good, old, new, 1) }
 	for _, tc := range []struct{ name, line, err string }{
 		{"empty body", replace("body=atomic", "body=empty"), ""},
@@ -45,6 +50,11 @@ func TestParseTFSample(t *testing.T) {
 		{"negative time", replace("ns_per_run=5000.0", "ns_per_run=-1"), `ns_per_run="-1"`},
 		{"NaN", replace("ns_per_run=5000.0", "ns_per_run=NaN"), `ns_per_run="NaN"`},
 		{"bad check", replace("check=ok", "check=maybe"), "check=maybe"},
+		{"work body", replace("body=atomic", "body=work") + " work_ns=1000 work_iters=532 serial_ns_per_node=990.03", ""},
+		{"work without iters", replace("body=atomic", "body=work") + " work_ns=1000 serial_ns_per_node=990.03", `work_iters=""`},
+		{"work without serial", replace("body=atomic", "body=work") + " work_ns=1000 work_iters=532", `serial_ns_per_node=""`},
+		{"work of 0 ns", replace("body=atomic", "body=work") + " work_ns=0 work_iters=532 serial_ns_per_node=9", `work_ns="0"`},
+		{"failed work check", replace("check=ok", "check=FAIL(3_of_10_nodes)"), "counter check failed"},
 		{"not a sample", "rep 1/5 done", `"rep" is not key=value`},
 	} {
 		_, err := parseTFSample(tc.line)
@@ -130,10 +140,13 @@ func TestTfsideMain(t *testing.T) {
 		{"batch", "atomic", "ok"},
 		{"stream", "atomic", "ok"},
 		{"graph", "empty", "n/a"},
+		{"graph", "work", "ok"},
+		{"batch", "work", "ok"},
+		{"stream", "work", "ok"},
 	} {
 		var out, errOut bytes.Buffer
 		args := []string{"-threads", "1", "-shapes", "chain10", "-mode", tc.mode, "-body", tc.body, "-batch", "10",
-			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02"}
+			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02", "-work", "70", "-iters", "37"}
 		if err := tfsideMain(args, &out, &errOut); err != nil {
 			t.Fatalf("%s %s: %v\n%s", tc.mode, tc.body, err, errOut.String())
 		}
@@ -147,6 +160,9 @@ func TestTfsideMain(t *testing.T) {
 		for i, s := range ss {
 			if s.impl != "gpugraph" || s.mode != tc.mode || s.shape != "chain10" || s.threads != 1 || s.body != tc.body || s.rep != 4+i || s.check != tc.check {
 				t.Errorf("%s %s: got %+v", tc.mode, tc.body, s)
+			}
+			if tc.body == "work" && (s.workNs != 70 || s.workIters != 37 || !(s.serialNs > 0)) {
+				t.Errorf("%s work: got %+v, want work_ns=70 work_iters=37 and a serial time", tc.mode, s)
 			}
 			if tc.mode == "batch" && s.runs%10 != 0 {
 				t.Errorf("batch of 10: %d runs", s.runs)
@@ -165,12 +181,23 @@ func TestTfsideMain(t *testing.T) {
 	if err := tfsideMain([]string{"-threads", "1", "-info"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "go "+runtime.Version()+" ") || !strings.Contains(out.String(), "GOMAXPROCS=1 ") {
 		t.Fatalf("-info: %v, %q", err, out.String())
 	}
+	out.Reset()
+	if err := tfsideMain([]string{"-threads", "1", "-calibrate", "-work", "200"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "work_ns=200 work_iters=") {
+		t.Fatalf("-calibrate: %v, %q", err, out.String())
+	}
+	// The loop's arithmetic is xorshift64's (13, 7, 17), as tfside.cpp's:
+	// one round from 1, worked out by hand.
+	if x := tfWork(1, 1); x != 1082269761 {
+		t.Errorf("tfWork(1, 1) = %d, want 1082269761", x)
+	}
 }
 
 func TestTfsideMainUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"-mode", "async"},
 		{"-body", "sleep"},
+		{"-work", "0"},
+		{"-iters", "-1"},
 		{"-threads", "0"},
 		{"-batch", "0"},
 		{"-reps", "0"},
