@@ -577,19 +577,55 @@ var tfModePair = map[string]string{"graph": "graph", "batch": "batch", "stream":
 var tfModeOrder = []string{"graph", "batch", "op-by-op"}
 
 // tfRow is a line of the table: both sides' samples of one measurement.
+// body is the sample's body, work:NS for the work body of NS ns.
 type tfRow struct {
-	threads            int
+	threads, workNs    int
 	body, mode, shape  string
 	gpugraph, taskflow []tfSample
+}
+
+// tfBodyLabel is a sample's body as the table and --body spell it.
+func tfBodyLabel(s tfSample) string {
+	if s.body == "work" {
+		return "work:" + strconv.Itoa(s.workNs)
+	}
+	return s.body
+}
+
+// tfCriticalPath is the number of nodes on the longest path of a shape.
+func tfCriticalPath(preds [][]int) int {
+	depth := make([]int, len(preds)) // preds are all < i
+	most := 0
+	for i, ps := range preds {
+		depth[i] = 1
+		for _, p := range ps {
+			depth[i] = max(depth[i], depth[p]+1)
+		}
+		most = max(most, depth[i])
+	}
+	return most
+}
+
+// tfIdeal is the speedup a perfect scheduler reaches on a shape with the
+// given workers: the lesser of the workers and the shape's nodes over its
+// critical path.
+func tfIdeal(threads int, shape string) float64 {
+	sh, _ := tfShapeNamed(shape)
+	return min(float64(threads), float64(len(sh.preds))/float64(tfCriticalPath(sh.preds)))
 }
 
 // printTFTable prints the medians of the samples as run.sh's summary does:
 // one line per worker count, body, mode and shape (most workers first, then
 // by body, mode and the shapes' order), ns per run, ns per node with its
 // range over the repetitions, and the ratio of the two sides' median ns per
-// node; "-" where a side has no sample.
+// node; "-" where a side has no sample. With samples of the work body it
+// adds, as tools/gpu/tfside.sh's summary, each side's speedup (median
+// serial_ns_per_node / median ns_per_node), the ideal one (tfIdeal) and
+// gpugraph's over the ideal, on the rows of the work body.
 func printTFTable(w io.Writer, samples []tfSample) {
 	ok, failed := 0, 0
+	work := false
+	bodyWidth := len("atomic")
 	var rows []*tfRow
 	for _, s := range samples {
 		switch s.check {
@@ -599,12 +635,14 @@ func printTFTable(w io.Writer, samples []tfSample) {
 		default:
 			failed++
 		}
-		mode := tfModePair[s.mode]
+		mode, body := tfModePair[s.mode], tfBodyLabel(s)
+		work = work || s.body == "work"
+		bodyWidth = max(bodyWidth, len(body))
 		i := slices.IndexFunc(rows, func(r *tfRow) bool {
-			return r.threads == s.threads && r.body == s.body && r.mode == mode && r.shape == s.shape
+			return r.threads == s.threads && r.body == body && r.mode == mode && r.shape == s.shape
 		})
 		if i < 0 {
-			rows = append(rows, &tfRow{threads: s.threads, body: s.body, mode: mode, shape: s.shape})
+			rows = append(rows, &tfRow{threads: s.threads, workNs: s.workNs, body: body, mode: mode, shape: s.shape})
 			i = len(rows) - 1
 		}
 		if s.impl == "gpugraph" {
@@ -621,6 +659,9 @@ func printTFTable(w io.Writer, samples []tfSample) {
 			return b.threads - a.threads
 		}
 		if c := strings.Compare(a.body, b.body); c != 0 {
+			if a.workNs > 0 && b.workNs > 0 {
+				return a.workNs - b.workNs // work:1000 before work:5000 and work:10000
+			}
 			return c
 		}
 		if c := slices.Index(tfModeOrder, a.mode) - slices.Index(tfModeOrder, b.mode); c != 0 {
@@ -630,19 +671,53 @@ func printTFTable(w io.Writer, samples []tfSample) {
 	})
 
 	fmt.Fprintf(w, "%d samples; counter checks: %d ok, %d failed\n", len(samples), ok, failed)
-	fmt.Fprintf(w, "%7s %-6s %-8s %-15s %3s | %15s %8s %15s | %15s %8s %15s | %6s\n",
-		"threads", "body", "mode", "shape", "n", "gpugraph ns/run", "ns/node", "(min-max)", "taskflow ns/run", "ns/node", "(min-max)", "gg/tf")
+	speedupHead := ""
+	if work {
+		fmt.Fprintln(w, "gg x, tf x: speedup, the body's serial time / time per node (medians); ideal: min(threads, nodes / critical path)")
+		speedupHead = fmt.Sprintf(" | %5s %5s %5s %8s", "gg x", "tf x", "ideal", "gg/ideal")
+	}
+	fmt.Fprintf(w, "%7s %-*s %-8s %-15s %3s | %15s %8s %15s | %15s %8s %15s | %6s%s\n",
+		"threads", bodyWidth, "body", "mode", "shape", "n", "gpugraph ns/run", "ns/node", "(min-max)", "taskflow ns/run", "ns/node", "(min-max)", "gg/tf", speedupHead)
 	for _, r := range rows {
 		ratio := fmt.Sprintf("%6s", "-")
-		if r.gpugraph != nil && r.taskflow != nil {
+		both := r.gpugraph != nil && r.taskflow != nil
+		if both {
 			ratio = fmt.Sprintf("%6.2f", median(tfNsPerNode(r.gpugraph))/median(tfNsPerNode(r.taskflow)))
 		}
 		n := len(r.gpugraph)
 		if n == 0 {
 			n = len(r.taskflow)
 		}
-		fmt.Fprintf(w, "%7d %-6s %-8s %-15s %3d | %s | %s | %s\n", r.threads, r.body, r.mode, r.shape, n, tfCols(r.gpugraph), tfCols(r.taskflow), ratio)
+		speedup := ""
+		if work {
+			speedup = fmt.Sprintf(" | %5s %5s %5s %8s", "-", "-", "-", "-")
+			if r.workNs > 0 {
+				ideal := tfIdeal(r.threads, r.shape)
+				gx, tx := tfSpeedup(r.gpugraph), tfSpeedup(r.taskflow)
+				cell := func(x float64) string {
+					if math.IsNaN(x) {
+						return "-"
+					}
+					return fmt.Sprintf("%.2f", x)
+				}
+				speedup = fmt.Sprintf(" | %5s %5s %5.1f %8s", cell(gx), cell(tx), ideal, cell(gx/ideal))
+			}
+		}
+		fmt.Fprintf(w, "%7d %-*s %-8s %-15s %3d | %s | %s | %s%s\n", r.threads, bodyWidth, r.body, r.mode, r.shape, n, tfCols(r.gpugraph), tfCols(r.taskflow), ratio, speedup)
 	}
+}
+
+// tfSpeedup is one side's speedup on work samples: the median serial time
+// of the body over the median time per node; NaN without samples.
+func tfSpeedup(ss []tfSample) float64 {
+	if len(ss) == 0 {
+		return math.NaN()
+	}
+	serial := make([]float64, len(ss))
+	for i, s := range ss {
+		serial[i] = s.serialNs
+	}
+	return median(serial) / median(tfNsPerNode(ss))
 }
 
 // tfCols is one side's columns: median ns/run, median ns/node (min-max).
@@ -678,11 +753,55 @@ type taskflowConfig struct {
 	Time    float64 // timed seconds per shape per repetition, default 1
 	Warmup  float64 // default 0.2
 	Batch   int     // launches per wait in mode batch, default 100
+	// Bodies are the node bodies, default {atomic}: atomic runs every mode
+	// with the atomic body and mode graph with the empty one, as run.sh;
+	// each work:NS runs mode graph with NS ns of work per node.
+	Bodies []tfBody
+}
+
+// tfBody is a node body of bench --vs taskflow: atomic, or work of ns
+// nanoseconds per node.
+type tfBody struct {
+	name string // atomic or work
+	ns   int    // work only
+}
+
+func (b tfBody) String() string {
+	if b.name == "work" {
+		return "work:" + strconv.Itoa(b.ns)
+	}
+	return b.name
+}
+
+// parseTFBodies parses --body: atomic and/or work:NS (NS ns of work per
+// node, at least 1), comma- or space-separated, each once.
+func parseTFBodies(list string) ([]tfBody, error) {
+	var out []tfBody
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		b := tfBody{name: f}
+		if ns, ok := strings.CutPrefix(f, "work:"); ok {
+			n, err := strconv.Atoi(ns)
+			if err != nil || n < 1 {
+				return nil, usagef("--body %q: %q needs a whole number of ns, at least 1 (such as work:1000)", list, f)
+			}
+			b = tfBody{name: "work", ns: n}
+		} else if f != "atomic" {
+			return nil, usagef("--body %q: unknown body %q (want atomic or work:NS, NS ns of work per node)", list, f)
+		}
+		if slices.Contains(out, b) {
+			return nil, usagef("--body %q names %s twice", list, b)
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--body %q: no bodies", list)
+	}
+	return out, nil
 }
 
 // defaultTaskflowConfig returns run.sh's defaults for the tree dir.
 func defaultTaskflowConfig(dir string) taskflowConfig {
-	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100}
+	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100, Bodies: []tfBody{{name: "atomic"}}}
 }
 
 // defaultTFThreads is every CPU, then one worker (once on one CPU).
@@ -707,6 +826,14 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 	if len(cfg.Threads) == 0 {
 		cfg.Threads = defaultTFThreads()
 	}
+	if len(cfg.Bodies) == 0 {
+		cfg.Bodies = []tfBody{{name: "atomic"}}
+	}
+	for i, b := range cfg.Bodies {
+		if b.name != "atomic" && (b.name != "work" || b.ns < 1) || slices.Contains(cfg.Bodies[:i], b) {
+			return cfg, usagef("bodies %v: each atomic or work:NS with NS at least 1, none twice", cfg.Bodies)
+		}
+	}
 	for i, t := range cfg.Threads {
 		if t < 1 || slices.Contains(cfg.Threads[:i], t) {
 			return cfg, usagef("thread counts %v: each at least 1, none twice", cfg.Threads)
@@ -725,12 +852,40 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 	return cfg, nil
 }
 
-// tfConfigs are run.sh's CONFIGS: Taskflow's mode, ours, and the body.
-var tfConfigs = []struct{ cppMode, goMode, body string }{
-	{"graph", "graph", "atomic"},
-	{"batch", "batch", "atomic"},
-	{"async", "stream", "atomic"},
-	{"graph", "graph", "empty"},
+// tfConfig is one of run.sh's CONFIGS: Taskflow's mode, ours, and the
+// body (work: its ns).
+type tfConfig struct {
+	cppMode, goMode string
+	body            tfBody
+}
+
+// tfConfigs are the configurations of the bodies, in their order: atomic
+// is run.sh's (every mode, and mode graph with the empty body), work:NS is
+// mode graph, as tools/gpu/tfside.sh's.
+func tfConfigs(bodies []tfBody) []tfConfig {
+	var out []tfConfig
+	for _, b := range bodies {
+		if b.name == "atomic" {
+			out = append(out,
+				tfConfig{"graph", "graph", b},
+				tfConfig{"batch", "batch", b},
+				tfConfig{"async", "stream", b},
+				tfConfig{"graph", "graph", tfBody{name: "empty"}})
+		} else {
+			out = append(out, tfConfig{"graph", "graph", b})
+		}
+	}
+	return out
+}
+
+// tfCalibrated reads "work_ns=NS work_iters=N", the output of the C++
+// side's -calibrate -work NS.
+func tfCalibrated(out string, ns int) (int, error) {
+	var gotNs, iters int
+	if n, err := fmt.Sscanf(strings.TrimSpace(out), "work_ns=%d work_iters=%d", &gotNs, &iters); n != 2 || err != nil || gotNs != ns || iters < 1 {
+		return 0, fmt.Errorf("calibrating %d ns: the C++ side printed %q, want work_ns=%d work_iters=N (N >= 1)", ns, out, ns)
+	}
+	return iters, nil
 }
 
 // benchTaskflow compiles the C++ harness (CXX -std=c++20 -O2 -pthread -I Dir,
@@ -738,7 +893,8 @@ var tfConfigs = []struct{ cppMode, goMode, body string }{
 // each repetition, each worker count and each of tfConfigs the C++ program
 // and this executable's tfside command (GOMAXPROCS set), alternating which
 // goes first by repetition, so that slow drifts of the machine affect both
-// alike. It prints to w the machine and settings, then the table of medians
+// alike. A work body's iterations are calibrated once, by the C++ side
+// (-calibrate -work NS), and both sides get that count (-work NS -iters N). It prints to w the machine and settings, then the table of medians
 // (printTFTable); progress notes go to progress. A failed counter check, a
 // failed child or a malformed line is an error.
 func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
@@ -779,6 +935,20 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 	}
 	cxxVersion, _, _ = strings.Cut(cxxVersion, "\n")
 
+	iters := map[int]int{} // the work bodies' iterations by ns
+	for _, b := range cfg.Bodies {
+		if b.name != "work" {
+			continue
+		}
+		out, err := runChild(time.Minute, nil, cpp, "-calibrate", "-work", strconv.Itoa(b.ns))
+		if err != nil {
+			return err
+		}
+		if iters[b.ns], err = tfCalibrated(out, b.ns); err != nil {
+			return err
+		}
+	}
+
 	threads := strings.Trim(fmt.Sprint(cfg.Threads), "[]")
 	fmt.Fprintln(w, "gpugraph side by side with Taskflow: the host backend against tf::Executor on the same DAGs")
 	fmt.Fprintf(w, "date:     %s\n", time.Now().UTC().Format("2006-01-02 15:04:05 UTC"))
@@ -788,22 +958,37 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 	fmt.Fprintf(w, "go:       %s %s/%s%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceNote())
 	fmt.Fprintf(w, "cxx:      %s\n", cxxVersion)
 	fmt.Fprintf(w, "flags:    %s %s; go: this executable (gpugraph tfside)\n", cfg.CXX, strings.Join(cxxFlags, " "))
-	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n\n",
+	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n",
 		cfg.Reps, threads, cfg.Warmup, cfg.Time, cfg.Batch)
+	if len(iters) > 0 {
+		bodies := make([]string, len(cfg.Bodies))
+		for i, b := range cfg.Bodies {
+			bodies[i] = b.String()
+			if b.name == "work" {
+				bodies[i] += fmt.Sprintf(" = %d iterations", iters[b.ns])
+			}
+		}
+		fmt.Fprintf(w, "bodies:   %s (work: calibrated once by tfside-cpp, the same count for both sides)\n", strings.Join(bodies, ", "))
+	}
+	fmt.Fprintln(w)
 
 	var samples []tfSample
 	for rep := 1; rep <= cfg.Reps; rep++ {
 		for _, t := range cfg.Threads {
-			for _, c := range tfConfigs {
-				common := []string{"-threads", strconv.Itoa(t), "-body", c.body, "-firstrep", strconv.Itoa(rep),
+			for _, c := range tfConfigs(cfg.Bodies) {
+				common := []string{"-threads", strconv.Itoa(t), "-body", c.body.name, "-firstrep", strconv.Itoa(rep),
 					"-time", tfFloat(cfg.Time), "-warmup", tfFloat(cfg.Warmup), "-batch", strconv.Itoa(cfg.Batch)}
+				if c.body.name == "work" {
+					common = append(common, "-work", strconv.Itoa(c.body.ns), "-iters", strconv.Itoa(iters[c.body.ns]))
+				}
+				it := iters[c.body.ns]
 				sides := []func() ([]tfSample, error){
 					func() ([]tfSample, error) {
-						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
+						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, it, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
 					},
 					func() ([]tfSample, error) {
 						env := append([]string{"GOMAXPROCS=" + strconv.Itoa(t)}, selfEnv...)
-						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
+						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, it, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
 					},
 				}
 				if rep%2 == 0 {
@@ -826,8 +1011,8 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 
 // tfSide runs one side's program for one worker count and mode, and checks
 // that it printed one line per shape of the mode, of that side, mode, body
-// and worker count.
-func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []string, prog string, args ...string) ([]tfSample, error) {
+// (work: its ns and iters) and worker count.
+func tfSide(cfg taskflowConfig, threads int, impl, mode string, body tfBody, iters int, env []string, prog string, args ...string) ([]tfSample, error) {
 	want := 0
 	for _, sh := range tfShapes {
 		if sh.chain || mode == "graph" || mode == "batch" {
@@ -850,9 +1035,12 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []stri
 		return nil, fmt.Errorf("%s: %d lines, want one per shape, %d", cmdline, len(ss), want)
 	}
 	for _, s := range ss {
-		if s.impl != impl || s.mode != mode || s.body != body || s.threads != threads {
+		if s.impl != impl || s.mode != mode || s.body != body.name || s.threads != threads {
 			return nil, fmt.Errorf("%s: printed impl=%s mode=%s body=%s threads=%d, want %s %s %s %d",
-				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body, threads)
+				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body.name, threads)
+		}
+		if body.name == "work" && (s.workNs != body.ns || s.workIters != iters) {
+			return nil, fmt.Errorf("%s: printed work_ns=%d work_iters=%d, want %d %d", cmdline, s.workNs, s.workIters, body.ns, iters)
 		}
 	}
 	return ss, nil
