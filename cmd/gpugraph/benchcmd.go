@@ -42,6 +42,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	tf := defaultTaskflowConfig("")
 	fs.StringVar(&tf.Dir, "taskflow", "", "a Taskflow tree (DIR/taskflow/taskflow.hpp)")
 	fs.StringVar(&tf.Harness, "tfside", "", "the C++ harness (default DIR/side/tfside.cpp)")
+	bodies := fs.String("body", "atomic", "node bodies for taskflow: atomic and/or work:NS, comma-separated")
 	threads := fs.String("threads", "", "worker counts for taskflow, space- or comma-separated (default: every CPU, then 1)")
 	reps := fs.Int("reps", 5, "repetitions or rounds of each side")
 	secs := fs.Float64("time", 0, "seconds per run of a side (default: taskflow 1, native 0.3)")
@@ -56,7 +57,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	set := setFlags(fs)
 	// The flags of --vs, and the sides each is for.
 	vsFlags := []struct{ name, sides string }{
-		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"},
+		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"}, {"body", "taskflow"},
 		{"time", "taskflow,native"}, {"reps", "taskflow,native,torch"},
 		{"cuda", "native"}, {"python", "torch"},
 	}
@@ -104,6 +105,9 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	tf.Reps, nat.Rounds, pt.Reps = *reps, *reps, *reps
 	if *secs != 0 {
 		tf.Time, nat.Time = *secs, *secs
+	}
+	if tf.Bodies, err = parseTFBodies(*bodies); err != nil {
+		return err
 	}
 	if *threads != "" {
 		tf.Threads = nil

@@ -162,6 +162,10 @@ var cliCases = []cliCase{
 	{args: "bench --vs taskflow --taskflow x --threads 2,2", code: 2, stderr: "names 2 twice"},
 	{args: "bench --vs taskflow --taskflow x --reps 0", code: 2, stderr: "--reps 0: need at least 1"},
 	{args: "bench --vs taskflow --taskflow x --time -1", code: 2, stderr: "--time -1: need more than 0 seconds"},
+	{args: "bench --body work:1000", code: 2, stderr: "--body applies to --vs taskflow only"},
+	{args: "bench --vs taskflow --taskflow x --body sleep", code: 2, stderr: `--body "sleep": unknown body "sleep" (want atomic or work:NS`},
+	{args: "bench --vs taskflow --taskflow x --body work:0", code: 2, stderr: `--body "work:0": "work:0" needs a whole number of ns, at least 1`},
+	{args: "bench --vs taskflow --taskflow x --body atomic,atomic", code: 2, stderr: "names atomic twice"},
 	{args: "bench --count x", code: 2, stderr: `invalid value "x" for --count: want a whole number`},
 
 	// mem.

@@ -267,6 +267,15 @@ flags:
   --tfside FILE    taskflow: the C++ harness (default DIR/side/tfside.cpp)
   --threads LIST   taskflow: worker counts, each at least 1 (default: every
                    CPU, then 1)
+  --body LIST      taskflow: node bodies, comma-separated (default atomic):
+                     atomic    one shared atomic increment, in every mode,
+                               and the empty body in mode graph
+                     work:NS   NS ns of arithmetic per node (calibrated once
+                               by the C++ side, the same iterations for
+                               both), mode graph; adds each side's speedup
+                               (the body's serial time / time per node), the
+                               ideal, min(threads, nodes / critical path),
+                               and gpugraph's speedup over the ideal
   --time S         taskflow, native: seconds per run of a side, 0 for the
                    default (taskflow 1, native 0.3)
   --reps N         repetitions (taskflow, torch) or rounds (native), at least 1

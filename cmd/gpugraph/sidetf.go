@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,18 +124,92 @@ func tfShapeNames() string {
 
 // The node bodies, package-level as in tfside.go and tfside.cpp: the atomic
 // body increments one shared counter (checked after each repetition:
-// counter == runs*nodes), the empty body does nothing.
+// counter == runs*nodes), the empty body does nothing, the work body runs
+// tfWork for tfsideWorkIters rounds and adds the result to its node's slot
+// (the node index is the kernel's one argument; checked after each
+// repetition: every slot == runs * that node's result).
 var (
 	tfsideCounter atomic.Int64
 	tfsideAtomic  = &gg.Kernel{Name: "inc", Go: func(gg.Block, gg.Args) { tfsideCounter.Add(1) }}
 	tfsideEmpty   = &gg.Kernel{Name: "empty", Go: func(gg.Block, gg.Args) {}}
+	tfsideWork    = &gg.Kernel{Name: "work", Params: []gg.ParamType{gg.Int64}, Go: func(_ gg.Block, a gg.Args) { tfsideWorkBody(a.Int(0)) }}
+
+	tfsideSlots     []tfSlot // tfsideSlots[i]: node i's
+	tfsideWorkIters int
+	tfsideSink      uint64 // keeps calibration results alive
 )
+
+// tfWork is the work body's arithmetic: iters rounds of xorshift64 on a
+// local, a serial dependency chain, the loop of tfside.go's work and
+// tfside.cpp's work (keep the three the same: both sides must do the same
+// work for the same iteration count). Not inlined, so every node runs this
+// exact code.
+//
+//go:noinline
+func tfWork(x uint64, iters int) uint64 {
+	for j := 0; j < iters; j++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+// tfSlot holds one node's results, alone on its cache line.
+type tfSlot struct {
+	sum uint64
+	_   [56]byte
+}
+
+func tfsideWorkBody(i int) { tfsideSlots[i].sum += tfWork(uint64(i)+1, tfsideWorkIters) }
+
+// tfCalibrate returns the iterations of tfWork that take about ns
+// nanoseconds: double them until a call takes 10 ms (fastest of 3), then
+// scale. (tfside.go's calibrate; bench --vs taskflow calibrates with the C++
+// side's instead, once, and gives both sides its count.)
+func tfCalibrate(ns int) int {
+	for k := 1024; ; k *= 2 {
+		best := time.Hour
+		for range 3 {
+			t := time.Now()
+			tfsideSink = tfWork(1, k)
+			best = min(best, time.Since(t))
+		}
+		if best >= 10*time.Millisecond {
+			return max(1, int(math.Round(float64(ns)*float64(k)/float64(best.Nanoseconds()))))
+		}
+	}
+}
+
+// tfSerialNs is the time of one work body alone on this goroutine: calls on
+// nodes 0, 1, ... in turn, doubling their number until they take 20 ms.
+func tfSerialNs() float64 {
+	for calls := 16; ; calls *= 2 {
+		i := 0
+		t := time.Now()
+		for range calls {
+			tfsideWorkBody(i)
+			if i++; i == len(tfsideSlots) {
+				i = 0
+			}
+		}
+		if el := time.Since(t); el >= 20*time.Millisecond {
+			return float64(el.Nanoseconds()) / float64(calls)
+		}
+	}
+}
 
 // tfsideMain is the hidden command "gpugraph tfside [flags]": the Go side of
 // the harness, the same flags and output lines as
 // shared/bench/taskflow/side/tfside.go. One line per (shape, repetition):
 //
 //	impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=... ns_per_run=... ns_per_node=... check=ok
+//
+// -body work: each node runs -iters rounds of tfWork (0: calibrated here to
+// -work ns), and its result is checked; the lines add work_ns, work_iters
+// and serial_ns_per_node, the body alone timed on one goroutine before the
+// device opens (speedup = serial_ns_per_node / ns_per_node). -calibrate
+// prints work_ns=NS work_iters=N for -work and exits.
 //
 // mode=graph: one Exec.Launch + Stream.Synchronize per run of an
 // instantiated graph of kernel nodes (grid 1, block 1), as Taskflow's
@@ -156,7 +231,10 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("tfside", stderr)
 	threads := fs.Int("threads", runtime.NumCPU(), "GOMAXPROCS (worker count)")
 	shapeList := fs.String("shapes", "all", "comma-separated shape names, or all")
-	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked) or empty")
+	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked), empty, or work (-work ns of arithmetic, checked)")
+	workNs := fs.Int("work", 1000, "nanoseconds per work body (for calibration)")
+	iters := fs.Int("iters", 0, "iterations per work body (0: calibrate to -work)")
+	calib := fs.Bool("calibrate", false, "print the iterations for -work and exit")
 	mode := fs.String("mode", "graph", "graph, batch, or stream (chain shapes only)")
 	batch := fs.Int("batch", 100, "launches per Synchronize in mode batch")
 	reps := fs.Int("reps", 1, "repetitions per shape")
@@ -175,14 +253,23 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "go %s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
 		return nil
 	}
+	if *workNs < 1 || *iters < 0 {
+		return usagef("-work %d -iters %d: need work at least 1 and iters 0 or more", *workNs, *iters)
+	}
+	if *calib {
+		fmt.Fprintf(stdout, "work_ns=%d work_iters=%d\n", *workNs, tfCalibrate(*workNs))
+		return nil
+	}
 	var k *gg.Kernel
 	switch *body {
 	case "atomic":
 		k = tfsideAtomic
 	case "empty":
 		k = tfsideEmpty
+	case "work":
+		k = tfsideWork
 	default:
-		return usagef("-body %q: atomic or empty", *body)
+		return usagef("-body %q: atomic, empty or work", *body)
 	}
 	switch {
 	case *mode != "graph" && *mode != "batch" && *mode != "stream":
@@ -200,6 +287,22 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 				return usagef("-shapes: unknown shape %q (%s, or all)", name, tfShapeNames())
 			}
 		}
+	}
+
+	workCols := "" // appended to each line
+	if *body == "work" {
+		// Iterations, slots for the largest shape, and the body's time
+		// alone, all before the device's workers start.
+		tfsideWorkIters = *iters
+		if tfsideWorkIters == 0 {
+			tfsideWorkIters = tfCalibrate(*workNs)
+		}
+		most := 0
+		for _, sh := range tfShapes {
+			most = max(most, len(sh.preds))
+		}
+		tfsideSlots = make([]tfSlot, most)
+		workCols = fmt.Sprintf(" work_ns=%d work_iters=%d serial_ns_per_node=%.2f", *workNs, tfsideWorkIters, tfSerialNs())
 	}
 
 	d, err := gg.Open(gg.BackendHost)
@@ -222,23 +325,33 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 		if only != nil && !slices.Contains(only, sh.name) || *mode == "stream" && !sh.chain {
 			continue
 		}
-		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, *batch, *firstRep, *reps, *warmup, *target); err != nil {
+		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, workCols, *batch, *firstRep, *reps, *warmup, *target); err != nil {
 			return fmt.Errorf("%s, mode %s: %w", sh.name, *mode, err)
 		}
 	}
 	return nil
 }
 
-// tfsideShape times reps repetitions of one shape and prints their lines.
-func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Kernel, mode, body string, batch, firstRep, reps int, warmup, target float64) error {
+// tfsideShape times reps repetitions of one shape and prints their lines,
+// each ending in workCols.
+func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Kernel, mode, body, workCols string, batch, firstRep, reps int, warmup, target float64) error {
 	n := len(sh.preds)
 	one := gg.Dim1(1)
+	args := make([][]any, n) // the work kernel's argument: the node index
+	var result []uint64      // the work body's result of each node, for the check
+	if body == "work" {
+		result = make([]uint64, n)
+		for i := range args {
+			args[i] = []any{int64(i)}
+			result[i] = tfWork(uint64(i)+1, tfsideWorkIters)
+		}
+	}
 	var run func() error
 	perCall := 1 // graph runs per call of run
 	if mode == "stream" {
 		run = func() error {
-			for range n {
-				if err := s.Launch(k, one, one); err != nil {
+			for i := range n {
+				if err := s.Launch(k, one, one, args[i]...); err != nil {
 					return fmt.Errorf("stream launch: %w", err)
 				}
 			}
@@ -256,7 +369,7 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 			for j, p := range ps {
 				deps[j] = nodes[p]
 			}
-			if nodes[i], err = g.AddKernelNode(gg.KernelParams{Kernel: k, Grid: one, Block: one}, deps...); err != nil {
+			if nodes[i], err = g.AddKernelNode(gg.KernelParams{Kernel: k, Grid: one, Block: one, Args: args[i]}, deps...); err != nil {
 				return err
 			}
 		}
@@ -298,6 +411,7 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 		runs := calls * perCall
 
 		tfsideCounter.Store(0)
+		clear(tfsideSlots)
 		t0 := time.Now()
 		for range calls {
 			if err := run(); err != nil {
@@ -306,25 +420,40 @@ func tfsideShape(out io.Writer, d *gg.Device, s *gg.Stream, sh tfShape, k *gg.Ke
 		}
 		el := time.Since(t0)
 		check := "n/a"
-		if body == "atomic" {
+		switch body {
+		case "atomic":
 			if got, want := tfsideCounter.Load(), int64(runs)*int64(n); got == want {
 				check = "ok"
 			} else {
 				check = fmt.Sprintf("FAIL(%d!=%d)", got, want)
 			}
+		case "work":
+			bad := 0
+			for i, want := range result {
+				if tfsideSlots[i].sum != uint64(runs)*want {
+					bad++
+				}
+			}
+			if check = "ok"; bad > 0 {
+				check = fmt.Sprintf("FAIL(%d_of_%d_nodes)", bad, n)
+			}
 		}
 		perRun := float64(el.Nanoseconds()) / float64(runs)
-		fmt.Fprintf(out, "impl=gpugraph mode=%s shape=%s nodes=%d threads=%d body=%s rep=%d runs=%d ns_per_run=%.1f ns_per_node=%.2f check=%s\n",
-			mode, sh.name, n, runtime.GOMAXPROCS(0), body, r, runs, perRun, perRun/float64(n), check)
+		fmt.Fprintf(out, "impl=gpugraph mode=%s shape=%s nodes=%d threads=%d body=%s rep=%d runs=%d ns_per_run=%.1f ns_per_node=%.2f check=%s%s\n",
+			mode, sh.name, n, runtime.GOMAXPROCS(0), body, r, runs, perRun, perRun/float64(n), check, workCols)
 	}
 	return nil
 }
 
 // tfSample is one impl= line of either side: one repetition of one shape.
+// Lines of the work body add workNs, workIters and serialNs (the body alone
+// on one thread, ns).
 type tfSample struct {
 	impl, mode, shape, body, check string
 	nodes, threads, rep, runs      int
 	nsPerRun, nsPerNode            float64
+	workNs, workIters              int
+	serialNs                       float64
 }
 
 // parseTFSamples reads the output of either side: every non-blank line must
@@ -349,6 +478,8 @@ func parseTFSamples(r io.Reader) ([]tfSample, error) {
 // parseTFSample parses one line such as
 //
 //	impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=400 ns_per_run=5000.0 ns_per_node=500.00 check=ok
+//
+// with work_ns, work_iters and serial_ns_per_node required after body=work.
 func parseTFSample(line string) (tfSample, error) {
 	bad := func(format string, a ...any) (tfSample, error) {
 		return tfSample{}, fmt.Errorf("malformed line %q: %s", line, fmt.Sprintf(format, a...))
@@ -373,7 +504,7 @@ func parseTFSample(line string) (tfSample, error) {
 		{"impl", &s.impl, []string{"gpugraph", "taskflow"}},
 		{"mode", &s.mode, []string{"graph", "batch", "stream", "async"}},
 		{"shape", &s.shape, nil},
-		{"body", &s.body, []string{"atomic", "empty"}},
+		{"body", &s.body, []string{"atomic", "empty", "work"}},
 		{"check", &s.check, nil},
 	} {
 		v, ok := kv[f.key]
@@ -401,10 +532,27 @@ func parseTFSample(line string) (tfSample, error) {
 		dst *float64
 	}{{"ns_per_run", &s.nsPerRun}, {"ns_per_node", &s.nsPerNode}} {
 		v, err := strconv.ParseFloat(kv[f.key], 64)
-		if err != nil || !(v > 0) {
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
 			return bad("%s=%q: want a positive number", f.key, kv[f.key])
 		}
 		*f.dst = v
+	}
+	if s.body == "work" {
+		for _, f := range []struct {
+			key string
+			dst *int
+		}{{"work_ns", &s.workNs}, {"work_iters", &s.workIters}} {
+			v, err := strconv.Atoi(kv[f.key])
+			if err != nil || v < 1 {
+				return bad("%s=%q: want an integer >= 1 with body=work", f.key, kv[f.key])
+			}
+			*f.dst = v
+		}
+		v, err := strconv.ParseFloat(kv["serial_ns_per_node"], 64)
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			return bad("serial_ns_per_node=%q: want a positive number with body=work", kv["serial_ns_per_node"])
+		}
+		s.serialNs = v
 	}
 	sh, ok := tfShapeNamed(s.shape)
 	if !ok {
@@ -415,7 +563,7 @@ func parseTFSample(line string) (tfSample, error) {
 	}
 	switch {
 	case strings.HasPrefix(s.check, "FAIL"):
-		return tfSample{}, fmt.Errorf("counter check failed: %s", line)
+		return tfSample{}, fmt.Errorf("counter check failed: %s", line) // or the work body's result check
 	case s.check != "ok" && s.check != "n/a":
 		return bad("check=%s: want ok, n/a or FAIL(...)", s.check)
 	}
@@ -429,19 +577,55 @@ var tfModePair = map[string]string{"graph": "graph", "batch": "batch", "stream":
 var tfModeOrder = []string{"graph", "batch", "op-by-op"}
 
 // tfRow is a line of the table: both sides' samples of one measurement.
+// body is the sample's body, work:NS for the work body of NS ns.
 type tfRow struct {
-	threads            int
+	threads, workNs    int
 	body, mode, shape  string
 	gpugraph, taskflow []tfSample
+}
+
+// tfBodyLabel is a sample's body as the table and --body spell it.
+func tfBodyLabel(s tfSample) string {
+	if s.body == "work" {
+		return "work:" + strconv.Itoa(s.workNs)
+	}
+	return s.body
+}
+
+// tfCriticalPath is the number of nodes on the longest path of a shape.
+func tfCriticalPath(preds [][]int) int {
+	depth := make([]int, len(preds)) // preds are all < i
+	most := 0
+	for i, ps := range preds {
+		depth[i] = 1
+		for _, p := range ps {
+			depth[i] = max(depth[i], depth[p]+1)
+		}
+		most = max(most, depth[i])
+	}
+	return most
+}
+
+// tfIdeal is the speedup a perfect scheduler reaches on a shape with the
+// given workers: the lesser of the workers and the shape's nodes over its
+// critical path.
+func tfIdeal(threads int, shape string) float64 {
+	sh, _ := tfShapeNamed(shape)
+	return min(float64(threads), float64(len(sh.preds))/float64(tfCriticalPath(sh.preds)))
 }
 
 // printTFTable prints the medians of the samples as run.sh's summary does:
 // one line per worker count, body, mode and shape (most workers first, then
 // by body, mode and the shapes' order), ns per run, ns per node with its
 // range over the repetitions, and the ratio of the two sides' median ns per
-// node; "-" where a side has no sample.
+// node; "-" where a side has no sample. With samples of the work body it
+// adds, as tools/gpu/tfside.sh's summary, each side's speedup (median
+// serial_ns_per_node / median ns_per_node), the ideal one (tfIdeal) and
+// gpugraph's over the ideal, on the rows of the work body.
 func printTFTable(w io.Writer, samples []tfSample) {
 	ok, failed := 0, 0
+	work := false
+	bodyWidth := len("atomic")
 	var rows []*tfRow
 	for _, s := range samples {
 		switch s.check {
@@ -451,12 +635,14 @@ func printTFTable(w io.Writer, samples []tfSample) {
 		default:
 			failed++
 		}
-		mode := tfModePair[s.mode]
+		mode, body := tfModePair[s.mode], tfBodyLabel(s)
+		work = work || s.body == "work"
+		bodyWidth = max(bodyWidth, len(body))
 		i := slices.IndexFunc(rows, func(r *tfRow) bool {
-			return r.threads == s.threads && r.body == s.body && r.mode == mode && r.shape == s.shape
+			return r.threads == s.threads && r.body == body && r.mode == mode && r.shape == s.shape
 		})
 		if i < 0 {
-			rows = append(rows, &tfRow{threads: s.threads, body: s.body, mode: mode, shape: s.shape})
+			rows = append(rows, &tfRow{threads: s.threads, workNs: s.workNs, body: body, mode: mode, shape: s.shape})
 			i = len(rows) - 1
 		}
 		if s.impl == "gpugraph" {
@@ -473,6 +659,9 @@ func printTFTable(w io.Writer, samples []tfSample) {
 			return b.threads - a.threads
 		}
 		if c := strings.Compare(a.body, b.body); c != 0 {
+			if a.workNs > 0 && b.workNs > 0 {
+				return a.workNs - b.workNs // work:1000 before work:5000 and work:10000
+			}
 			return c
 		}
 		if c := slices.Index(tfModeOrder, a.mode) - slices.Index(tfModeOrder, b.mode); c != 0 {
@@ -482,19 +671,53 @@ func printTFTable(w io.Writer, samples []tfSample) {
 	})
 
 	fmt.Fprintf(w, "%d samples; counter checks: %d ok, %d failed\n", len(samples), ok, failed)
-	fmt.Fprintf(w, "%7s %-6s %-8s %-15s %3s | %15s %8s %15s | %15s %8s %15s | %6s\n",
-		"threads", "body", "mode", "shape", "n", "gpugraph ns/run", "ns/node", "(min-max)", "taskflow ns/run", "ns/node", "(min-max)", "gg/tf")
+	speedupHead := ""
+	if work {
+		fmt.Fprintln(w, "gg x, tf x: speedup, the body's serial time / time per node (medians); ideal: min(threads, nodes / critical path)")
+		speedupHead = fmt.Sprintf(" | %5s %5s %5s %8s", "gg x", "tf x", "ideal", "gg/ideal")
+	}
+	fmt.Fprintf(w, "%7s %-*s %-8s %-15s %3s | %15s %8s %15s | %15s %8s %15s | %6s%s\n",
+		"threads", bodyWidth, "body", "mode", "shape", "n", "gpugraph ns/run", "ns/node", "(min-max)", "taskflow ns/run", "ns/node", "(min-max)", "gg/tf", speedupHead)
 	for _, r := range rows {
 		ratio := fmt.Sprintf("%6s", "-")
-		if r.gpugraph != nil && r.taskflow != nil {
+		both := r.gpugraph != nil && r.taskflow != nil
+		if both {
 			ratio = fmt.Sprintf("%6.2f", median(tfNsPerNode(r.gpugraph))/median(tfNsPerNode(r.taskflow)))
 		}
 		n := len(r.gpugraph)
 		if n == 0 {
 			n = len(r.taskflow)
 		}
-		fmt.Fprintf(w, "%7d %-6s %-8s %-15s %3d | %s | %s | %s\n", r.threads, r.body, r.mode, r.shape, n, tfCols(r.gpugraph), tfCols(r.taskflow), ratio)
+		speedup := ""
+		if work {
+			speedup = fmt.Sprintf(" | %5s %5s %5s %8s", "-", "-", "-", "-")
+			if r.workNs > 0 {
+				ideal := tfIdeal(r.threads, r.shape)
+				gx, tx := tfSpeedup(r.gpugraph), tfSpeedup(r.taskflow)
+				cell := func(x float64) string {
+					if math.IsNaN(x) {
+						return "-"
+					}
+					return fmt.Sprintf("%.2f", x)
+				}
+				speedup = fmt.Sprintf(" | %5s %5s %5.1f %8s", cell(gx), cell(tx), ideal, cell(gx/ideal))
+			}
+		}
+		fmt.Fprintf(w, "%7d %-*s %-8s %-15s %3d | %s | %s | %s%s\n", r.threads, bodyWidth, r.body, r.mode, r.shape, n, tfCols(r.gpugraph), tfCols(r.taskflow), ratio, speedup)
 	}
+}
+
+// tfSpeedup is one side's speedup on work samples: the median serial time
+// of the body over the median time per node; NaN without samples.
+func tfSpeedup(ss []tfSample) float64 {
+	if len(ss) == 0 {
+		return math.NaN()
+	}
+	serial := make([]float64, len(ss))
+	for i, s := range ss {
+		serial[i] = s.serialNs
+	}
+	return median(serial) / median(tfNsPerNode(ss))
 }
 
 // tfCols is one side's columns: median ns/run, median ns/node (min-max).
@@ -530,11 +753,55 @@ type taskflowConfig struct {
 	Time    float64 // timed seconds per shape per repetition, default 1
 	Warmup  float64 // default 0.2
 	Batch   int     // launches per wait in mode batch, default 100
+	// Bodies are the node bodies, default {atomic}: atomic runs every mode
+	// with the atomic body and mode graph with the empty one, as run.sh;
+	// each work:NS runs mode graph with NS ns of work per node.
+	Bodies []tfBody
+}
+
+// tfBody is a node body of bench --vs taskflow: atomic, or work of ns
+// nanoseconds per node.
+type tfBody struct {
+	name string // atomic or work
+	ns   int    // work only
+}
+
+func (b tfBody) String() string {
+	if b.name == "work" {
+		return "work:" + strconv.Itoa(b.ns)
+	}
+	return b.name
+}
+
+// parseTFBodies parses --body: atomic and/or work:NS (NS ns of work per
+// node, at least 1), comma- or space-separated, each once.
+func parseTFBodies(list string) ([]tfBody, error) {
+	var out []tfBody
+	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		b := tfBody{name: f}
+		if ns, ok := strings.CutPrefix(f, "work:"); ok {
+			n, err := strconv.Atoi(ns)
+			if err != nil || n < 1 {
+				return nil, usagef("--body %q: %q needs a whole number of ns, at least 1 (such as work:1000)", list, f)
+			}
+			b = tfBody{name: "work", ns: n}
+		} else if f != "atomic" {
+			return nil, usagef("--body %q: unknown body %q (want atomic or work:NS, NS ns of work per node)", list, f)
+		}
+		if slices.Contains(out, b) {
+			return nil, usagef("--body %q names %s twice", list, b)
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, usagef("--body %q: no bodies", list)
+	}
+	return out, nil
 }
 
 // defaultTaskflowConfig returns run.sh's defaults for the tree dir.
 func defaultTaskflowConfig(dir string) taskflowConfig {
-	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100}
+	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100, Bodies: []tfBody{{name: "atomic"}}}
 }
 
 // defaultTFThreads is every CPU, then one worker (once on one CPU).
@@ -559,6 +826,14 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 	if len(cfg.Threads) == 0 {
 		cfg.Threads = defaultTFThreads()
 	}
+	if len(cfg.Bodies) == 0 {
+		cfg.Bodies = []tfBody{{name: "atomic"}}
+	}
+	for i, b := range cfg.Bodies {
+		if b.name != "atomic" && (b.name != "work" || b.ns < 1) || slices.Contains(cfg.Bodies[:i], b) {
+			return cfg, usagef("bodies %v: each atomic or work:NS with NS at least 1, none twice", cfg.Bodies)
+		}
+	}
 	for i, t := range cfg.Threads {
 		if t < 1 || slices.Contains(cfg.Threads[:i], t) {
 			return cfg, usagef("thread counts %v: each at least 1, none twice", cfg.Threads)
@@ -577,12 +852,40 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 	return cfg, nil
 }
 
-// tfConfigs are run.sh's CONFIGS: Taskflow's mode, ours, and the body.
-var tfConfigs = []struct{ cppMode, goMode, body string }{
-	{"graph", "graph", "atomic"},
-	{"batch", "batch", "atomic"},
-	{"async", "stream", "atomic"},
-	{"graph", "graph", "empty"},
+// tfConfig is one of run.sh's CONFIGS: Taskflow's mode, ours, and the
+// body (work: its ns).
+type tfConfig struct {
+	cppMode, goMode string
+	body            tfBody
+}
+
+// tfConfigs are the configurations of the bodies, in their order: atomic
+// is run.sh's (every mode, and mode graph with the empty body), work:NS is
+// mode graph, as tools/gpu/tfside.sh's.
+func tfConfigs(bodies []tfBody) []tfConfig {
+	var out []tfConfig
+	for _, b := range bodies {
+		if b.name == "atomic" {
+			out = append(out,
+				tfConfig{"graph", "graph", b},
+				tfConfig{"batch", "batch", b},
+				tfConfig{"async", "stream", b},
+				tfConfig{"graph", "graph", tfBody{name: "empty"}})
+		} else {
+			out = append(out, tfConfig{"graph", "graph", b})
+		}
+	}
+	return out
+}
+
+// tfCalibrated reads "work_ns=NS work_iters=N", the output of the C++
+// side's -calibrate -work NS.
+func tfCalibrated(out string, ns int) (int, error) {
+	var gotNs, iters int
+	if n, err := fmt.Sscanf(strings.TrimSpace(out), "work_ns=%d work_iters=%d", &gotNs, &iters); n != 2 || err != nil || gotNs != ns || iters < 1 {
+		return 0, fmt.Errorf("calibrating %d ns: the C++ side printed %q, want work_ns=%d work_iters=N (N >= 1)", ns, out, ns)
+	}
+	return iters, nil
 }
 
 // benchTaskflow compiles the C++ harness (CXX -std=c++20 -O2 -pthread -I Dir,
@@ -590,7 +893,8 @@ var tfConfigs = []struct{ cppMode, goMode, body string }{
 // each repetition, each worker count and each of tfConfigs the C++ program
 // and this executable's tfside command (GOMAXPROCS set), alternating which
 // goes first by repetition, so that slow drifts of the machine affect both
-// alike. It prints to w the machine and settings, then the table of medians
+// alike. A work body's iterations are calibrated once, by the C++ side
+// (-calibrate -work NS), and both sides get that count (-work NS -iters N). It prints to w the machine and settings, then the table of medians
 // (printTFTable); progress notes go to progress. A failed counter check, a
 // failed child or a malformed line is an error.
 func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
@@ -631,6 +935,20 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 	}
 	cxxVersion, _, _ = strings.Cut(cxxVersion, "\n")
 
+	iters := map[int]int{} // the work bodies' iterations by ns
+	for _, b := range cfg.Bodies {
+		if b.name != "work" {
+			continue
+		}
+		out, err := runChild(time.Minute, nil, cpp, "-calibrate", "-work", strconv.Itoa(b.ns))
+		if err != nil {
+			return err
+		}
+		if iters[b.ns], err = tfCalibrated(out, b.ns); err != nil {
+			return err
+		}
+	}
+
 	threads := strings.Trim(fmt.Sprint(cfg.Threads), "[]")
 	fmt.Fprintln(w, "gpugraph side by side with Taskflow: the host backend against tf::Executor on the same DAGs")
 	fmt.Fprintf(w, "date:     %s\n", time.Now().UTC().Format("2006-01-02 15:04:05 UTC"))
@@ -640,22 +958,37 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 	fmt.Fprintf(w, "go:       %s %s/%s%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceNote())
 	fmt.Fprintf(w, "cxx:      %s\n", cxxVersion)
 	fmt.Fprintf(w, "flags:    %s %s; go: this executable (gpugraph tfside)\n", cfg.CXX, strings.Join(cxxFlags, " "))
-	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n\n",
+	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n",
 		cfg.Reps, threads, cfg.Warmup, cfg.Time, cfg.Batch)
+	if len(iters) > 0 {
+		bodies := make([]string, len(cfg.Bodies))
+		for i, b := range cfg.Bodies {
+			bodies[i] = b.String()
+			if b.name == "work" {
+				bodies[i] += fmt.Sprintf(" = %d iterations", iters[b.ns])
+			}
+		}
+		fmt.Fprintf(w, "bodies:   %s (work: calibrated once by tfside-cpp, the same count for both sides)\n", strings.Join(bodies, ", "))
+	}
+	fmt.Fprintln(w)
 
 	var samples []tfSample
 	for rep := 1; rep <= cfg.Reps; rep++ {
 		for _, t := range cfg.Threads {
-			for _, c := range tfConfigs {
-				common := []string{"-threads", strconv.Itoa(t), "-body", c.body, "-firstrep", strconv.Itoa(rep),
+			for _, c := range tfConfigs(cfg.Bodies) {
+				common := []string{"-threads", strconv.Itoa(t), "-body", c.body.name, "-firstrep", strconv.Itoa(rep),
 					"-time", tfFloat(cfg.Time), "-warmup", tfFloat(cfg.Warmup), "-batch", strconv.Itoa(cfg.Batch)}
+				if c.body.name == "work" {
+					common = append(common, "-work", strconv.Itoa(c.body.ns), "-iters", strconv.Itoa(iters[c.body.ns]))
+				}
+				it := iters[c.body.ns]
 				sides := []func() ([]tfSample, error){
 					func() ([]tfSample, error) {
-						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
+						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, it, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
 					},
 					func() ([]tfSample, error) {
 						env := append([]string{"GOMAXPROCS=" + strconv.Itoa(t)}, selfEnv...)
-						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
+						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, it, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
 					},
 				}
 				if rep%2 == 0 {
@@ -678,8 +1011,8 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 
 // tfSide runs one side's program for one worker count and mode, and checks
 // that it printed one line per shape of the mode, of that side, mode, body
-// and worker count.
-func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []string, prog string, args ...string) ([]tfSample, error) {
+// (work: its ns and iters) and worker count.
+func tfSide(cfg taskflowConfig, threads int, impl, mode string, body tfBody, iters int, env []string, prog string, args ...string) ([]tfSample, error) {
 	want := 0
 	for _, sh := range tfShapes {
 		if sh.chain || mode == "graph" || mode == "batch" {
@@ -702,9 +1035,12 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode, body string, env []stri
 		return nil, fmt.Errorf("%s: %d lines, want one per shape, %d", cmdline, len(ss), want)
 	}
 	for _, s := range ss {
-		if s.impl != impl || s.mode != mode || s.body != body || s.threads != threads {
+		if s.impl != impl || s.mode != mode || s.body != body.name || s.threads != threads {
 			return nil, fmt.Errorf("%s: printed impl=%s mode=%s body=%s threads=%d, want %s %s %s %d",
-				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body, threads)
+				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body.name, threads)
+		}
+		if body.name == "work" && (s.workNs != body.ns || s.workIters != iters) {
+			return nil, fmt.Errorf("%s: printed work_ns=%d work_iters=%d, want %d %d", cmdline, s.workNs, s.workIters, body.ns, iters)
 		}
 	}
 	return ss, nil

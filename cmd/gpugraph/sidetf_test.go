@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -20,6 +21,11 @@ func TestParseTFSample(t *testing.T) {
 		nodes: 10, threads: 2, rep: 3, runs: 400, nsPerRun: 5000, nsPerNode: 500}
 	if err != nil || s != want {
 		t.Fatalf("parseTFSample(%q) = %+v, %v; want %+v", good, s, err, want)
+	}
+	work := strings.Replace(good, "body=atomic", "body=work", 1) + " work_ns=5000 work_iters=2660 serial_ns_per_node=4950.5"
+	want.body, want.workNs, want.workIters, want.serialNs = "work", 5000, 2660, 4950.5
+	if s, err := parseTFSample(work); err != nil || s != want {
+		t.Fatalf("parseTFSample(%q) = %+v, %v; want %+v", work, s, err, want)
 	}
 	replace := func(old, new string) string { return strings.Replace(good, old, new, 1) }
 	for _, tc := range []struct{ name, line, err string }{
@@ -45,6 +51,11 @@ func TestParseTFSample(t *testing.T) {
 		{"negative time", replace("ns_per_run=5000.0", "ns_per_run=-1"), `ns_per_run="-1"`},
 		{"NaN", replace("ns_per_run=5000.0", "ns_per_run=NaN"), `ns_per_run="NaN"`},
 		{"bad check", replace("check=ok", "check=maybe"), "check=maybe"},
+		{"work body", replace("body=atomic", "body=work") + " work_ns=1000 work_iters=532 serial_ns_per_node=990.03", ""},
+		{"work without iters", replace("body=atomic", "body=work") + " work_ns=1000 serial_ns_per_node=990.03", `work_iters=""`},
+		{"work without serial", replace("body=atomic", "body=work") + " work_ns=1000 work_iters=532", `serial_ns_per_node=""`},
+		{"work of 0 ns", replace("body=atomic", "body=work") + " work_ns=0 work_iters=532 serial_ns_per_node=9", `work_ns="0"`},
+		{"failed work check", replace("check=ok", "check=FAIL(3_of_10_nodes)"), "counter check failed"},
 		{"not a sample", "rep 1/5 done", `"rep" is not key=value`},
 	} {
 		_, err := parseTFSample(tc.line)
@@ -130,10 +141,13 @@ func TestTfsideMain(t *testing.T) {
 		{"batch", "atomic", "ok"},
 		{"stream", "atomic", "ok"},
 		{"graph", "empty", "n/a"},
+		{"graph", "work", "ok"},
+		{"batch", "work", "ok"},
+		{"stream", "work", "ok"},
 	} {
 		var out, errOut bytes.Buffer
 		args := []string{"-threads", "1", "-shapes", "chain10", "-mode", tc.mode, "-body", tc.body, "-batch", "10",
-			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02"}
+			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02", "-work", "70", "-iters", "37"}
 		if err := tfsideMain(args, &out, &errOut); err != nil {
 			t.Fatalf("%s %s: %v\n%s", tc.mode, tc.body, err, errOut.String())
 		}
@@ -147,6 +161,9 @@ func TestTfsideMain(t *testing.T) {
 		for i, s := range ss {
 			if s.impl != "gpugraph" || s.mode != tc.mode || s.shape != "chain10" || s.threads != 1 || s.body != tc.body || s.rep != 4+i || s.check != tc.check {
 				t.Errorf("%s %s: got %+v", tc.mode, tc.body, s)
+			}
+			if tc.body == "work" && (s.workNs != 70 || s.workIters != 37 || !(s.serialNs > 0)) {
+				t.Errorf("%s work: got %+v, want work_ns=70 work_iters=37 and a serial time", tc.mode, s)
 			}
 			if tc.mode == "batch" && s.runs%10 != 0 {
 				t.Errorf("batch of 10: %d runs", s.runs)
@@ -165,12 +182,23 @@ func TestTfsideMain(t *testing.T) {
 	if err := tfsideMain([]string{"-threads", "1", "-info"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "go "+runtime.Version()+" ") || !strings.Contains(out.String(), "GOMAXPROCS=1 ") {
 		t.Fatalf("-info: %v, %q", err, out.String())
 	}
+	out.Reset()
+	if err := tfsideMain([]string{"-threads", "1", "-calibrate", "-work", "200"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "work_ns=200 work_iters=") {
+		t.Fatalf("-calibrate: %v, %q", err, out.String())
+	}
+	// The loop's arithmetic is xorshift64's (13, 7, 17), as tfside.cpp's:
+	// one round from 1, worked out by hand.
+	if x := tfWork(1, 1); x != 1082269761 {
+		t.Errorf("tfWork(1, 1) = %d, want 1082269761", x)
+	}
 }
 
 func TestTfsideMainUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"-mode", "async"},
 		{"-body", "sleep"},
+		{"-work", "0"},
+		{"-iters", "-1"},
 		{"-threads", "0"},
 		{"-batch", "0"},
 		{"-reps", "0"},
@@ -199,6 +227,9 @@ func TestTaskflowConfigUsage(t *testing.T) {
 		"no batch":         func(c *taskflowConfig) { c.Batch = 0 },
 		"no workers":       func(c *taskflowConfig) { c.Threads = []int{2, 0} },
 		"workers twice":    func(c *taskflowConfig) { c.Threads = []int{1, 1} },
+		"body twice":       func(c *taskflowConfig) { c.Bodies = []tfBody{{"work", 9}, {"work", 9}} },
+		"work of 0 ns":     func(c *taskflowConfig) { c.Bodies = []tfBody{{"work", 0}} },
+		"empty body":       func(c *taskflowConfig) { c.Bodies = []tfBody{{name: "empty"}} },
 	} {
 		cfg := defaultTaskflowConfig(dir)
 		edit(&cfg)
@@ -207,8 +238,56 @@ func TestTaskflowConfigUsage(t *testing.T) {
 		}
 	}
 	cfg, err := taskflowConfig{Dir: dir, Reps: 1, Time: 1, Batch: 1}.withDefaults()
-	if err != nil || cfg.CXX != "g++" || cfg.Harness != filepath.Join(dir, "side", "tfside.cpp") || len(cfg.Threads) == 0 || cfg.Threads[0] != runtime.NumCPU() {
+	if err != nil || cfg.CXX != "g++" || cfg.Harness != filepath.Join(dir, "side", "tfside.cpp") || len(cfg.Threads) == 0 || cfg.Threads[0] != runtime.NumCPU() ||
+		len(cfg.Bodies) != 1 || cfg.Bodies[0].String() != "atomic" {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+}
+
+func TestParseTFBodies(t *testing.T) {
+	for list, want := range map[string]string{
+		"atomic":                  "[atomic]",
+		"atomic,work:1000":        "[atomic work:1000]",
+		"work:5000 atomic":        "[work:5000 atomic]",
+		"work:1000,work:5000,":    "[work:1000 work:5000]",
+		"atomic,work:1000,work:5": "[atomic work:1000 work:5]",
+	} {
+		bs, err := parseTFBodies(list)
+		if err != nil || fmt.Sprint(bs) != want {
+			t.Errorf("parseTFBodies(%q) = %v, %v; want %s", list, bs, err, want)
+		}
+	}
+	for list, want := range map[string]string{
+		"sleep":            `--body "sleep": unknown body "sleep" (want atomic or work:NS`,
+		"empty":            `unknown body "empty"`,
+		"work":             `unknown body "work"`,
+		"work:":            `"work:" needs a whole number of ns, at least 1`,
+		"work:0":           `"work:0" needs a whole number`,
+		"work:1us":         `"work:1us" needs a whole number`,
+		"atomic,atomic":    `--body "atomic,atomic" names atomic twice`,
+		"work:10,work:10":  "names work:10 twice",
+		",":                `--body ",": no bodies`,
+		"atomic,work:-5,x": `"work:-5" needs`,
+	} {
+		if _, err := parseTFBodies(list); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseTFBodies(%q): %v, want a usage error with %q", list, err, want)
+		}
+	}
+	// The configurations: atomic is run.sh's four, work is mode graph.
+	var got []string
+	for _, c := range tfConfigs([]tfBody{{"work", 1000}, {name: "atomic"}}) {
+		got = append(got, c.cppMode+"/"+c.goMode+"/"+c.body.String())
+	}
+	if want := "graph/graph/work:1000 graph/graph/atomic batch/batch/atomic async/stream/atomic graph/graph/empty"; strings.Join(got, " ") != want {
+		t.Errorf("tfConfigs: %v", got)
+	}
+	if n, err := tfCalibrated("work_ns=1000 work_iters=532\n", 1000); n != 532 || err != nil {
+		t.Errorf("tfCalibrated: %d, %v", n, err)
+	}
+	for _, out := range []string{"", "work_ns=5000 work_iters=532", "work_ns=1000 work_iters=0", "work_iters=532"} {
+		if _, err := tfCalibrated(out, 1000); err == nil || !strings.Contains(err.Error(), "calibrating 1000 ns") {
+			t.Errorf("tfCalibrated(%q): %v, want an error", out, err)
+		}
 	}
 }
 
@@ -338,6 +417,71 @@ func TestBenchTaskflowEndToEnd(t *testing.T) {
 	for _, r := range rows {
 		if strings.HasSuffix(r, "-") || !strings.HasPrefix(r, "      1 ") {
 			t.Errorf("row %q: want both sides, one worker", r)
+		}
+	}
+
+	// The work body: calibrated by the C++ side, mode graph, the speedup
+	// columns on every shape's row.
+	cfg.Bodies = []tfBody{{"work", 300}}
+	out.Reset()
+	if err := benchTaskflow(&out, &progress, cfg); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	t.Logf("\n%s", out.String())
+	text = out.String()
+	for _, w := range []string{"bodies:   work:300 = ", "10 samples; counter checks: 10 ok, 0 failed", "gg/ideal\n"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	_, table, _ = strings.Cut(text, "gg/ideal\n")
+	rows = strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5 shapes of mode graph", len(rows))
+	}
+	for _, r := range rows {
+		if !strings.HasPrefix(r, "      1 work:300 graph") || strings.Contains(r, " - ") || strings.HasSuffix(r, "-") {
+			t.Errorf("row %q: want both sides' speedups, one worker", r)
+		}
+	}
+}
+
+// tfWorkRaw are samples of the work body, with an atomic one; tfWorkTable
+// is their table: speedup = serial / ns per node (medians), ideal =
+// min(threads, nodes / critical path): 2 on wavefront32x32 (16.3 at
+// most) with 2 workers, 1 on chain10.
+const tfWorkRaw = `impl=gpugraph mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=work rep=1 runs=10 ns_per_run=1024000.0 ns_per_node=1000.00 check=ok work_ns=1000 work_iters=500 serial_ns_per_node=1000.00
+impl=gpugraph mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=work rep=2 runs=10 ns_per_run=512000.0 ns_per_node=500.00 check=ok work_ns=1000 work_iters=500 serial_ns_per_node=1000.00
+impl=gpugraph mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=work rep=3 runs=10 ns_per_run=614400.0 ns_per_node=600.00 check=ok work_ns=1000 work_iters=500 serial_ns_per_node=900.00
+impl=taskflow mode=graph shape=wavefront32x32 nodes=1024 threads=2 body=work rep=1 runs=10 ns_per_run=563200.0 ns_per_node=550.00 check=ok work_ns=1000 work_iters=500 serial_ns_per_node=1100.00
+impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=work rep=1 runs=10 ns_per_run=50000.0 ns_per_node=5000.00 check=ok work_ns=5000 work_iters=2500 serial_ns_per_node=4000.00
+impl=gpugraph mode=graph shape=chain10 nodes=10 threads=2 body=work rep=1 runs=10 ns_per_run=55000.0 ns_per_node=5500.00 check=ok work_ns=10000 work_iters=5000 serial_ns_per_node=11000.00
+impl=gpugraph mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=100 ns_per_run=1000.0 ns_per_node=100.00 check=ok
+impl=taskflow mode=graph shape=chain10 nodes=10 threads=2 body=atomic rep=1 runs=100 ns_per_run=500.0 ns_per_node=50.00 check=ok
+`
+
+const tfWorkTable = `8 samples; counter checks: 8 ok, 0 failed
+gg x, tf x: speedup, the body's serial time / time per node (medians); ideal: min(threads, nodes / critical path)
+threads body       mode     shape             n | gpugraph ns/run  ns/node       (min-max) | taskflow ns/run  ns/node       (min-max) |  gg/tf |  gg x  tf x ideal gg/ideal
+      2 atomic     graph    chain10           1 |            1000    100.0   (100.0-100.0) |             500     50.0     (50.0-50.0) |   2.00 |     -     -     -        -
+      2 work:1000  graph    wavefront32x32    3 |          614400    600.0  (500.0-1000.0) |          563200    550.0   (550.0-550.0) |   1.09 |  1.67  2.00   2.0     0.83
+      2 work:5000  graph    chain10           1 |               -        -                 |           50000   5000.0 (5000.0-5000.0) |      - |     -  0.80   1.0        -
+      2 work:10000 graph    chain10           1 |           55000   5500.0 (5500.0-5500.0) |               -        -                 |      - |  2.00     -   1.0     2.00
+`
+
+func TestPrintTFTableWork(t *testing.T) {
+	ss, err := parseTFSamples(strings.NewReader(tfWorkRaw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printTFTable(&out, ss)
+	if out.String() != tfWorkTable {
+		t.Fatalf("got\n%s\nwant\n%s", out.String(), tfWorkTable)
+	}
+	for shape, want := range map[string]float64{"chain1000": 1, "chain10": 1, "wavefront32x32": 1024.0 / 63, "fanout1x1000x1": 1002.0 / 3, "tree10": 1023.0 / 10} {
+		if got := tfIdeal(1000, shape); math.Abs(got-want) > 1e-9 {
+			t.Errorf("tfIdeal(1000, %s) = %g, want %g", shape, got, want)
 		}
 	}
 }
