@@ -37,6 +37,14 @@ func backends(t *testing.T) []string {
 // the server and its base URL.
 func start(t *testing.T, ck train.Checkpoint, o Options) (*Server, string) {
 	t.Helper()
+	srv, url, _ := startStoppable(t, ck, o)
+	return srv, url
+}
+
+// startStoppable is start, with the function that shuts the server down
+// (gracefully, checking Serve's result) before the test ends.
+func startStoppable(t *testing.T, ck train.Checkpoint, o Options) (*Server, string, func()) {
+	t.Helper()
 	srv, err := NewServer(ck, o)
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +56,9 @@ func start(t *testing.T, ck train.Checkpoint, o Options) (*Server, string) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { stopServer(t, srv, served) }) })
-	return srv, "http://" + l.Addr().String()
+	stop := func() { once.Do(func() { stopServer(t, srv, served) }) }
+	t.Cleanup(stop)
+	return srv, "http://" + l.Addr().String(), stop
 }
 
 func stopServer(t *testing.T, srv *Server, served chan error) {
@@ -299,17 +308,7 @@ func TestServerRestartFromFileAndShutdown(t *testing.T) {
 
 	// Shutdown with requests waiting in a batch (a long MaxWait): they
 	// are answered before the server stops.
-	srv, err := NewServer(ck, Options{Backend: gg.BackendHost, Graphs: true, MaxWait: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	url := "http://" + l.Addr().String()
+	srv, url, stop := startStoppable(t, ck, Options{Backend: gg.BackendHost, Graphs: true, MaxWait: 500 * time.Millisecond})
 	codes := make(chan int, 3)
 	for _, x := range reqs {
 		go func() {
@@ -320,7 +319,7 @@ func TestServerRestartFromFileAndShutdown(t *testing.T) {
 	for srv.queued.Load() < 3 {
 		time.Sleep(time.Millisecond)
 	}
-	stopServer(t, srv, served)
+	stop()
 	for range reqs {
 		if code := <-codes; code != 200 {
 			t.Errorf("a request in flight at shutdown got %d", code)

@@ -221,17 +221,7 @@ func gemmGo(blk gg.Block, a gg.Args) {
 	}
 	var acc [tileM * tileN]float32
 	if k > 0 {
-		var A, B []float32
-		if transA {
-			A = gg.Slice[float32](a.Ptr(6), extent(k, m, lda))
-		} else {
-			A = gg.Slice[float32](a.Ptr(6), extent(m, k, lda))
-		}
-		if transB {
-			B = gg.Slice[float32](a.Ptr(8), extent(n, k, ldb))
-		} else {
-			B = gg.Slice[float32](a.Ptr(8), extent(k, n, ldb))
-		}
+		A, B := gemmOperands(a, transA, transB, m, n, k, lda, ldb)
 		gemmTile(&acc, A, B, transA, transB, m0, n0, mb, nb, k, lda, ldb)
 	}
 	C := gg.Slice[float32](a.Ptr(11), extent(m, n, ldc))
@@ -353,6 +343,22 @@ type gemmScratch struct {
 
 var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
 
+// gemmOperands returns the A and B operands of a GEMM launch (arguments 6
+// and 8), each as long as op(X)'s storage spans.
+func gemmOperands(a gg.Args, transA, transB bool, m, n, k, lda, ldb int) (A, B []float32) {
+	if transA {
+		A = gg.Slice[float32](a.Ptr(6), extent(k, m, lda))
+	} else {
+		A = gg.Slice[float32](a.Ptr(6), extent(m, k, lda))
+	}
+	if transB {
+		B = gg.Slice[float32](a.Ptr(8), extent(n, k, ldb))
+	} else {
+		B = gg.Slice[float32](a.Ptr(8), extent(k, n, ldb))
+	}
+	return A, B
+}
+
 // gemmGoFMA is gemmGo's body on the vector path. Every element of C sums
 // its k products in order within each fmaK panel and the panels in order,
 // so results do not depend on how blocks are scheduled.
@@ -362,17 +368,7 @@ func gemmGoFMA(a gg.Args, transA, transB bool, m, n, k int, alpha, beta float32,
 	acc := &sc.acc
 	clear(acc[:])
 	if k > 0 {
-		var A, B []float32
-		if transA {
-			A = gg.Slice[float32](a.Ptr(6), extent(k, m, lda))
-		} else {
-			A = gg.Slice[float32](a.Ptr(6), extent(m, k, lda))
-		}
-		if transB {
-			B = gg.Slice[float32](a.Ptr(8), extent(n, k, ldb))
-		} else {
-			B = gg.Slice[float32](a.Ptr(8), extent(k, n, ldb))
-		}
+		A, B := gemmOperands(a, transA, transB, m, n, k, lda, ldb)
 		// Element (i, p) of op(A) is at i·rsA + p·ksA.
 		rsA, ksA := lda, 1
 		if transA {
