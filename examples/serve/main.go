@@ -19,7 +19,9 @@
 //
 // -bench starts a server replaying graphs and one running op by op, both
 // on 127.0.0.1, and loads each at several concurrency levels, printing
-// throughput and latency percentiles.
+// throughput and latency percentiles. -bench -target URL loads another
+// server that speaks the same protocol instead (tools/serve/torch_serve.py:
+// PyTorch with a CUDA graph per batch size), with the same load.
 package main
 
 import (
@@ -29,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -54,6 +57,7 @@ type usageError struct{ error }
 
 type config struct {
 	model, demo, addr, mode, keys, conc string
+	target                              string // -bench: load this server's /v1/infer instead
 	opts                                Options
 	budgetMiB                           float64
 	bench                               bool
@@ -78,6 +82,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.conc, "concurrency", "1,4,16,64", "-bench: concurrency levels")
 	fs.IntVar(&c.requests, "requests", 2000, "-bench: requests per level")
 	fs.IntVar(&c.rows, "rows", 1, "-bench: inputs per request")
+	fs.StringVar(&c.target, "target", "", "-bench: load this server (http://HOST:PORT, same protocol) instead of starting ours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -97,6 +102,14 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, usageError{errors.New("-max-batch, -max-wait and -budget cannot be negative")}
 	case c.requests < 1 || c.rows < 1:
 		return c, usageError{errors.New("-requests and -rows: want at least 1")}
+	case c.target != "" && !c.bench:
+		return c, usageError{errors.New("-target applies to -bench only")}
+	}
+	if c.target != "" {
+		u, err := url.Parse(c.target)
+		if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return c, usageError{fmt.Errorf("-target %q: want http://HOST:PORT", c.target)}
+		}
 	}
 	if c.keys != "" {
 		for _, f := range strings.Split(c.keys, ",") {
@@ -199,15 +212,17 @@ func bench(out io.Writer, ck train.Checkpoint, c config) error {
 		levels = append(levels, n)
 	}
 	fmt.Fprintf(out, "%-7s %6s %9s %10s %10s %7s\n", "mode", "conc", "req/s", "p50", "p99", "errors")
+	if c.target != "" {
+		res, err := loadLevels(strings.TrimSuffix(c.target, "/")+"/v1/infer", ck.Config.In, levels, c.requests, c.rows)
+		printLoad(out, "target", res)
+		return err
+	}
 	for _, graphs := range []bool{true, false} {
 		o := c.opts
 		o.Graphs = graphs
 		res, mi, err := benchOne(ck, o, levels, c.requests, c.rows)
 		mode := map[bool]string{true: "graphs", false: "ops"}[graphs]
-		for _, r := range res {
-			fmt.Fprintf(out, "%-7s %6d %9.0f %10v %10v %7d\n", mode, r.Concurrency, r.Throughput(),
-				r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors)
-		}
+		printLoad(out, mode, res)
 		if mi != nil {
 			describe(out, *mi)
 			fmt.Fprintf(out, "  %d batches, %.1f rows a batch, %d padding rows\n", mi.Batches, float64(mi.Rows)/float64(max(1, mi.Batches)), mi.PaddedRows)
@@ -234,17 +249,31 @@ func benchOne(ck train.Checkpoint, o Options, levels []int, requests, rows int) 
 		mi = &info
 		err = errors.Join(err, srv.Shutdown(context.Background()))
 	}()
-	url := "http://" + l.Addr().String() + "/v1/infer"
+	res, err = loadLevels("http://"+l.Addr().String()+"/v1/infer", ck.Config.In, levels, requests, rows)
+	return res, nil, err
+}
+
+// loadLevels warms the server at url up, then loads it at each concurrency
+// level in turn.
+func loadLevels(url string, in int, levels []int, requests, rows int) (res []LoadResult, err error) {
 	ctx := context.Background()
-	if _, err := Load(ctx, url, ck.Config.In, rows, 4, 50, 1); err != nil { // warm-up
-		return nil, nil, err
+	if _, err := Load(ctx, url, in, rows, 4, 50, 1); err != nil { // warm-up
+		return nil, err
 	}
 	for i, n := range levels {
-		r, err := Load(ctx, url, ck.Config.In, rows, n, requests, uint64(i+2))
+		r, err := Load(ctx, url, in, rows, n, requests, uint64(i+2))
 		res = append(res, r)
 		if err != nil {
-			return res, nil, err
+			return res, err
 		}
 	}
-	return res, nil, nil
+	return res, nil
+}
+
+// printLoad prints one row per load level.
+func printLoad(out io.Writer, mode string, res []LoadResult) {
+	for _, r := range res {
+		fmt.Fprintf(out, "%-7s %6d %9.0f %10v %10v %7d\n", mode, r.Concurrency, r.Throughput(),
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Errors)
+	}
 }

@@ -338,6 +338,9 @@ func TestFlags(t *testing.T) {
 		{"-demo small -max-batch -1", "cannot be negative"},
 		{"-demo small extra", `unexpected argument "extra"`},
 		{"-demo small -nosuch", "flag provided but not defined"},
+		{"-demo small -target http://127.0.0.1:1", "-target applies to -bench only"},
+		{"-demo small -bench -target 127.0.0.1:1", "want http://HOST:PORT"},
+		{"-demo small -bench -target http://127.0.0.1:1/v1/infer", "want http://HOST:PORT"},
 	}
 	for _, b := range bad {
 		err := run(strings.Fields(b.args), io.Discard)
@@ -359,4 +362,27 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	t.Log("\n" + out.String())
+}
+
+// -bench -target loads another server with the same protocol: here one of
+// ours on 127.0.0.1, as tools/serve/torch_serve.py would be on a GPU.
+func TestBenchTarget(t *testing.T) {
+	ck := smallCheckpoint()
+	srv, url := start(t, ck, Options{Backend: gg.BackendHost, Graphs: true, MaxWait: time.Millisecond})
+	var out strings.Builder
+	if err := run(strings.Fields("-demo small -bench -target "+url+" -concurrency 1,4 -requests 40"), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "target") || !strings.HasPrefix(lines[2], "target") {
+		t.Fatalf("want a header and a target row per level:\n%s", out.String())
+	}
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); f[len(f)-1] != "0" {
+			t.Errorf("errors in %q", l)
+		}
+	}
+	if mi := srv.Info(); mi.Rows < 40*2 {
+		t.Errorf("the target served %d rows, want at least %d", mi.Rows, 40*2)
+	}
 }
