@@ -224,20 +224,7 @@ func gemmGo(blk gg.Block, a gg.Args) {
 		A, B := gemmOperands(a, transA, transB, m, n, k, lda, ldb)
 		gemmTile(&acc, A, B, transA, transB, m0, n0, mb, nb, k, lda, ldb)
 	}
-	C := gg.Slice[float32](a.Ptr(11), extent(m, n, ldc))
-	for i := range mb {
-		row := C[(m0+i)*ldc+n0:][:nb]
-		ar := acc[i*tileN:][:nb]
-		if beta == 0 {
-			for j := range row {
-				row[j] = alpha * ar[j]
-			}
-		} else {
-			for j := range row {
-				row[j] = alpha*ar[j] + beta*row[j]
-			}
-		}
-	}
+	storeTile(gg.Slice[float32](a.Ptr(11), extent(m, n, ldc)), acc[:], alpha, beta, ldc, m0, n0, mb, nb)
 }
 
 // gemmTile adds op(A)[m0:m0+mb, :]·op(B)[:, n0:n0+nb] to acc (row stride
@@ -343,6 +330,25 @@ type gemmScratch struct {
 
 var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
 
+// storeTile writes C = alpha·acc + beta·C for the mb×nb tile of C at (m0,
+// n0), acc holding the tile's rows tileN apart; beta 0 does not read C
+// (it may hold NaNs), as BLAS.
+func storeTile(C, acc []float32, alpha, beta float32, ldc, m0, n0, mb, nb int) {
+	for i := range mb {
+		row := C[(m0+i)*ldc+n0:][:nb]
+		ar := acc[i*tileN:][:nb]
+		if beta == 0 {
+			for j := range row {
+				row[j] = alpha * ar[j]
+			}
+		} else {
+			for j := range row {
+				row[j] = alpha*ar[j] + beta*row[j]
+			}
+		}
+	}
+}
+
 // gemmOperands returns the A and B operands of a GEMM launch (arguments 6
 // and 8), each as long as op(X)'s storage spans.
 func gemmOperands(a gg.Args, transA, transB bool, m, n, k, lda, ldb int) (A, B []float32) {
@@ -399,20 +405,7 @@ func gemmGoFMA(a gg.Args, transA, transB bool, m, n, k int, alpha, beta float32,
 			}
 		}
 	}
-	C := gg.Slice[float32](a.Ptr(11), extent(m, n, ldc))
-	for i := range mb {
-		row := C[(m0+i)*ldc+n0:][:nb]
-		ar := acc[i*tileN:][:nb]
-		if beta == 0 {
-			for j := range row {
-				row[j] = alpha * ar[j]
-			}
-		} else {
-			for j := range row {
-				row[j] = alpha*ar[j] + beta*row[j]
-			}
-		}
-	}
+	storeTile(gg.Slice[float32](a.Ptr(11), extent(m, n, ldc)), acc[:], alpha, beta, ldc, m0, n0, mb, nb)
 }
 
 // packA packs rows i0..i0+rows (rows < fmaMR) of op(A), k values
