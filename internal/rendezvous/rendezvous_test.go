@@ -274,21 +274,7 @@ func TestSilentClients(t *testing.T) {
 		}
 	}
 	time.Sleep(50 * time.Millisecond) // rank 0 has them all
-	start := time.Now()
-	var wg sync.WaitGroup
-	took := make([]time.Duration, world)
-	errs := make([]error, world)
-	for r := 1; r < world; r++ {
-		wg.Go(func() {
-			var got [Payload]byte
-			got, errs[r] = Fetch(addr, r, world, token, deadline)
-			if errs[r] == nil && got != id {
-				errs[r] = errors.New("wrong payload")
-			}
-			took[r] = time.Since(start)
-		})
-	}
-	wg.Wait()
+	errs, took := fetchAll(addr, world, token, id, deadline)
 	for r := 1; r < world; r++ {
 		if errs[r] != nil || took[r] > time.Second {
 			t.Fatalf("rank %d: %v after %v, want served within 1s", r, errs[r], took[r])
@@ -298,6 +284,27 @@ func TestSilentClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("3 ranks served within %v beside 20 silent connections", max(took[1], took[2], took[3]).Round(time.Millisecond))
+}
+
+// fetchAll fetches the payload as ranks 1 to world-1 at once: each rank's
+// error (a payload other than want is one) and how long after the call it
+// had its answer.
+func fetchAll(addr string, world int, token string, want [Payload]byte, deadline time.Time) (errs []error, took []time.Duration) {
+	start := time.Now()
+	errs, took = make([]error, world), make([]time.Duration, world)
+	var wg sync.WaitGroup
+	for r := 1; r < world; r++ {
+		wg.Go(func() {
+			var got [Payload]byte
+			got, errs[r] = Fetch(addr, r, world, token, deadline)
+			if errs[r] == nil && got != want {
+				errs[r] = errors.New("wrong payload")
+			}
+			took[r] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	return errs, took
 }
 
 // TestFlood: 200 connections at once, garbage, silent and refused, while
@@ -336,18 +343,7 @@ func TestFlood(t *testing.T) {
 		})
 	}
 	dialled.Wait() // the junk comes first, and stays
-	var wg sync.WaitGroup
-	errs := make([]error, world)
-	for r := 1; r < world; r++ {
-		wg.Go(func() {
-			var got [Payload]byte
-			got, errs[r] = Fetch(addr, r, world, token, deadline)
-			if errs[r] == nil && got != id {
-				errs[r] = errors.New("wrong payload")
-			}
-		})
-	}
-	wg.Wait()
+	errs, _ := fetchAll(addr, world, token, id, deadline)
 	err := wait(t, done, 5*time.Second)
 	el := time.Since(start)
 	close(stop)
