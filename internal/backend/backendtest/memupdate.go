@@ -130,6 +130,20 @@ func muInstantiable(t *testing.T, g *gg.Graph, name string, want bool, flags gg.
 	}
 }
 
+// muUpdateTo updates e, instantiated from a with flags fl, to b, which
+// must succeed: the next launch writes v at b's allocation, and then b
+// cannot be instantiated again while e lives, and a can.
+func muUpdateTo(t *testing.T, d *gg.Device, s *gg.Stream, e *gg.Exec, rep gg.DevicePtr, a, b *muGraph, v uint32, fl gg.InstantiateFlags, what string) {
+	t.Helper()
+	if res, err := e.Update(b.g); err != nil || res.Result != gg.UpdateSuccess {
+		t.Fatalf("%s: update to B: %+v %v", what, res, err)
+	}
+	p, got := muRun(t, d, s, e, rep)
+	muWant(t, what+": A updated to B", p, got, b.p, v)
+	muInstantiable(t, b.g, "B", false, fl)
+	muInstantiable(t, a.g, "A", true, fl)
+}
+
 func muSetup(t *testing.T, d *gg.Device) (*gg.Stream, gg.DevicePtr, gg.DevicePtr) {
 	t.Helper()
 	s := NewStream(t, d)
@@ -155,18 +169,11 @@ func updateMemNodes(t *testing.T, d *gg.Device) {
 	e := Must[*gg.Exec](t)(a.g.Instantiate(fl))
 	p, v := muRun(t, d, s, e, rep)
 	muWant(t, "A", p, v, a.p, 1)
-	res, err := e.Update(b.g)
-	if err != nil || res.Result != gg.UpdateSuccess {
-		t.Fatalf("update A to B: %+v %v", res, err)
-	}
-	p, v = muRun(t, d, s, e, rep)
-	muWant(t, "A updated to B", p, v, b.p, 1002)
+	muUpdateTo(t, d, s, e, rep, a, b, 1002, fl, "B twice the size, another function")
 	if st := Must[gg.GraphMemStats](t)(d.GraphMemStats()); st.UsedHigh < 2*size || st.ReservedCurrent < st.UsedCurrent {
 		t.Fatalf("after a launch with B's %d MiB allocation: %+v", 2*size>>20, st)
 	}
-	muInstantiable(t, b.g, "B", false, fl)
-	muInstantiable(t, a.g, "A", true, fl)
-	res, err = e.Update(a.g)
+	res, err := e.Update(a.g)
 	if err != nil || res.Result != gg.UpdateSuccess {
 		t.Fatalf("update back to A: %+v %v", res, err)
 	}
@@ -255,13 +262,7 @@ func updateMemsetRefused(t *testing.T, d *gg.Device) {
 	e = Must[*gg.Exec](t)(a.g.Instantiate(gg.InstantiateAutoFreeOnLaunch))
 	p, v := muRun(t, d, s, e, rep)
 	muWant(t, "A (memcpy)", p, v, a.p, 1)
-	if res, err := e.Update(b.g); err != nil || res.Result != gg.UpdateSuccess {
-		t.Fatalf("case 16, memcpy into B's freed allocation: %+v %v", res, err)
-	}
-	p, v = muRun(t, d, s, e, rep)
-	muWant(t, "A updated to B (memcpy)", p, v, b.p, 2)
-	muInstantiable(t, b.g, "B", false, gg.InstantiateAutoFreeOnLaunch)
-	muInstantiable(t, a.g, "A", true, gg.InstantiateAutoFreeOnLaunch)
+	muUpdateTo(t, d, s, e, rep, a, b, 2, gg.InstantiateAutoFreeOnLaunch, "case 16, memcpy into B's freed allocation")
 	OK(t, e.Destroy())
 
 	// Cases 14.1, 14.3 and 10: no free nodes, a memset on B's allocation.
@@ -270,13 +271,7 @@ func updateMemsetRefused(t *testing.T, d *gg.Device) {
 	e = Must[*gg.Exec](t)(a.g.Instantiate(gg.InstantiateAutoFreeOnLaunch))
 	p, v = muRun(t, d, s, e, rep)
 	muWant(t, "A (no free)", p, v, a.p, 1)
-	if res, err := e.Update(b.g); err != nil || res.Result != gg.UpdateSuccess {
-		t.Fatalf("case 14.3, memset on B's allocation that B does not free: %+v %v", res, err)
-	}
-	p, v = muRun(t, d, s, e, rep)
-	muWant(t, "A updated to B (no free)", p, v, b.p, 2)
-	muInstantiable(t, b.g, "B", false, gg.InstantiateAutoFreeOnLaunch)
-	muInstantiable(t, a.g, "A", true, gg.InstantiateAutoFreeOnLaunch)
+	muUpdateTo(t, d, s, e, rep, a, b, 2, gg.InstantiateAutoFreeOnLaunch, "case 14.3, memset on B's allocation that B does not free")
 	OK(t, d.Free(b.p))
 	OK(t, e.Destroy())
 }
