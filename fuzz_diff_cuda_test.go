@@ -31,9 +31,11 @@ func TestDifferentialCUDA(t *testing.T) {
 	defer keep.Close()
 	gpus, err := gg.DeviceCount(gg.BackendCUDA)
 	ok(t, err)
+	keeps := []*gg.Device{keep}
 	if gpus >= 2 { // and device 1's, for the two-device programs
 		keep1 := must[*gg.Device](t)(gg.Open(gg.BackendCUDA, gg.WithOrdinal(1)))
 		defer keep1.Close()
+		keeps = append(keeps, keep1)
 	}
 	t.Logf("%d GPU(s): two-device programs run on %s", gpus, map[bool]string{true: "GPUs 0 and 1", false: "two host devices only"}[gpus >= 2])
 	n := 300
@@ -87,6 +89,15 @@ func TestDifferentialCUDA(t *testing.T) {
 			})
 			if cuda.refused {
 				refused++
+			}
+			// A fault on the GPU (an illegal address, a launch failure) is
+			// sticky: every input after it would fail the same way, so the
+			// first one is the finding.
+			for _, d := range keeps {
+				if err := d.Synchronize(); err != nil {
+					t.Fatalf("%s/%03d left GPU %d unusable: %v\nthe inputs after it cannot run; it reproduces alone with -test.run 'TestDifferentialCUDA/%s/%03d$' (under compute-sanitizer to see the access)",
+						tg.name, i, d.Properties().Ordinal, err, tg.name, i)
+				}
 			}
 		}
 		t.Logf("%s: %d inputs (%d of two devices), %d refused on cuda, %d decided differently", tg.name, len(inputs), multi, refused, differ)

@@ -93,7 +93,7 @@ func TestInjectedDriverFailures(t *testing.T) {
 	for n := int64(1); n <= calls; n++ {
 		driver.InjectFault(n, 2) // CUDA_ERROR_OUT_OF_MEMORY
 		err := scenario()
-		hit := driver.Injected()
+		hit, from := driver.Injected(), driver.InjectedCaller()
 		driver.InjectFault(0, 0)
 		var ge *gg.Error
 		switch {
@@ -101,7 +101,7 @@ func TestInjectedDriverFailures(t *testing.T) {
 			t.Errorf("call %d of %d: the scenario made fewer driver calls than the clean run (%v)", n, calls, err)
 		case err == nil:
 			if _, ok := toleratedFailures[hit]; !ok {
-				t.Errorf("call %d of %d (%s) failed and the scenario succeeded: a failure nobody reported", n, calls, hit)
+				t.Errorf("call %d of %d (%s, from %s) failed and the scenario succeeded: a failure nobody reported", n, calls, hit, from)
 			}
 			tolerated[hit]++
 		case errors.As(err, &ge) && errors.Is(err, gg.ErrMemoryAllocation):

@@ -78,14 +78,24 @@ type copyRanger interface {
 	CheckCopyRange(p uint64, n int) error
 }
 
-// lowerMemset checks a memset and lowers it.
-func (d *Device) lowerMemset(p *MemsetParams) (backend.Memset, *Code, string) {
+// lowerMemset checks a memset and lowers it. A memset node (node set:
+// added to a graph, or captured) may set any open device's memory, as a
+// copy may: the driver adds, launches and runs a memset node of device 1 on
+// device 0's memory without peer access (docs/driver-peer.txt, "memset node
+// of device 1"). A stream's memset needs the memory to be the device's own
+// or a peer's it has access to: without access the driver refuses it at
+// issue (cudaErrorInvalidValue), with access it runs.
+func (d *Device) lowerMemset(p *MemsetParams, node bool) (backend.Memset, *Code, string) {
 	o, code, msg := d.memsetShape(p)
 	if code != nil {
 		return backend.Memset{}, code, msg
 	}
 	if o.total > 0 {
-		if err := d.be.CheckRange(uint64(p.Dst), o.total); err != nil {
+		check := d.be.CheckRange
+		if c, ok := d.be.(copyRanger); ok && node {
+			check = c.CheckCopyRange
+		}
+		if err := check(uint64(p.Dst), o.total); err != nil {
 			return backend.Memset{}, ErrInvalidValue, err.Error()
 		}
 	}
@@ -116,7 +126,7 @@ func (d *Device) lowerOp(params NodeParams) (backend.Op, *Code, string) {
 		}
 		return backend.Op{Type: backend.NodeEventWait, Event: p.Event.be}, nil, ""
 	case MemsetParams:
-		m, code, msg := d.lowerMemset(&p)
+		m, code, msg := d.lowerMemset(&p, true)
 		if code != nil {
 			return backend.Op{}, code, msg
 		}

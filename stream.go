@@ -254,7 +254,7 @@ func (s *Stream) Memset(p MemsetParams) error {
 			return err
 		}
 	}
-	bp, code, msg := s.dev.lowerMemset(&p)
+	bp, code, msg := s.dev.lowerMemset(&p, false)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
@@ -295,7 +295,7 @@ func (sc *Scope) Memset(p MemsetParams) error {
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
 		return err
 	}
-	bp, code, msg := d.lowerMemset(&p)
+	bp, code, msg := d.lowerMemset(&p, false)
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}

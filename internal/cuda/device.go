@@ -44,7 +44,7 @@ type Device struct {
 	fail         func(error)  // reports an asynchronous failure to the device's owner
 
 	capOnce  sync.Once
-	capCalls chan func() // run on the OS thread that begins and ends captures
+	capCalls chan func(error) // run on the OS thread that begins and ends captures
 	// captureInto maps a stream capturing by BeginCaptureToGraph to that
 	// graph: ending the capture returns it, and the device does not own it
 	// (its creator does, or the conditional node whose body it is). Used
@@ -361,8 +361,14 @@ func (d *Device) function(k *backend.Kernel) (uintptr, error) {
 	return f, nil
 }
 
-// CheckRange reports whether [p, p+n) lies inside one live allocation.
-func (d *Device) CheckRange(p uint64, n int) error {
+// CheckRange reports whether [p, p+n) lies inside one live allocation of
+// an open device: the device's own, or a peer's, whose access the driver
+// judges when the work is issued (a stream's memset of a peer's memory
+// without access: cudaErrorInvalidValue at issue, docs/driver-peer.txt).
+func (d *Device) CheckRange(p uint64, n int) error { return d.CheckCopyRange(p, n) }
+
+// ownRange reports whether [p, p+n) lies inside one live allocation of d.
+func (d *Device) ownRange(p uint64, n int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	i := sort.Search(len(d.allocs), func(i int) bool { return d.allocs[i].p > p }) - 1
@@ -377,12 +383,11 @@ func (d *Device) CheckRange(p uint64, n int) error {
 // allocations without peer access (measured on two GPUs, TestDevicesCUDA
 // PeerCopy). What no open device owns is still refused.
 func (d *Device) CheckCopyRange(p uint64, n int) error {
-	err := d.CheckRange(p, n)
-	if err == nil {
+	if d.ownRange(p, n) == nil {
 		return nil
 	}
 	for _, o := range openDevices.snapshot() {
-		if o != d && o.CheckRange(p, n) == nil {
+		if o != d && o.ownRange(p, n) == nil {
 			return nil
 		}
 	}
@@ -591,6 +596,9 @@ func (d *Device) registerHostFunc(fn func(), oneShot bool) uintptr {
 	return id
 }
 
+// errNotCurrent marks the capture thread before its first cuCtxSetCurrent.
+var errNotCurrent = errors.New("the device's context is not current on the capture thread")
+
 // onCaptureThread runs f on the device's capture thread. Stream capture on
 // the cuda backend is the driver's own: work anyone enqueues on the native
 // stream, gpugraph or another library, is captured. The driver ties global
@@ -599,17 +607,26 @@ func (d *Device) registerHostFunc(fn func(), oneShot bool) uintptr {
 // OS thread per device, owned by a goroutine.
 func (d *Device) onCaptureThread(f func() error) error {
 	d.capOnce.Do(func() {
-		d.capCalls = make(chan func(), 1)
+		d.capCalls = make(chan func(error), 1)
 		go func() {
 			runtime.LockOSThread()
-			d.drv.SetCurrent(d.ctx)
+			var cur error = errNotCurrent // until cuCtxSetCurrent succeeds on this thread
 			for f := range d.capCalls {
-				f()
+				if cur != nil {
+					cur = d.drv.SetCurrent(d.ctx)
+				}
+				f(cur)
 			}
 		}()
 	})
 	done := make(chan error, 1)
-	d.capCalls <- func() { done <- f() }
+	d.capCalls <- func(cur error) {
+		if cur != nil {
+			done <- cur // the context could not be made current: nothing ran
+			return
+		}
+		done <- f()
+	}
 	return <-done
 }
 

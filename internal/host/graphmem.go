@@ -112,7 +112,6 @@ type GraphAlloc struct {
 	from        *arena   // the arena they left
 	bind        *Binding // the executable graph's binding whose launch made it outstanding
 	unrun       int      // frees issued (FreeAsync, free nodes, AutoFreeOnLaunch) that have not run yet
-	dropRefs    int      // of those, AutoFreeOnLaunch frees of it as carried (Rebind), which drop its reference on va when they run
 }
 
 // VA is the address space the allocation is in: its graph's.
@@ -419,7 +418,6 @@ func (gm *GraphMem) current(ar *arena) bool { return ar != nil && gm.arenas[ar.s
 type Binding struct {
 	va      *GraphVA
 	persist []*GraphAlloc  // allocations the graph does not free
-	carried []*GraphAlloc  // allocations of an earlier graph of the executable graph left outstanding (Rebind)
 	chunks  []uintptr      // chunk offsets the graph's allocations span
 	ar      *arena         // the arena of the last plan; nil if none
 	last    *Plan          // the last plan; nil if none (new, or trimmed)
@@ -513,9 +511,6 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 				// at one launch's worth, as on the driver.
 				gm.unpinToLocked(a, gm.arenaLocked(stream), true)
 				a.unrun++
-				if len(b.carried) > 0 && slices.Contains(b.carried, a) {
-					a.dropRefs++ // not re-taken: dropped when the free runs
-				}
 				autoFreed = append(autoFreed, a)
 			}
 		}
@@ -531,7 +526,6 @@ func (gm *GraphMem) Issue(b *Binding, stream any, frees []*GraphAlloc, freeNodes
 		return p, nil, nil
 	}
 	b.holdUpload(nil) // a launch into another stream may move the uploaded memory
-	b.carried = nil   // freed now, or by the user before this launch
 	var p *Plan
 	if !b.Empty() {
 		p = gm.planLocked(b, stream)
@@ -835,9 +829,6 @@ func (gm *GraphMem) Freed(a *GraphAlloc, dropRef bool) {
 		}
 	}
 	if dropRef {
-		gm.releaseVALocked(a.va)
-	} else if a.dropRefs > 0 {
-		a.dropRefs--
 		gm.releaseVALocked(a.va)
 	}
 	gm.mu.Unlock()

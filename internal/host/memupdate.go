@@ -184,37 +184,18 @@ func (m *memUpdate) commit() {
 // Rebind returns the binding that replaces old when an update gives its
 // executable graph the graph with address space v, whose allocations
 // persist it does not free. old is detached now, as Forget does; the
-// caller releases it once the launches planned with it are done. The
-// allocations that the executable graph's launches left outstanding stay
-// its own (carried), for its next launch to free or to be refused by.
+// caller releases it once the launches planned with it are done.
+// Allocations that the executable graph's launches left outstanding are
+// not carried over: as on the driver (UpdateMemNodesLeftLive, measured on
+// an H200), they stay live, the user's to free, and the next launch
+// neither frees them under AutoFreeOnLaunch nor is refused by them.
 func (gm *GraphMem) Rebind(old *Binding, v *GraphVA, persist []*GraphAlloc) *Binding {
 	b := gm.NewBinding(v, persist)
 	gm.Forget(old)
-	gm.mu.Lock()
-	defer gm.mu.Unlock()
-	carry := func(a *GraphAlloc) {
-		if a.outstanding && !slices.Contains(persist, a) && !slices.Contains(b.carried, a) {
-			b.carried = append(b.carried, a)
-		}
-	}
-	for _, a := range old.persist {
-		if a.bind == old {
-			carry(a)
-		}
-	}
-	for _, a := range old.carried {
-		carry(a)
-	}
 	return b
 }
 
 // lastAllocs are the allocations that b's next launch frees under
 // AutoFreeOnLaunch and that refuse it otherwise while outstanding: those
-// its graph does not free, and those carried over an update. gm.mu is
-// held.
-func (b *Binding) lastAllocs() []*GraphAlloc {
-	if len(b.carried) == 0 {
-		return b.persist
-	}
-	return append(slices.Clone(b.persist), b.carried...)
-}
+// its graph does not free. gm.mu is held.
+func (b *Binding) lastAllocs() []*GraphAlloc { return b.persist }

@@ -412,6 +412,36 @@ static int child(const char* name) {
     cudaError_t e = cudaMemsetAsync(p, 7, BYTES, s1);
     cudaError_t e2 = cudaStreamSynchronize(s1);
     r = "issue " + err(e) + ", synchronize " + err(e2);
+  } else if (!strcmp(name, "memset-peer") || !strcmp(name, "memset-node-peer") || !strcmp(name, "memset-node-no-peer")) {
+    // The same memset with peer access 1 -> 0 enabled, from a stream of 1
+    // and as a memset node of a graph of 1 (added with device 1 current).
+    int* p = filled(0, 1);
+    cudaSetDevice(1);
+    cudaError_t ep = strcmp(name, "memset-node-no-peer") ? cudaDeviceEnablePeerAccess(0, 0) : cudaSuccess;
+    cudaStream_t s1;
+    MUST(cudaStreamCreate(&s1));
+    if (!strcmp(name, "memset-peer")) {
+      cudaError_t e = cudaMemsetAsync(p, 7, BYTES, s1);
+      cudaError_t e2 = cudaStreamSynchronize(s1);
+      r = "enable 1->0: " + err(ep) + "; issue " + err(e) + ", synchronize " + err(e2);
+    } else {
+      cudaGraph_t g;
+      MUST(cudaGraphCreate(&g, 0));
+      cudaMemsetParams mp = {};
+      mp.dst = p; mp.value = 7; mp.elementSize = 1; mp.width = BYTES; mp.height = 1;
+      cudaGraphNode_t n;
+      cudaError_t e = cudaGraphAddMemsetNode(&n, g, nullptr, 0, &mp);
+      cudaGraphExec_t x = nullptr;
+      cudaError_t e2 = e == cudaSuccess ? cudaGraphInstantiate(&x, g, 0) : cudaErrorNotYetImplemented;
+      cudaError_t e3 = e2 == cudaSuccess ? cudaGraphLaunch(x, s1) : cudaErrorNotYetImplemented;
+      cudaError_t e4 = cudaStreamSynchronize(s1);
+      r = "enable 1->0: " + err(ep) + "; add " + err(e) + ", instantiate " + err(e2) + ", launch " + err(e3) + ", synchronize " + err(e4);
+      if (e4 == cudaSuccess && e3 == cudaSuccess) {
+        unsigned char v = 0;
+        cudaMemcpy(&v, p, 1, cudaMemcpyDefault);
+        r += v == 7 ? "; written" : "; not written";
+      }
+    }
   } else if (!strcmp(name, "pool-peer-enabled")) {
     cudaSetDevice(1);
     cudaError_t e = cudaDeviceEnablePeerAccess(0, 0);
@@ -841,6 +871,9 @@ int main(int argc, char** argv) {
         {"oneway-forward", "device 0 reads 1's, access 0 -> 1 only", "reads", 1},
         {"oneway-reverse", "device 1 reads 0's, access 0 -> 1 only", "a fault: access is one way", 0},
         {"memset-no-peer", "memset by device 1 of 0's memory, no peer access", nullptr, -1},
+        {"memset-peer", "memset by device 1 of 0's memory, peer access 1 -> 0", nullptr, -1},
+        {"memset-node-peer", "memset node of device 1 on 0's memory, peer access 1 -> 0", nullptr, -1},
+        {"memset-node-no-peer", "memset node of device 1 on 0's memory, no peer access", nullptr, -1},
         {"pool-peer-enabled", "pool memory, peer access 1 -> 0, no pool access", nullptr, -1},
         {"pool-access", "pool memory, pool access {1 ReadWrite}", "reads", 1},
         {"node-explicit", "alloc node {1 RW}, reader node added with device 1 current", "reads", 1},

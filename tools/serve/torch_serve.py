@@ -26,8 +26,10 @@ Run it, then load it with the Go load generator:
 """
 
 import argparse
+import faulthandler
 import json
 import queue
+import signal
 import sys
 import threading
 import time
@@ -182,6 +184,8 @@ def handler(batcher):
 
 
 def main():
+    # kill -USR1 PID prints every thread's stack to stderr: where a request waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=8090)
     ap.add_argument("--max-batch", type=int, default=512)

@@ -36,6 +36,7 @@ var deviceScenarios = []struct {
 	{"DeviceOrdinals", 1, deviceOrdinals},
 	{"PeerAccessRules", 1, peerAccessRules},
 	{"PeerCopy", 2, peerCopy},
+	{"PeerMemset", 2, peerMemset},
 	{"PoolAccess", 1, poolAccess},
 	{"AllocNodeAccess", 2, allocNodeAccess},
 	{"CapturedPoolAccess", 2, capturedPoolAccess},
@@ -116,6 +117,51 @@ func peerCopy(t *testing.T, backend string, count int, open OpenOrdinal) {
 	}
 	OK(t, d0.Free(a))
 	OK(t, d1.Free(b))
+}
+
+// peerMemset: a memset of another device's memory, as the driver answers
+// (tools/probe/peer.cu, docs/driver-peer.txt): a stream's is refused at
+// issue without peer access and runs with it; a memset node of a graph of
+// device 1 on device 0's memory is added, launched and run with or without
+// access.
+func peerMemset(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	if !Must[bool](t)(d1.CanAccessPeer(d0)) {
+		t.Skip("device 1 cannot access device 0")
+	}
+	const n = 4096
+	a := Must[gg.DevicePtr](t)(d0.Malloc(n))
+	defer d0.Free(a)
+	s1 := NewStream(t, d1)
+	check := func(what string, v byte) {
+		t.Helper()
+		got := make([]byte, n)
+		OK(t, d0.Memcpy(gg.DtoH(got, a)))
+		if i := slices.IndexFunc(got, func(b byte) bool { return b != v }); i >= 0 {
+			t.Fatalf("%s: byte %d is %#x, want %#x", what, i, got[i], v)
+		}
+	}
+	OK(t, d0.Memset(gg.Memset8(a, 1, n)))
+	IsCode(t, s1.Memset(gg.Memset8(a, 2, n)), gg.ErrInvalidValue)
+	OK(t, s1.Synchronize())
+	check("after the refused stream memset", 1)
+
+	// A memset node, no peer access.
+	g := Must[*gg.Graph](t)(d1.NewGraph())
+	defer g.Destroy()
+	Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(a, 3, n)))
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	OK(t, e.Launch(s1))
+	OK(t, s1.Synchronize())
+	check("the memset node without peer access", 3)
+
+	// With access, the stream's memset runs too.
+	OK(t, d1.EnablePeerAccess(d0))
+	defer d1.DisablePeerAccess(d0)
+	OK(t, s1.Memset(gg.Memset8(a, 4, n)))
+	OK(t, s1.Synchronize())
+	check("the stream memset with peer access", 4)
 }
 
 // poolAccess: cudaMemPoolSetAccess for another device, as the driver

@@ -277,11 +277,11 @@ func updateMemsetRefused(t *testing.T, d *gg.Device) {
 }
 
 // updateMemNodesLeftLive: an allocation that A's launch left live (A has
-// no free node for it) is still the executable graph's after an update to
-// B: its next launch frees it under AutoFreeOnLaunch, so that only B's
-// allocation is live afterwards, and a trim leaves only B's memory. (Not
-// in the probe's output: what the host backend does, to be checked on the
-// driver.)
+// no free node for it) stays live after an update to B, and it is no
+// longer the executable graph's: the next launch, under AutoFreeOnLaunch,
+// frees only what B's own launch left, so A's allocation is the user's to
+// free (measured on an H200, 2026-11-26: the driver's Free of it
+// succeeds), and a trim after both frees leaves no graph memory.
 func updateMemNodesLeftLive(t *testing.T, d *gg.Device) {
 	s, rep, _ := muSetup(t, d)
 	const size = 4 << 20
@@ -296,7 +296,7 @@ func updateMemNodesLeftLive(t *testing.T, d *gg.Device) {
 	}
 	p, v = muRun(t, d, s, e, rep)
 	muWant(t, "A updated to B", p, v, b.p, 2)
-	IsCode(t, d.Free(a.p), gg.ErrInvalidValue) // freed by the launch
+	OK(t, d.Free(a.p)) // not freed by the launch: the update let it go
 	OK(t, d.Free(b.p))
 	OK(t, e.Destroy())
 	OK(t, d.TrimGraphMem())

@@ -69,6 +69,7 @@ type Driver struct {
 	fn  map[string]uintptr
 	// hot entry points, called through fastCall
 	launchKernel, graphLaunch uintptr
+	version                   int // cuDriverGetVersion, read once by Load
 }
 
 var (
@@ -104,8 +105,13 @@ func Load() (*Driver, error) {
 			loadErr = err
 			return
 		}
-		if v := d.Version(); v < MinVersion {
-			loadErr = &VersionError{Version: v}
+		var v int32
+		if err := d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v))); err != nil {
+			loadErr = err
+			return
+		}
+		if d.version = int(v); d.version < MinVersion {
+			loadErr = &VersionError{Version: d.version}
 			return
 		}
 		loaded = d
@@ -247,12 +253,9 @@ func (d *Driver) Attribute(attr int, dev int) (int, error) {
 	return int(v), err
 }
 
-// Version returns cuDriverGetVersion.
-func (d *Driver) Version() int {
-	var v int32
-	d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v)))
-	return int(v)
-}
+// Version returns cuDriverGetVersion, as Load read it (the driver cannot
+// change under a running process).
+func (d *Driver) Version() int { return d.version }
 
 // DeviceName returns the name of device ordinal dev.
 func (d *Driver) DeviceName(dev int) (string, error) {

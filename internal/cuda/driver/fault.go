@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -17,6 +19,7 @@ var fault struct {
 
 	mu  sync.Mutex
 	hit string // the entry point the armed failure hit, since the last InjectFault
+	at  string // who called it: the calling functions, innermost first
 }
 
 // Calls is the number of driver calls made so far through the binding
@@ -28,7 +31,7 @@ func Calls() int64 { return fault.calls.Load() }
 // happens once.
 func InjectFault(n int64, code int) {
 	fault.mu.Lock()
-	fault.hit = ""
+	fault.hit, fault.at = "", ""
 	fault.mu.Unlock()
 	fault.code.Store(int64(code))
 	fault.left.Store(n)
@@ -42,10 +45,31 @@ func Injected() string {
 	return fault.hit
 }
 
+// InjectedCaller names the functions that made the failed call, innermost
+// first (outside this package), so that a test can say which path
+// swallowed it.
+func InjectedCaller() string {
+	fault.mu.Lock()
+	defer fault.mu.Unlock()
+	return fault.at
+}
+
 // injectedAt records that the armed failure hit entry point name.
 func injectedAt(name string) {
+	var pcs [12]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	var at []string
+	for f, more := frames.Next(); more || f.Function != ""; f, more = frames.Next() {
+		fn := f.Function[strings.LastIndex(f.Function, "/")+1:]
+		if !strings.HasPrefix(fn, "driver.") && len(at) < 6 {
+			at = append(at, fn)
+		}
+		if !more {
+			break
+		}
+	}
 	fault.mu.Lock()
-	fault.hit = name
+	fault.hit, fault.at = name, strings.Join(at, " < ")
 	fault.mu.Unlock()
 }
 
