@@ -176,7 +176,10 @@ func (d *Device) copyOp(p *backend.Memcpy) (op, error) {
 func (d *Device) memsetOp(p *backend.Memset) (op, error) {
 	var dst []byte
 	if p.Total > 0 {
-		b, err := d.Bytes(p.Dst, p.Total)
+		// Any device's memory: whether this device may set it (a stream's
+		// memset needs access, a node's does not) was decided by the
+		// gpugraph package (lowerMemset); here the bytes are only found.
+		b, err := d.bytes(p.Dst, p.Total, true)
 		if err != nil {
 			return op{}, backend.Errorf(backend.ErrInvalidValue, "%v", err)
 		}
