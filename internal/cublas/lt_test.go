@@ -508,3 +508,21 @@ func TestLtCandidates(t *testing.T) {
 		}
 	}
 }
+
+// TestLtNoHandle: a nil or zero handle, and a nil plan, are
+// CUBLAS_STATUS_NOT_INITIALIZED, never a panic (outside Linux every call
+// is).
+func TestLtNoHandle(t *testing.T) {
+	var h *LtHandle
+	_, err := h.Plan(ltValid())
+	errs := []error{err, h.Destroy(), (&LtHandle{}).Destroy(),
+		h.Matmul(ltValid(), LtArgs{}, 0, 0, 0), (&LtHandle{}).Matmul(ltValid(), LtArgs{}, 0, 0, 0)}
+	_, err = (&LtHandle{}).Plan(ltValid())
+	var p *LtPlan
+	errs = append(errs, err, p.Matmul(LtArgs{A: 1, B: 1, D: 1}, 0, 0, 0))
+	for i, err := range errs {
+		if !errors.Is(err, StatusNotInitialized) {
+			t.Errorf("%d: got %v, want CUBLAS_STATUS_NOT_INITIALIZED", i, err)
+		}
+	}
+}
