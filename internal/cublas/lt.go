@@ -176,8 +176,10 @@ type LtMatmul struct {
 	Compute ComputeType // Compute32F, or Compute32FFastTF32 (float32 A and B only)
 
 	Epilogue Epilogue // the zero value is taken as EpilogueDefault
-	// BiasType is the type of the bias vector or bias gradient (R32F, the
-	// zero value, or R16BF) when Epilogue.UsesBias.
+	// BiasType is the type of the bias vector or bias gradient when
+	// Epilogue.UsesBias: CDType's (cublasLtMatmul's table of supported
+	// types has no other for these types), so R16BF must be named for
+	// bfloat16 outputs; left zero (R32F) for other epilogues.
 	BiasType DataType
 	// AuxLD is the row stride of the ReLU bitmask in bits (elements), when
 	// Epilogue.UsesAux: the mask has M rows of N bits, so AuxLD ≥ N, and
@@ -294,7 +296,12 @@ func (m LtMatmul) validate() error {
 	if _, ok := epilogueNames[e]; !ok {
 		return ltInvalid("epilogue %v is not one LtMatmul takes", e)
 	}
-	if !e.UsesBias() && m.BiasType != R32F {
+	switch {
+	case e.UsesBias() && m.BiasType != m.CDType:
+		// cublasLtMatmul's table of supported types: for these types the
+		// bias is of C's type (other bias types are for IMMA and FP8).
+		return ltInvalid("BiasType %v differs from CDType %v: cuBLASLt takes a bias of D's type", m.BiasType, m.CDType)
+	case !e.UsesBias() && m.BiasType != R32F:
 		return ltInvalid("BiasType %v set, but %v takes no bias", m.BiasType, e)
 	}
 	switch {
@@ -399,6 +406,8 @@ func (m LtMatmul) checkArgs(a LtArgs, workspace uintptr, workspaceBytes, need in
 		return ltInvalid("workspace of %d bytes, the plan's algorithm needs %d", workspaceBytes, need)
 	case workspaceBytes > 0 && workspace == 0:
 		return ltInvalid("workspace of %d bytes at a nil pointer", workspaceBytes)
+	case workspace%256 != 0:
+		return ltInvalid("workspace at %#x: cublasLtMatmul wants it 256-byte aligned", workspace)
 	}
 	return nil
 }

@@ -24,7 +24,10 @@
 // is the column-major Dᵀ = op(B)ᵀ·op(A)ᵀ (N×M), which is what cuBLASLt is
 // asked for: its A is the row-major B (with TransB), its B the row-major A
 // (with TransA), m = N, n = M, k = K, with the same leading dimensions
-// (LtMatmul.colMajor). What cuBLASLt calls rows of D are the columns of
+// (LtMatmul.colMajor). (cuBLASLt's own CUBLASLT_ORDER_ROW layouts are not
+// an alternative: its documentation of cublasLtMatmul says the epilogues
+// that combine ReLU or its gradient with a bias are not supported with a
+// row-major D.) What cuBLASLt calls rows of D are the columns of
 // the row-major D, and its A and B are swapped, so the epilogues read, in
 // row-major terms (act is ReLU or nothing):
 //
@@ -447,7 +450,8 @@ func (p *LtPlan) Workspace() int { return p.workspace }
 
 // Matmul runs the plan on stream (a CUstream, Stream.NativeStream; 0 for
 // the legacy default stream) with workspace bytes of device memory at
-// workspace (at least Workspace(); it may be 0 when that is 0). It
+// workspace (at least Workspace(), 256-byte aligned as cublasLtMatmul
+// wants; it may be 0 when Workspace() is 0). It
 // allocates nothing, host or device, so it can be captured into a graph;
 // the workspace must then outlive the graph, and must not be used by two
 // streams at once. The call is asynchronous; argument errors of ours are

@@ -126,6 +126,9 @@ func TestLtValidate(t *testing.T) {
 		{"fp16 A", func(m *LtMatmul) { m.ABType = 2 }, "ABType cudaDataType(2)"},
 		{"fp64 D", func(m *LtMatmul) { m.CDType = 1 }, "CDType"},
 		{"int8 bias", func(m *LtMatmul) { m.BiasType = 3 }, "BiasType"},
+		{"fp32 bias of bf16 D", func(m *LtMatmul) { m.ABType, m.CDType = R16BF, R16BF }, "BiasType CUDA_R_32F differs from CDType CUDA_R_16BF"},
+		{"bf16 bias of fp32 D", func(m *LtMatmul) { m.BiasType = R16BF }, "differs from CDType"},
+		{"bf16 in, fp32 out and bias", func(m *LtMatmul) { m.ABType = R16BF }, ""},
 		{"compute 16F", func(m *LtMatmul) { m.Compute = 64 }, "compute type"},
 		{"tf32 with bf16", func(m *LtMatmul) { m.Compute, m.ABType = Compute32FFastTF32, R16BF }, "takes float32"},
 		{"GELU", func(m *LtMatmul) { m.Epilogue, m.AuxLD = 32, 0 }, "not one LtMatmul takes"},
@@ -206,6 +209,9 @@ func TestLtCheckArgs(t *testing.T) {
 	}
 	if err := m.checkArgs(ok, 0, 0, 0); err != nil {
 		t.Errorf("no workspace for an algorithm that needs none: %v", err)
+	}
+	if err := m.checkArgs(ok, ws+128, 256, 256); !errors.Is(err, StatusInvalidValue) || !strings.Contains(err.Error(), "256-byte aligned") {
+		t.Errorf("misaligned workspace: %v", err)
 	}
 }
 
