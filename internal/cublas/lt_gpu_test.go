@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"testing"
 
@@ -695,4 +697,33 @@ func allZero64(x []float64) bool {
 		}
 	}
 	return true
+}
+
+// TestGPULtExample runs ExampleLtHandle_Plan, which go test only compiles,
+// and checks what it prints.
+func TestGPULtExample(t *testing.T) {
+	d, err := gg.Open("cuda")
+	if errors.Is(err, gg.ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := cublas.LoadLt(); errors.Is(err, cublas.ErrNoCUBLAS) {
+		t.Skipf("no cuBLASLt: %v", err)
+	}
+	r, w, err := os.Pipe()
+	ok(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	ExampleLtHandle_Plan()
+	os.Stdout = stdout
+	w.Close()
+	out, err := io.ReadAll(r)
+	ok(t, err)
+	const want = "H  [0 0 0 1]\ndZ [0 0 0 2]\ndb [0 2]\n"
+	if string(out) != want {
+		t.Fatalf("the example printed\n%s\nwant\n%s", out, want)
+	}
 }
