@@ -49,7 +49,9 @@
 // # A training step
 //
 // A layer Y[B×out] = relu(X[B×in]·W[out×in]ᵀ + b[out]), then a layer
-// Y2[B×out2] = Y·W2[out2×out]ᵀ + b2 after it; backward has dY2:
+// Y2[B×out2] = Y·W2[out2×out]ᵀ + b2 after it; backward has dY2. Each
+// LtMatmul below also names ABType, CDType (= BiasType), Compute and
+// MaxWorkspace; each call passes Alpha 1, the stream and the workspace.
 //
 //	forward    Y = relu(X·Wᵀ + b), mask
 //	           LtMatmul{TransB: true, M: B, N: out, K: in, LDA: in, LDB: in, LDC: out,
@@ -70,8 +72,8 @@
 //	           row-major B is dY2.)
 //
 // Entry points and enum values are those of cublasLt.h of cuBLAS 13.4
-// (the header's text, read from a public copy); every one used here is
-// also in cuBLAS 12.
+// (the header's text, read from a public copy of the CUDA 13 headers).
+// LoadLt also takes libcublasLt.so.12, whose header was not compared.
 package cublas
 
 import (
