@@ -1,0 +1,729 @@
+//go:build linux
+
+package cublas_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/cublas"
+	"github.com/gpugraph/gpugraph/internal/cuda/driver"
+	"github.com/gpugraph/gpugraph/internal/host"
+)
+
+// ltGPU is gpu_test.go's device and stream (no cuBLAS handle) with a
+// cuBLASLt handle and a workspace.
+type ltGPU struct {
+	*gpu
+	lt      *cublas.LtHandle
+	ws      gg.DevicePtr
+	wsBytes int
+}
+
+// setupLt opens the cuda backend and cuBLASLt, as setupGPU does cuBLAS, or
+// skips: these tests run on the GPU machine. The calls stay on this
+// goroutine's locked thread, where the device's context is current (no
+// subtests: they would run on other threads).
+func setupLt(t *testing.T) *ltGPU {
+	t.Helper()
+	d, err := gg.Open("cuda")
+	if errors.Is(err, gg.ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	lib, err := cublas.LoadLt()
+	if errors.Is(err, cublas.ErrNoCUBLAS) {
+		t.Skipf("no cuBLASLt: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	drv, err := driver.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.SetCurrent(d.NativeContext()); err != nil {
+		t.Fatal(err)
+	}
+	const wsBytes = cublas.WorkspaceHopper
+	ws, err := d.Malloc(wsBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Free(ws) })
+	h, err := lib.Create() // destroyed before ws is freed
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Destroy(); err != nil {
+			t.Error(err)
+		}
+	})
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: cuBLASLt %d on %s", lib.Path, lib.Version(), d.Properties().Name)
+	return &ltGPU{gpu: &gpu{d: d, s: s}, lt: h, ws: ws, wsBytes: wsBytes}
+}
+
+// round rounds each value to the nearest of type typ (bfloat16: to
+// nearest even), in place, and returns x.
+func round(x []float64, typ cublas.DataType) []float64 {
+	for i, v := range x {
+		f := float32(v)
+		if typ == cublas.R16BF {
+			f = math.Float32frombits(uint32(host.Float32ToBFloat16(f)) << 16)
+		}
+		x[i] = float64(f)
+	}
+	return x
+}
+
+func encode(x []float64, typ cublas.DataType) []byte {
+	if typ == cublas.R16BF {
+		b := make([]uint16, len(x))
+		for i, v := range x {
+			b[i] = host.Float32ToBFloat16(float32(v))
+		}
+		return gg.Bytes(b)
+	}
+	b := make([]float32, len(x))
+	for i, v := range x {
+		b[i] = float32(v)
+	}
+	return gg.Bytes(b)
+}
+
+func decode(b []byte, typ cublas.DataType) []float64 {
+	x := make([]float64, len(b)/typ.Size())
+	for i := range x {
+		if typ == cublas.R16BF {
+			x[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
+		} else {
+			x[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		}
+	}
+	return x
+}
+
+// put copies bytes to new device memory, freed at the end of the test.
+func (g *ltGPU) put(t *testing.T, b []byte) gg.DevicePtr {
+	t.Helper()
+	p, err := g.d.Malloc(max(len(b), 1))
+	ok(t, err)
+	t.Cleanup(func() { g.d.Free(p) })
+	if len(b) > 0 {
+		ok(t, g.d.Memcpy(gg.HtoD(p, b)))
+	}
+	return p
+}
+
+// get waits for the stream and copies n bytes back.
+func (g *ltGPU) get(t *testing.T, p gg.DevicePtr, n int) []byte {
+	t.Helper()
+	ok(t, g.s.Synchronize())
+	b := make([]byte, n)
+	ok(t, g.d.Memcpy(gg.DtoH(b, p)))
+	return b
+}
+
+// The ReLU bitmask as the tests read it: bit j + i·AuxLD of the mask,
+// least significant bit first in each byte, is D's element (i, j) (the
+// column-major bit matrix of cublasLt.h, seen row-major).
+func maskEncode(mask []bool) []byte {
+	b := make([]byte, (len(mask)+7)/8)
+	for i, v := range mask {
+		if v {
+			b[i/8] |= 1 << (i % 8)
+		}
+	}
+	return b
+}
+
+func maskDecode(b []byte) []bool {
+	m := make([]bool, 8*len(b))
+	for i := range m {
+		m[i] = b[i/8]>>(i%8)&1 == 1
+	}
+	return m
+}
+
+func randVals(r *rand.Rand, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = r.Float64()*2 - 1
+	}
+	return x
+}
+
+func absAll(x []float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = math.Abs(v)
+	}
+	return y
+}
+
+// ltTol is what a result may differ from the float64 reference by: inRel
+// for inputs rounded inside cuBLASLt (TF32), accRel for FP32 accumulation
+// over the sums, outRel for the rounding to the output type (bfloat16),
+// each relative to the sum of the magnitudes of the terms (mag) or to the
+// value (want).
+type ltTol struct{ inRel, accRel, outRel, biasOutRel float64 }
+
+func tolFor(m cublas.LtMatmul) ltTol {
+	tol := ltTol{accRel: float64(m.K+m.M+8) * 0x1p-24}
+	if m.Compute == cublas.Compute32FFastTF32 {
+		tol.inRel = 0x1p-9 // two inputs, 10 explicit mantissa bits each, rounded or truncated
+	}
+	if m.CDType == cublas.R16BF {
+		tol.outRel = 0x1p-8
+	}
+	if m.BiasType == cublas.R16BF {
+		tol.biasOutRel = 0x1p-8
+	}
+	return tol
+}
+
+// ltShapes are the stored sizes of A and B of m, row-major.
+func ltShapes(m cublas.LtMatmul) (aRows, bRows int) {
+	aRows, bRows = m.M, m.K
+	if m.TransA {
+		aRows = m.K
+	}
+	if m.TransB {
+		bRows = m.N
+	}
+	return aRows, bRows
+}
+
+// ltCheck runs m once on random data on the GPU and compares D, the bias
+// gradient and the bitmask with the host reference. Every combination the
+// tests make is in cublasLtMatmul's table of supported types, which lists
+// epilogues as supported for all of them: no algorithm is a failure.
+func (g *ltGPU) ltCheck(t *testing.T, name string, m cublas.LtMatmul, alpha, beta float64, seed uint64) {
+	t.Helper()
+	plan, err := g.lt.Plan(m)
+	if errors.Is(err, cublas.StatusNotSupported) {
+		t.Errorf("%s: cuBLASLt has no algorithm for a combination its documentation lists: %v", name, err)
+		return
+	}
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	r := rand.New(rand.NewPCG(seed, 31))
+	e := m.Epilogue
+	aRows, bRows := ltShapes(m)
+	A := round(randVals(r, aRows*m.LDA), m.ABType)
+	B := round(randVals(r, bRows*m.LDB), m.ABType)
+	C := round(randVals(r, m.M*m.LDC), m.CDType) // C when beta ≠ 0, else D's old content
+	var bias []float64
+	biasIn := e == cublas.EpilogueBias || e == cublas.EpilogueReluBias || e == cublas.EpilogueReluAuxBias
+	if biasIn {
+		bias = round(randVals(r, m.BiasLen()), m.BiasType)
+	}
+	var mask []bool
+	if e.UsesAux() {
+		mask = make([]bool, m.M*m.AuxLD)
+		for i := range mask {
+			mask[i] = r.IntN(2) == 1
+		}
+	}
+	wantD, wantB, wantMask := cublas.LtRowMajorRef(m, alpha, beta, A, B, C, bias, mask)
+	// Magnitudes for the tolerances: the same sums over |terms|.
+	mm := m
+	if e == cublas.EpilogueDRelu || e == cublas.EpilogueDReluBGrad {
+		mm.Epilogue = e // keeps the mask's zeros
+	} else if e != cublas.EpilogueBGradA && e != cublas.EpilogueBGradB {
+		mm.Epilogue = cublas.EpilogueDefault
+	}
+	magD, magB, _ := cublas.LtRowMajorRef(mm, math.Abs(alpha), math.Abs(beta), absAll(A), absAll(B), absAll(C), nil, mask)
+	// The values before the ReLU, to tell which mask bits are too near 0.
+	var pre []float64
+	if e == cublas.EpilogueReluAux || e == cublas.EpilogueReluAuxBias {
+		pm := m
+		pm.Epilogue, pm.AuxLD = cublas.EpilogueBias, 0
+		if e == cublas.EpilogueReluAux {
+			pm.Epilogue = cublas.EpilogueDefault
+		}
+		pre, _, _ = cublas.LtRowMajorRef(pm, alpha, beta, A, B, C, bias, nil)
+	}
+
+	a, b := g.put(t, encode(A, m.ABType)), g.put(t, encode(B, m.ABType))
+	d := g.put(t, encode(C, m.CDType))
+	args := cublas.LtArgs{Alpha: float32(alpha), Beta: float32(beta), A: uintptr(a), B: uintptr(b), D: uintptr(d)}
+	if beta != 0 {
+		args.C = args.D // in place
+	}
+	var biasP gg.DevicePtr
+	if e.UsesBias() {
+		init := bias
+		if !biasIn {
+			init = make([]float64, m.BiasLen())
+			for i := range init {
+				init[i] = 1234 // overwritten by the gradient
+			}
+		}
+		biasP = g.put(t, encode(init, m.BiasType))
+		args.Bias = uintptr(biasP)
+	}
+	var auxP gg.DevicePtr
+	if e.UsesAux() {
+		in := mask
+		if e == cublas.EpilogueReluAux || e == cublas.EpilogueReluAuxBias {
+			in = make([]bool, len(mask))
+		}
+		auxP = g.put(t, maskEncode(in))
+		args.Aux = uintptr(auxP)
+	}
+	if err := plan.Matmul(args, g.s.NativeStream(), uintptr(g.ws), g.wsBytes); err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	tol := tolFor(m)
+	gotD := decode(g.get(t, d, len(C)*m.CDType.Size()), m.CDType)
+	tolD := make([]float64, len(gotD))
+	bad := 0
+	for i, w := range wantD {
+		mag := magD[i]
+		if biasIn && i%m.LDC < m.N {
+			mag += math.Abs(bias[i%m.LDC])
+		}
+		tolD[i] = (tol.inRel+tol.accRel)*mag + tol.outRel*math.Abs(w) + 1e-7
+		if diff := math.Abs(gotD[i] - w); !(diff <= tolD[i]) {
+			if bad++; bad <= 3 {
+				t.Errorf("%s: D[%d][%d] = %v, want %v (|diff| %.3g > %.3g)", name, i/m.LDC, i%m.LDC, gotD[i], w, diff, tolD[i])
+			}
+		}
+	}
+	if wantB != nil {
+		gotB := decode(g.get(t, biasP, m.BiasLen()*m.BiasType.Size()), m.BiasType)
+		for j, w := range wantB {
+			tb := (tol.inRel+tol.accRel)*magB[j] + tol.biasOutRel*math.Abs(w) + 1e-6
+			if e == cublas.EpilogueDReluBGrad { // a sum of D's column
+				for i := range m.M {
+					tb += tolD[i*m.LDC+j]
+				}
+			}
+			if diff := math.Abs(gotB[j] - w); !(diff <= tb) {
+				if bad++; bad <= 6 {
+					t.Errorf("%s: bias gradient [%d] = %v, want %v (|diff| %.3g > %.3g)", name, j, gotB[j], w, diff, tb)
+				}
+			}
+		}
+	}
+	if e == cublas.EpilogueReluAux || e == cublas.EpilogueReluAuxBias {
+		gotMask := maskDecode(g.get(t, auxP, m.AuxBytes()))
+		for i := range m.M {
+			for j := range m.N {
+				k := i*m.LDC + j
+				if math.Abs(pre[k]) <= tolD[k] {
+					continue // too near 0 to tell
+				}
+				if gotMask[j+i*m.AuxLD] != wantMask[j+i*m.AuxLD] {
+					if bad++; bad <= 9 {
+						t.Errorf("%s: mask bit (%d, %d) = %v, want %v (D = %v; the test reads bit j + i·AuxLD, least significant first in each byte)",
+							name, i, j, gotMask[j+i*m.AuxLD], wantMask[j+i*m.AuxLD], wantD[k])
+					}
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		note := ""
+		if e == cublas.EpilogueDRelu || e == cublas.EpilogueDReluBGrad {
+			note = "; the mask was made on the host, bit j + i·AuxLD least significant first, which TestGPULtTrainingStep does not assume"
+		}
+		t.Errorf("%s: %d mismatches (%v)%s", name, bad, m, note)
+	}
+}
+
+var ltEpilogues = []cublas.Epilogue{
+	cublas.EpilogueDefault, cublas.EpilogueRelu, cublas.EpilogueReluAux, cublas.EpilogueBias,
+	cublas.EpilogueReluBias, cublas.EpilogueReluAuxBias, cublas.EpilogueDRelu, cublas.EpilogueDReluBGrad,
+	cublas.EpilogueBGradA, cublas.EpilogueBGradB,
+}
+
+// ltTypes are the type combinations tested.
+var ltTypes = []struct {
+	name         string
+	ab, cd, bias cublas.DataType
+	compute      cublas.ComputeType
+}{
+	{"fp32", cublas.R32F, cublas.R32F, cublas.R32F, cublas.Compute32F},
+	{"tf32", cublas.R32F, cublas.R32F, cublas.R32F, cublas.Compute32FFastTF32},
+	{"bf16", cublas.R16BF, cublas.R16BF, cublas.R16BF, cublas.Compute32F},
+	{"bf16 in fp32 out", cublas.R16BF, cublas.R32F, cublas.R32F, cublas.Compute32F},
+}
+
+// TestGPULtEpilogues runs every epilogue, type combination and transpose
+// against the host reference; the sizes are a layer's (batch M = 64,
+// N = 96 outputs, K = 80 inputs), the leading dimensions padded.
+func TestGPULtEpilogues(t *testing.T) {
+	g := setupLt(t)
+	seed := uint64(0)
+	for _, ty := range ltTypes {
+		for _, e := range ltEpilogues {
+			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+				m := cublas.LtMatmul{TransA: tr[0], TransB: tr[1], M: 64, N: 96, K: 80,
+					ABType: ty.ab, CDType: ty.cd, Compute: ty.compute, Epilogue: e, MaxWorkspace: g.wsBytes}
+				m.LDA, m.LDB = m.K+8, m.N+8
+				if m.TransA {
+					m.LDA = m.M + 8
+				}
+				if m.TransB {
+					m.LDB = m.K + 8
+				}
+				m.LDC = m.N + 8
+				if e.UsesBias() {
+					m.BiasType = ty.bias
+				}
+				if e.UsesAux() {
+					m.AuxLD = cublas.LtAuxLD(m.N)
+				}
+				alpha, beta := 1.0, 0.0
+				if e == cublas.EpilogueDefault || e == cublas.EpilogueBias || e == cublas.EpilogueDRelu {
+					alpha, beta = 0.75, -0.5
+				}
+				name := fmt.Sprintf("%s %v %s", ty.name, e, map[[2]bool]string{{false, false}: "NN", {false, true}: "NT", {true, false}: "TN", {true, true}: "TT"}[tr])
+				seed++
+				g.ltCheck(t, name, m, alpha, beta, seed)
+			}
+		}
+	}
+}
+
+// TestGPULtOddSizes: sizes that are no multiple of anything, fp32.
+func TestGPULtOddSizes(t *testing.T) {
+	g := setupLt(t)
+	for i, e := range ltEpilogues {
+		m := cublas.LtMatmul{TransB: true, M: 67, N: 45, K: 131, LDA: 131 + 3, LDB: 131 + 1, LDC: 45 + 2,
+			ABType: cublas.R32F, CDType: cublas.R32F, Compute: cublas.Compute32F, Epilogue: e, MaxWorkspace: g.wsBytes}
+		if e.UsesAux() {
+			m.AuxLD = cublas.LtAuxLD(m.N)
+		}
+		g.ltCheck(t, "odd "+e.String(), m, 1, 0, uint64(100+i))
+	}
+}
+
+// TestGPULtPlanCache: a plan is made once per description (0 and DEFAULT
+// are one), and a call rejected by our checks leaves it working.
+func TestGPULtPlanCache(t *testing.T) {
+	g := setupLt(t)
+	m := cublas.LtMatmul{TransB: true, M: 64, N: 96, K: 80, LDA: 80, LDB: 80, LDC: 96,
+		ABType: cublas.R32F, CDType: cublas.R32F, Compute: cublas.Compute32F,
+		Epilogue: cublas.EpilogueReluAuxBias, AuxLD: 128, MaxWorkspace: g.wsBytes}
+	p1, err := g.lt.Plan(m)
+	ok(t, err)
+	p2, err := g.lt.Plan(m)
+	ok(t, err)
+	if p1 != p2 {
+		t.Fatal("a second Plan of the same LtMatmul made a new plan")
+	}
+	if p1.Workspace() > m.MaxWorkspace {
+		t.Fatalf("the plan needs %d bytes of workspace, more than MaxWorkspace %d", p1.Workspace(), m.MaxWorkspace)
+	}
+	t.Logf("plan needs %d bytes of workspace", p1.Workspace())
+	d := m
+	d.Epilogue, d.AuxLD = 0, 0
+	q1, err := g.lt.Plan(d)
+	ok(t, err)
+	d.Epilogue = cublas.EpilogueDefault
+	q2, err := g.lt.Plan(d)
+	ok(t, err)
+	if q1 != q2 || q1.Desc().Epilogue != cublas.EpilogueDefault {
+		t.Fatal("Epilogue 0 and EpilogueDefault made two plans")
+	}
+	if _, err := g.lt.Plan(cublas.LtMatmul{M: 1, N: 1, K: 1}); !errors.Is(err, cublas.StatusInvalidValue) {
+		t.Fatalf("an invalid LtMatmul: %v", err)
+	}
+	// Rejected calls: no aux, short workspace; then a good one.
+	args := cublas.LtArgs{Alpha: 1, A: 1 << 12, B: 1 << 12, D: 1 << 12, Bias: 1 << 12}
+	if err := p1.Matmul(args, g.s.NativeStream(), uintptr(g.ws), g.wsBytes); !errors.Is(err, cublas.StatusInvalidValue) {
+		t.Fatalf("no aux: %v", err)
+	}
+	if p1.Workspace() > 0 {
+		args.Aux = 1 << 12
+		if err := p1.Matmul(args, g.s.NativeStream(), uintptr(g.ws), p1.Workspace()-1); !errors.Is(err, cublas.StatusInvalidValue) {
+			t.Fatalf("short workspace: %v", err)
+		}
+	}
+	g.ltCheck(t, "after rejected calls", m, 1, 0, 7)
+}
+
+// mlp is a two-layer perceptron's training step on the host, in float64:
+// H = relu(X·W1ᵀ + b1), Y = H·W2ᵀ + b2, and from dY the gradients dW2,
+// db2, dW1, db1 and dX.
+type mlp struct {
+	B, In, Hid, Out    int
+	X, W1, b1, W2, b2  []float64
+	dY                 []float64
+	H, Y               []float64
+	dW2, db2, dW1, db1 []float64
+	dX                 []float64
+}
+
+func newMLP(r *rand.Rand, B, in, hid, out int) *mlp {
+	n := &mlp{B: B, In: in, Hid: hid, Out: out,
+		X: randVals(r, B*in), W1: randVals(r, hid*in), b1: randVals(r, hid),
+		W2: randVals(r, out*hid), b2: randVals(r, out), dY: randVals(r, B*out)}
+	mm := func(M, N, K int, a func(i, k int) float64, b func(k, j int) float64) []float64 {
+		c := make([]float64, M*N)
+		for i := range M {
+			for j := range N {
+				var s float64
+				for k := range K {
+					s += a(i, k) * b(k, j)
+				}
+				c[i*N+j] = s
+			}
+		}
+		return c
+	}
+	Z := mm(B, hid, in, func(i, k int) float64 { return n.X[i*in+k] }, func(k, j int) float64 { return n.W1[j*in+k] })
+	n.H = make([]float64, len(Z))
+	for i, z := range Z {
+		n.H[i] = max(z+n.b1[i%hid], 0)
+	}
+	n.Y = mm(B, out, hid, func(i, k int) float64 { return n.H[i*hid+k] }, func(k, j int) float64 { return n.W2[j*hid+k] })
+	for i := range n.Y {
+		n.Y[i] += n.b2[i%out]
+	}
+	n.dW2 = mm(out, hid, B, func(i, k int) float64 { return n.dY[k*out+i] }, func(k, j int) float64 { return n.H[k*hid+j] })
+	n.db2 = make([]float64, out)
+	for i, v := range n.dY {
+		n.db2[i%out] += v
+	}
+	dH := mm(B, hid, out, func(i, k int) float64 { return n.dY[i*out+k] }, func(k, j int) float64 { return n.W2[k*hid+j] })
+	dZ := make([]float64, len(dH))
+	n.db1 = make([]float64, hid)
+	for i, v := range dH {
+		if Z[i]+n.b1[i%hid] > 0 {
+			dZ[i] = v
+		}
+		n.db1[i%hid] += dZ[i]
+	}
+	n.dW1 = mm(hid, in, B, func(i, k int) float64 { return dZ[k*hid+i] }, func(k, j int) float64 { return n.X[k*in+j] })
+	n.dX = mm(B, in, hid, func(i, k int) float64 { return dZ[i*hid+k] }, func(k, j int) float64 { return n.W1[k*in+j] })
+	return n
+}
+
+// ltStep is the training step of lt_linux.go's comment on the GPU: six
+// calls, four with fused epilogues, on float32 buffers.
+type ltStep struct {
+	plans                             []*cublas.LtPlan
+	args                              []cublas.LtArgs
+	X, W1, b1, W2, b2, dY, H, Y, mask gg.DevicePtr
+	dW2, db2, dZ, db1, dW1, dX        gg.DevicePtr
+}
+
+func (g *ltGPU) newStep(t *testing.T, n *mlp) *ltStep {
+	t.Helper()
+	f32 := func(x []float64) gg.DevicePtr { return g.put(t, encode(x, cublas.R32F)) }
+	zero := func(elems int) gg.DevicePtr { return g.put(t, make([]byte, 4*elems)) }
+	B, in, hid, out := n.B, n.In, n.Hid, n.Out
+	s := &ltStep{X: f32(n.X), W1: f32(n.W1), b1: f32(n.b1), W2: f32(n.W2), b2: f32(n.b2), dY: f32(n.dY),
+		H: zero(B * hid), Y: zero(B * out), dW2: zero(out * hid), db2: zero(out), dZ: zero(B * hid),
+		db1: zero(hid), dW1: zero(hid * in), dX: zero(B * in)}
+	auxLD := cublas.LtAuxLD(hid)
+	s.mask = g.put(t, make([]byte, B*auxLD/8))
+	// fp32 returns a row-major float32 LtMatmul of the step.
+	fp32 := func(ta, tb bool, M, N, K, lda, ldb, ldc int, e cublas.Epilogue) cublas.LtMatmul {
+		m := cublas.LtMatmul{TransA: ta, TransB: tb, M: M, N: N, K: K, LDA: lda, LDB: ldb, LDC: ldc,
+			ABType: cublas.R32F, CDType: cublas.R32F, Compute: cublas.Compute32F, Epilogue: e, MaxWorkspace: g.wsBytes}
+		if e.UsesAux() {
+			m.AuxLD = auxLD
+		}
+		return m
+	}
+	p := func(x gg.DevicePtr) uintptr { return uintptr(x) }
+	calls := []struct {
+		m    cublas.LtMatmul
+		args cublas.LtArgs
+	}{
+		// forward: H = relu(X·W1ᵀ + b1), and the mask
+		{fp32(false, true, B, hid, in, in, in, hid, cublas.EpilogueReluAuxBias),
+			cublas.LtArgs{Alpha: 1, A: p(s.X), B: p(s.W1), D: p(s.H), Bias: p(s.b1), Aux: p(s.mask)}},
+		// Y = H·W2ᵀ + b2
+		{fp32(false, true, B, out, hid, hid, hid, out, cublas.EpilogueBias),
+			cublas.LtArgs{Alpha: 1, A: p(s.H), B: p(s.W2), D: p(s.Y), Bias: p(s.b2)}},
+		// dW2 = dYᵀ·H and db2 = Σ_rows dY: BGRADB, as dY (the row-major A) is cuBLASLt's B
+		{fp32(true, false, out, hid, B, out, hid, hid, cublas.EpilogueBGradB),
+			cublas.LtArgs{Alpha: 1, A: p(s.dY), B: p(s.H), D: p(s.dW2), Bias: p(s.db2)}},
+		// dZ = (dY·W2) ⊙ mask and db1 = Σ_rows dZ
+		{fp32(false, false, B, hid, out, out, hid, hid, cublas.EpilogueDReluBGrad),
+			cublas.LtArgs{Alpha: 1, A: p(s.dY), B: p(s.W2), D: p(s.dZ), Bias: p(s.db1), Aux: p(s.mask)}},
+		// dW1 = dZᵀ·X
+		{fp32(true, false, hid, in, B, hid, in, in, cublas.EpilogueDefault),
+			cublas.LtArgs{Alpha: 1, A: p(s.dZ), B: p(s.X), D: p(s.dW1)}},
+		// dX = dZ·W1
+		{fp32(false, false, B, in, hid, hid, in, in, cublas.EpilogueDefault),
+			cublas.LtArgs{Alpha: 1, A: p(s.dZ), B: p(s.W1), D: p(s.dX)}},
+	}
+	for i, c := range calls {
+		pl, err := g.lt.Plan(c.m)
+		if err != nil {
+			t.Fatalf("call %d (%v): %v", i, c.m, err)
+		}
+		s.plans = append(s.plans, pl)
+		s.args = append(s.args, c.args)
+	}
+	return s
+}
+
+func (g *ltGPU) runStep(s *ltStep) error {
+	for i, p := range s.plans {
+		if err := p.Matmul(s.args[i], g.s.NativeStream(), uintptr(g.ws), g.wsBytes); err != nil {
+			return fmt.Errorf("call %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// checkStep compares the step's outputs with the host's: FP32 with sums
+// of up to max(B, in, hid, out) terms of values in [-1, 1], and two such
+// products chained (dX, dW1 through dZ).
+func (g *ltGPU) checkStep(t *testing.T, what string, s *ltStep, n *mlp) {
+	t.Helper()
+	k := max(n.B, n.In, n.Hid, n.Out)
+	tol := 1e-6 * float64(k*k)
+	for _, c := range []struct {
+		name string
+		p    gg.DevicePtr
+		want []float64
+	}{
+		{"H", s.H, n.H}, {"Y", s.Y, n.Y}, {"dW2", s.dW2, n.dW2}, {"db2", s.db2, n.db2},
+		{"db1", s.db1, n.db1}, {"dW1", s.dW1, n.dW1}, {"dX", s.dX, n.dX},
+	} {
+		got := decode(g.get(t, c.p, 4*len(c.want)), cublas.R32F)
+		for i, w := range c.want {
+			if d := math.Abs(got[i] - w); !(d <= tol) {
+				t.Fatalf("%s: %s[%d] = %v, want %v (|diff| %.3g > %.3g)", what, c.name, i, got[i], w, d, tol)
+			}
+		}
+	}
+}
+
+// TestGPULtTrainingStep runs a two-layer perceptron's step with the fused
+// epilogues: RELU_AUX_BIAS forward writes the mask that DRELU_BGRAD reads
+// backward, BIAS and BGRADB do the last layer's bias and its gradient.
+func TestGPULtTrainingStep(t *testing.T) {
+	g := setupLt(t)
+	n := newMLP(rand.New(rand.NewPCG(8, 9)), 48, 40, 72, 24)
+	s := g.newStep(t, n)
+	ok(t, g.runStep(s))
+	g.checkStep(t, "step", s, n)
+}
+
+// TestGPULtCapture captures the training step into a graph: nothing runs
+// at capture, no memory node is captured (the workspace is ours), and
+// launches compute the step; scalars changed after capture do not change
+// the graph's calls.
+func TestGPULtCapture(t *testing.T) {
+	g := setupLt(t)
+	n := newMLP(rand.New(rand.NewPCG(10, 11)), 48, 40, 72, 24)
+	s := g.newStep(t, n) // plans (the heuristic) before capture
+	// Warm up outside capture (modules load lazily), then clear.
+	ok(t, g.runStep(s))
+	ok(t, g.s.Synchronize())
+	for _, c := range []struct {
+		p gg.DevicePtr
+		n int
+	}{{s.mask, n.B * cublas.LtAuxLD(n.Hid) / 32}, {s.H, n.B * n.Hid}, {s.Y, n.B * n.Out}, {s.dW2, n.Out * n.Hid}, {s.db2, n.Out}, {s.dZ, n.B * n.Hid},
+		{s.db1, n.Hid}, {s.dW1, n.Hid * n.In}, {s.dX, n.B * n.In}} {
+		ok(t, g.d.Memcpy(gg.HtoD(c.p, make([]byte, 4*c.n))))
+	}
+
+	ok(t, g.s.BeginCapture(gg.CaptureModeGlobal))
+	if err := g.runStep(s); err != nil {
+		g.s.EndCapture()
+		t.Fatal(err)
+	}
+	graph, err := g.s.EndCapture()
+	ok(t, err)
+	nodes, err := graph.Nodes()
+	ok(t, err)
+	kernels := 0
+	for _, nd := range nodes {
+		switch nd.Type() {
+		case gg.NodeKernel:
+			kernels++
+		case gg.NodeMemAlloc:
+			t.Errorf("captured a memory alloc node: cuBLASLt allocated during capture")
+		}
+	}
+	t.Logf("captured %d nodes, %d kernels for 6 calls", len(nodes), kernels)
+	if kernels < len(s.plans) {
+		t.Fatalf("%d kernel nodes for %d calls", kernels, len(s.plans))
+	}
+	if got := decode(g.get(t, s.dX, 4*n.B*n.In), cublas.R32F); !allZero64(got) {
+		t.Fatal("the captured calls ran during capture")
+	}
+	e, err := graph.Instantiate(0)
+	ok(t, err)
+	defer e.Destroy()
+	// Other scalars through the same plan after capture: host-mode alpha
+	// and beta are read at capture.
+	scratch := g.put(t, make([]byte, 4*n.B*n.In))
+	last := s.args[len(s.args)-1]
+	last.Alpha, last.Beta, last.C, last.D = 99, 99, uintptr(scratch), uintptr(scratch)
+	ok(t, s.plans[len(s.plans)-1].Matmul(last, g.s.NativeStream(), uintptr(g.ws), g.wsBytes))
+	for range 2 {
+		ok(t, e.Launch(g.s))
+	}
+	g.checkStep(t, "graph", s, n)
+}
+
+func allZero64(x []float64) bool {
+	for _, v := range x {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestGPULtExample runs ExampleLtHandle_Plan, which go test only compiles,
+// and checks what it prints.
+func TestGPULtExample(t *testing.T) {
+	d, err := gg.Open("cuda")
+	if errors.Is(err, gg.ErrNoDevice) {
+		t.Skipf("no CUDA device: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if _, err := cublas.LoadLt(); errors.Is(err, cublas.ErrNoCUBLAS) {
+		t.Skipf("no cuBLASLt: %v", err)
+	}
+	r, w, err := os.Pipe()
+	ok(t, err)
+	stdout := os.Stdout
+	os.Stdout = w
+	ExampleLtHandle_Plan()
+	os.Stdout = stdout
+	w.Close()
+	out, err := io.ReadAll(r)
+	ok(t, err)
+	const want = "H  [0 0 0 1]\ndZ [0 0 0 2]\ndb [0 2]\n"
+	if string(out) != want {
+		t.Fatalf("the example printed\n%s\nwant\n%s", out, want)
+	}
+}
