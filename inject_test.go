@@ -133,6 +133,7 @@ func TestInjectedDriverFailures(t *testing.T) {
 var toleratedFailures = map[string]string{
 	"cuMemFree_v2":              "Device.Close frees what the program left allocated and ignores the driver's refusal (a graph allocation already freed by its free node is not live)",
 	"cuCtxSynchronize":          "Device.Close synchronizes twice, before and after ending open captures; the first one's error is superseded by the second's",
+	"cuCtxSetCurrent":           "Device.Close synchronizes three times (the gpugraph package's wait, then the backend's before and after ending open captures), each making the context current again: a failure of an earlier one is superseded by the last one's (measured: the injected failures that hit it came from Device.Close's first two synchronizes)",
 	"cuDeviceGetDefaultMemPool": "Device.Close skips trimming the default pool when the driver cannot name it",
 }
 
