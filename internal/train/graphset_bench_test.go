@@ -58,15 +58,23 @@ func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream
 // BenchmarkGraphSetReplay times one inference of Small at a few batch
 // sizes: copy the input in, run, read the logits back; as a graph set's
 // replay and op by op.
-func BenchmarkGraphSetReplay(b *testing.B) {
-	for _, rows := range []int{1, 128} {
+func BenchmarkGraphSetReplay(b *testing.B) { benchSetReplay(b, openHost, Small(), []int{1, 128}) }
+
+// BenchmarkCUDAGraphSetReplay is the same for the reference MLP on the
+// cuda backend, at batch sizes tools/serve/torch_graphset.py reports
+// (its REPLAY lines time the same three steps in PyTorch).
+func BenchmarkCUDAGraphSetReplay(b *testing.B) {
+	benchSetReplay(b, openCUDA, Reference(), []int{1, 8, 64, 256, 512})
+}
+
+func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, batches []int) {
+	for _, rows := range batches {
 		for _, mode := range []string{"graphs", "ops"} {
 			b.Run(mode+"/"+itoa(rows), func(b *testing.B) {
-				d, s := openHost(b)
-				m, err := NewModel(s, Small())
+				d, s := open(b)
+				m, err := NewModel(s, cfg)
 				ok(b, err)
 				defer m.Destroy()
-				cfg := m.Config()
 				x, err := d.Malloc(4 * rows * cfg.In)
 				ok(b, err)
 				defer d.Free(x)

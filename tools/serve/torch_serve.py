@@ -30,6 +30,7 @@ import faulthandler
 import json
 import queue
 import signal
+import socket
 import sys
 import threading
 import time
@@ -133,6 +134,14 @@ def handler(batcher):
 
         def log_message(self, *args):
             pass
+
+        def setup(self):
+            super().setup()
+            # Headers and body go out in two writes; with Nagle's algorithm on,
+            # the second waits for the client's delayed ACK (40 ms a request,
+            # measured: 44 ms p50 at concurrency 1). Go's net/http sets
+            # TCP_NODELAY on its sockets; so does this server.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def answer(self, code, obj):
             body = json.dumps(obj).encode()
