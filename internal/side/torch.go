@@ -1,4 +1,4 @@
-package main
+package side
 
 // The PyTorch side by side: the cuda backend's captured training step
 // (gpugraph train --model reference, mode graph) against the same model,
@@ -22,16 +22,21 @@ import (
 	benchsrc "github.com/gpugraph/gpugraph/tools/bench"
 )
 
-// torchConfig is what benchTorch measures.
-type torchConfig struct {
+// TorchConfig is what Torch measures.
+type TorchConfig struct {
 	Python string // a Python with PyTorch and CUDA
 	Reps   int    // runs of each side, alternated
 	Steps  int    // training steps per run (train --steps)
 	Every  int    // timed chunk length (train --every)
+	// GG is the gpugraph side, the command "gpugraph train":
+	// DefaultTorchConfig's is this executable's, Self("train").
+	GG Command
 }
 
-func defaultTorchConfig() torchConfig {
-	return torchConfig{Python: "python3", Reps: 5, Steps: 300, Every: 50}
+// DefaultTorchConfig returns the defaults: python3, 5 runs of 300 steps,
+// timed in chunks of 50.
+func DefaultTorchConfig() TorchConfig {
+	return TorchConfig{Python: "python3", Reps: 5, Steps: 300, Every: 50, GG: Self("train")}
 }
 
 // trainRun is one run of either side, in µs per step.
@@ -98,39 +103,57 @@ func parseTorchStep(out string) (trainRun, error) {
 	return trainRun{}, fmt.Errorf("no torch_step line in the output")
 }
 
-// benchTorch runs both sides cfg.Reps times, alternating, and prints the
-// table.
-func benchTorch(w, progress io.Writer, cfg torchConfig) error {
+// TorchReport is the outcome of Torch: every run of both sides. Write
+// prints it as bench --vs torch does.
+type TorchReport struct {
+	Config TorchConfig
+	gg, pt []trainRun
+}
+
+// Write prints the table (medians over the runs, each run's values).
+func (r *TorchReport) Write(w io.Writer) error {
+	_, err := io.WriteString(w, r.String())
+	return err
+}
+
+func (r *TorchReport) String() string {
+	var b strings.Builder
+	printTorchTable(&b, r.Config, r.gg, r.pt)
+	return b.String()
+}
+
+// Torch runs both sides cfg.Reps times, alternating which goes first.
+// Progress notes go to progress.
+func Torch(cfg TorchConfig, progress io.Writer) (*TorchReport, error) {
 	if cfg.Reps < 1 || cfg.Steps < 1 || cfg.Every < 1 || cfg.Every > cfg.Steps {
-		return usagef("torch: need reps >= 1 and 1 <= every <= steps")
+		return nil, configf("torch: need reps >= 1 and 1 <= every <= steps")
+	}
+	if cfg.GG.Path == "" {
+		return nil, configf("torch: no command for the gpugraph side (gpugraph train)")
 	}
 	dir, err := os.MkdirTemp("", "gpugraph-torch-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	script := filepath.Join(dir, "torch_step.py")
 	if err := os.WriteFile(script, []byte(benchsrc.TorchStep), 0o644); err != nil {
-		return err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
+		return nil, err
 	}
 	steps, every := strconv.Itoa(cfg.Steps), strconv.Itoa(cfg.Every)
-	ggArgs := []string{"train", "--backend", "cuda", "--model", "reference", "--modes", "graph", "--steps", steps, "--every", every}
+	ggArgs := []string{"--backend", "cuda", "--model", "reference", "--modes", "graph", "--steps", steps, "--every", every}
 	ptArgs := []string{script, "--steps", steps, "--every", every}
-	var gg, pt []trainRun
+	rep := &TorchReport{Config: cfg}
 	runGG := func() error {
-		out, err := runChild(5*time.Minute, selfEnv, self, ggArgs...)
+		out, err := cfg.GG.run(5*time.Minute, ggArgs...)
 		if err != nil {
 			return err
 		}
 		r, err := parseGGTrain(out)
 		if err != nil {
-			return fmt.Errorf("gpugraph %s: %w\n%s", strings.Join(ggArgs, " "), err, out)
+			return fmt.Errorf("%s: %w\n%s", cfg.GG.line(ggArgs...), err, out)
 		}
-		gg = append(gg, r)
+		rep.gg = append(rep.gg, r)
 		return nil
 	}
 	runPT := func() error {
@@ -142,7 +165,7 @@ func benchTorch(w, progress io.Writer, cfg torchConfig) error {
 		if err != nil {
 			return fmt.Errorf("%s torch_step.py: %w\n%s", cfg.Python, err, out)
 		}
-		pt = append(pt, r)
+		rep.pt = append(rep.pt, r)
 		return nil
 	}
 	for i := range cfg.Reps {
@@ -151,18 +174,17 @@ func benchTorch(w, progress io.Writer, cfg torchConfig) error {
 			first, second = runPT, runGG
 		}
 		if err := first(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := second(); err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(progress, "bench: torch run %d/%d done\n", i+1, cfg.Reps)
 	}
-	printTorchTable(w, cfg, gg, pt)
-	return nil
+	return rep, nil
 }
 
-func printTorchTable(w io.Writer, cfg torchConfig, gg, pt []trainRun) {
+func printTorchTable(w io.Writer, cfg TorchConfig, gg, pt []trainRun) {
 	col := func(rs []trainRun, f func(trainRun) float64) (float64, string) {
 		xs := make([]float64, len(rs))
 		s := make([]string, len(rs))

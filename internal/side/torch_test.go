@@ -1,4 +1,4 @@
-package main
+package side
 
 import (
 	"bytes"
@@ -52,25 +52,10 @@ func TestPrintTorchTable(t *testing.T) {
 	pt := []trainRun{{wall: 500, gpu: 499, replay: 480, fields: map[string]string{"torch": "2.11", "cuda": "13.0", "device": "H100", "flops": "1.05e+10", "fp32_peak_us": "156.7"}},
 		{wall: 510, gpu: 505, replay: 482}, {wall: 505, gpu: 500, replay: 481}}
 	var b bytes.Buffer
-	printTorchTable(&b, torchConfig{Reps: 3, Steps: 300}, gg, pt)
+	printTorchTable(&b, TorchConfig{Reps: 3, Steps: 300}, gg, pt)
 	for _, want := range []string{"gpugraph / PyTorch: wall 0.81, device 0.81", "410.0  [400.0 420.0 410.0]", "at 39% of it, PyTorch's at 31%"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
-		}
-	}
-}
-
-func TestBenchVsUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "--vs", "nothing"},
-		{"bench", "--vs", "taskflow"}, // no --taskflow
-		{"bench", "--vs", "torch"},    // host backend
-		{"bench", "--vs", "native"},   // host backend
-		{"bench", "--vs", "taskflow", "--taskflow", "x", "--threads", "a"},
-	} {
-		var out, errOut bytes.Buffer
-		if code := run(args, &out, &errOut); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (usage)\n%s", args, code, errOut.String())
 		}
 	}
 }
