@@ -53,6 +53,8 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	pt := side.DefaultTorchConfig()
 	pt.GG.Env = selfEnv
 	fs.StringVar(&pt.Python, "python", pt.Python, "a Python with PyTorch (torch)")
+	models := fs.String("model", strings.Join(pt.Models, ","), "models for torch: reference and/or large, comma-separated")
+	precisions := fs.String("precision", strings.Join(pt.Precisions, ","), "precisions for torch: fp32, tf32 and/or bf16, comma-separated")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -62,7 +64,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	vsFlags := []struct{ name, sides string }{
 		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"}, {"body", "taskflow"},
 		{"time", "taskflow,native"}, {"reps", "taskflow,native,torch"},
-		{"cuda", "native"}, {"python", "torch"},
+		{"cuda", "native"}, {"python", "torch"}, {"model", "torch"}, {"precision", "torch"},
 	}
 	if *vs == "" {
 		for _, f := range vsFlags {
@@ -108,6 +110,12 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	tf.Reps, nat.Rounds, pt.Reps = *reps, *reps, *reps
 	if *secs != 0 {
 		tf.Time, nat.Time = *secs, *secs
+	}
+	if pt.Models, err = oneOfList("model", *models, side.TorchModels...); err != nil {
+		return err
+	}
+	if pt.Precisions, err = oneOfList("precision", *precisions, side.Precisions...); err != nil {
+		return err
 	}
 	if tf.Bodies, err = side.ParseBodies(*bodies); err != nil {
 		return usagef("--body %q: %v", *bodies, err)

@@ -22,6 +22,25 @@ func TestBenchVsUsage(t *testing.T) {
 	}
 }
 
+func TestBenchVsTorchUsage(t *testing.T) {
+	for args, want := range map[string]string{
+		"bench --vs torch --backend cuda --precision fp16":      `unknown --precision "fp16" (want fp32, tf32 or bf16, or a comma-separated list of them)`,
+		"bench --vs torch --backend cuda --precision fp32,fp32": `--precision "fp32,fp32" names fp32 twice`,
+		"bench --vs torch --backend cuda --precision tf32,":     `unknown --precision ""`,
+		"bench --vs torch --backend cuda --model small":         `unknown --model "small" (want reference or large`,
+		"bench --vs torch --backend cuda --model large,large":   `names large twice`,
+		"bench --precision bf16":                                "--precision applies to --vs torch only",
+		"bench --model large":                                   "--model applies to --vs torch only",
+		"bench --vs taskflow --taskflow x --precision bf16":     "--precision applies to --vs torch, not to --vs taskflow",
+		"bench --vs torch --precision bf16":                     "--vs torch needs --backend cuda",
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(strings.Fields(args), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s: exit %d, %q; want 2 (usage) and %q", args, code, errOut.String(), want)
+		}
+	}
+}
+
 // The hidden tfside command: its flags reach side.TFSide, and what that
 // refuses is a usage error.
 func TestTfsideMain(t *testing.T) {
