@@ -20,9 +20,14 @@
 //     ratio of medians to the C loop's, and the median of the rounds' ratios.
 //   - Torch: the cuda backend's captured training step (gpugraph train,
 //     mode graph) against the same model, batch, optimizer and precision in
-//     PyTorch (tools/bench/torch_step.py), each run in a process of its own,
-//     alternated, Reps times; the table gives medians over the runs of each
-//     run's median step time.
+//     PyTorch (tools/bench/torch_step.py), both PyTorch's step captured in a
+//     CUDA graph and PyTorch at its best (torch.compile, the fused
+//     optimizer, the whole step in one CUDA graph), for each model and
+//     precision asked for. Every run is a process of its own; each
+//     repetition runs the three sides of every case in an order that
+//     rotates by repetition. The tables give medians over the runs of each
+//     run's median step time (wall and GPU), the ratios of those medians,
+//     the memory each side reserved and its kernels per step.
 //
 // The package measures and reports; the gpugraph command parses flags and
 // prints. A configuration the harnesses refuse is an error that

@@ -251,7 +251,7 @@ func Torch(cfg TorchConfig, progress io.Writer) (*TorchReport, error) {
 				return err
 			}
 			r, err := parseGGTrain(out)
-			if err == nil && r.fields["precision"] != "" && r.fields["precision"] != c.precision {
+			if err == nil && r.fields["precision"] != "" && !strings.EqualFold(r.fields["precision"], c.precision) {
 				err = fmt.Errorf("it trained in precision %s, not %s", r.fields["precision"], c.precision)
 			}
 			if err != nil {
