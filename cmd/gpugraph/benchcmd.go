@@ -16,6 +16,7 @@ import (
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/bench"
+	"github.com/gpugraph/gpugraph/internal/side"
 )
 
 // benchConfig selects what the bench command measures.
@@ -39,17 +40,21 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Count, "count", cfg.Count, "runs per measurement")
 	fs.StringVar(&cfg.Benchtime, "benchtime", cfg.Benchtime, "time per run, or Nx iterations")
 	vs := fs.String("vs", "", "side by side with references: taskflow, native, torch (comma-separated)")
-	tf := defaultTaskflowConfig("")
+	tf := side.DefaultTaskflowConfig("")
+	tf.GoSide.Env = selfEnv
 	fs.StringVar(&tf.Dir, "taskflow", "", "a Taskflow tree (DIR/taskflow/taskflow.hpp)")
 	fs.StringVar(&tf.Harness, "tfside", "", "the C++ harness (default DIR/side/tfside.cpp)")
 	bodies := fs.String("body", "atomic", "node bodies for taskflow: atomic and/or work:NS, comma-separated")
 	threads := fs.String("threads", "", "worker counts for taskflow, space- or comma-separated (default: every CPU, then 1)")
 	reps := fs.Int("reps", 5, "repetitions or rounds of each side")
 	secs := fs.Float64("time", 0, "seconds per run of a side (default: taskflow 1, native 0.3)")
-	nat := defaultNativeConfig()
+	nat := side.DefaultNativeConfig()
 	fs.StringVar(&nat.CUDA, "cuda", nat.CUDA, "the CUDA toolkit, for the C loops (native)")
-	pt := defaultTorchConfig()
+	pt := side.DefaultTorchConfig()
+	pt.GG.Env = selfEnv
 	fs.StringVar(&pt.Python, "python", pt.Python, "a Python with PyTorch (torch)")
+	models := fs.String("model", strings.Join(pt.Models, ","), "models for torch: reference and/or large, comma-separated")
+	precisions := fs.String("precision", strings.Join(pt.Precisions, ","), "precisions for torch: fp32, tf32 and/or bf16, comma-separated")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -59,7 +64,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	vsFlags := []struct{ name, sides string }{
 		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"}, {"body", "taskflow"},
 		{"time", "taskflow,native"}, {"reps", "taskflow,native,torch"},
-		{"cuda", "native"}, {"python", "torch"},
+		{"cuda", "native"}, {"python", "torch"}, {"model", "torch"}, {"precision", "torch"},
 	}
 	if *vs == "" {
 		for _, f := range vsFlags {
@@ -106,8 +111,14 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	if *secs != 0 {
 		tf.Time, nat.Time = *secs, *secs
 	}
-	if tf.Bodies, err = parseTFBodies(*bodies); err != nil {
+	if pt.Models, err = oneOfList("model", *models, side.TorchModels...); err != nil {
 		return err
+	}
+	if pt.Precisions, err = oneOfList("precision", *precisions, side.Precisions...); err != nil {
+		return err
+	}
+	if tf.Bodies, err = side.ParseBodies(*bodies); err != nil {
+		return usagef("--body %q: %v", *bodies, err)
 	}
 	if *threads != "" {
 		tf.Threads = nil
@@ -133,21 +144,50 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 		notes = stderr
 	}
 	for _, s := range sides {
+		var r interface{ Write(io.Writer) error }
 		var err error
 		switch s {
 		case "taskflow":
-			err = benchTaskflow(stdout, notes, tf)
+			r, err = side.Taskflow(tf, notes)
 		case "native":
-			err = withDevice(cfg.Backend, func(d *gg.Device) error { return benchNative(stdout, notes, d, nat) })
+			err = withDevice(cfg.Backend, func(d *gg.Device) error {
+				var err error
+				r, err = side.Native(d, nat, notes)
+				return err
+			})
 		case "torch":
-			err = benchTorch(stdout, notes, pt)
+			r, err = side.Torch(pt, notes)
+		}
+		if err == nil {
+			err = r.Write(stdout)
 		}
 		if err != nil {
-			return err
+			return fromSide(err)
 		}
 		fmt.Fprintln(stdout)
 	}
 	return nil
+}
+
+// fromSide makes the side-by-side harnesses' configuration errors usage
+// errors.
+func fromSide(err error) error {
+	if errors.Is(err, side.ErrConfig) {
+		return usageError{err.Error()}
+	}
+	return err
+}
+
+// tfsideMain is the hidden command "gpugraph tfside [flags]": the Go side
+// of bench --vs taskflow (side.TFSide), run as a child process.
+func tfsideMain(args []string, stdout, stderr io.Writer) error {
+	cfg := side.DefaultTFSideConfig()
+	fs := newFlagSet("tfside", stderr)
+	cfg.Flags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return fromSide(side.TFSide(stdout, cfg))
 }
 
 // checkBenchtime checks --benchtime: a positive duration, or Nx with N at

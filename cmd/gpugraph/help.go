@@ -261,8 +261,11 @@ flags:
                      native    cuda: launch, instantiate and update against the
                                same driver calls from C (needs gcc and the
                                CUDA headers of --cuda DIR)
-                     torch     cuda: the reference training step against
-                               PyTorch with a CUDA graph (needs --python P)
+                     torch     cuda: the captured training step against
+                               PyTorch's step in a CUDA graph and PyTorch at
+                               its best (torch.compile, fused optimizer, the
+                               whole step in a CUDA graph), per --model and
+                               --precision (needs --python P)
   --taskflow DIR   taskflow: a Taskflow tree (DIR/taskflow/taskflow.hpp)
   --tfside FILE    taskflow: the C++ harness (default DIR/side/tfside.cpp)
   --threads LIST   taskflow: worker counts, each at least 1 (default: every
@@ -282,6 +285,10 @@ flags:
                    (default 5)
   --cuda DIR       native: the CUDA toolkit, for the C loops' headers
   --python P       torch: a Python with PyTorch
+  --model LIST     torch: reference and/or large, comma-separated (default
+                   reference)
+  --precision LIST torch: fp32, tf32 and/or bf16, comma-separated (default
+                   fp32)
 
 which flags go together:
   --count and --benchtime are the table's; the flags from --taskflow on are

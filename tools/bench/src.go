@@ -1,8 +1,8 @@
 // Package benchsrc holds the reference programs that gpugraph's
-// side-by-side benchmarks compare against, as text, so that the gpugraph
-// command can build and run them on the machine it measures (gpugraph bench
-// --vs native, --vs torch): the same sources the test benchmarks and
-// tools/gpu/perf.sh use.
+// side-by-side benchmarks compare against, as text, so that the harnesses
+// of internal/side can build and run them on the machine they measure
+// (gpugraph bench --vs native, --vs torch): the same sources the test
+// benchmarks and tools/gpu/perf.sh use.
 package benchsrc
 
 import _ "embed"

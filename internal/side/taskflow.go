@@ -1,4 +1,4 @@
-package main
+package side
 
 // The Taskflow side by side: gpugraph's host backend against Taskflow
 // (https://github.com/taskflow/taskflow), a C++ task-graph executor, on the
@@ -9,26 +9,22 @@ package main
 // of a plain task scheduler.
 //
 // The measurement is shared/bench/taskflow/side's (run.sh, tfside.go,
-// tfside.cpp), brought into the command so that one run needs no copy of the
-// module, no separately built Go program and no Python: tfsideMain is
-// tfside.go (the hidden "gpugraph tfside"), benchTaskflow is run.sh. The C++
-// side stays the harness's tfside.cpp, compiled here. Each side runs in a
+// tfside.cpp), brought into gpugraph so that one run needs no copy of the
+// module, no separately built Go program and no Python: TFSide is tfside.go
+// (the hidden "gpugraph tfside"), Taskflow is run.sh. The C++ side stays the
+// harness's tfside.cpp, compiled here. Each side runs in a
 // process of its own, started fresh for every worker count, because the host
 // backend sizes its worker pool from GOMAXPROCS once per process.
 
 import (
 	"bufio"
-	"bytes"
-	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,69 +195,119 @@ func tfSerialNs() float64 {
 	}
 }
 
-// tfsideMain is the hidden command "gpugraph tfside [flags]": the Go side of
-// the harness, the same flags and output lines as
-// shared/bench/taskflow/side/tfside.go. One line per (shape, repetition):
+// TFSideConfig is what TFSide measures: the flags of the command "gpugraph
+// tfside" (-threads, -shapes, -body, -work, -iters, -mode, -batch, -reps,
+// -firstrep, -warmup, -time, -info, -calibrate), which are those of the C++
+// harness tfside.cpp; Taskflow runs both sides with the same ones.
+type TFSideConfig struct {
+	Threads int      // GOMAXPROCS, the host backend's worker count
+	Shapes  []string // shape names; nil: all
+	// Body is the node body: atomic (a shared counter, checked), empty, or
+	// work (Iters rounds of the work loop, each node's result checked;
+	// Iters 0: calibrated here to WorkNs ns).
+	Body          string
+	WorkNs, Iters int
+	Mode          string // graph, batch, or stream (chain shapes only)
+	Batch         int    // launches per Synchronize in mode batch
+	Reps          int    // repetitions per shape
+	FirstRep      int    // label of the first repetition
+	Warmup, Time  float64
+	// Info prints the Go version and GOMAXPROCS, Calibrate the iterations
+	// for WorkNs, instead of measuring.
+	Info, Calibrate bool
+}
+
+// Flags defines the flags of "gpugraph tfside" on fs, bound to c's fields,
+// with c's values as their defaults: the C++ harness's flags, which
+// Taskflow gives both sides. -shapes takes a comma-separated list of shape
+// names, or all.
+func (c *TFSideConfig) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.Threads, "threads", c.Threads, "GOMAXPROCS (worker count)")
+	fs.Var((*shapeList)(&c.Shapes), "shapes", "comma-separated shape names, or all")
+	fs.StringVar(&c.Body, "body", c.Body, "node body: atomic (shared counter, checked), empty, or work (-work ns of arithmetic, checked)")
+	fs.IntVar(&c.WorkNs, "work", c.WorkNs, "nanoseconds per work body (for calibration)")
+	fs.IntVar(&c.Iters, "iters", c.Iters, "iterations per work body (0: calibrate to -work)")
+	fs.BoolVar(&c.Calibrate, "calibrate", c.Calibrate, "print the iterations for -work and exit")
+	fs.StringVar(&c.Mode, "mode", c.Mode, "graph, batch, or stream (chain shapes only)")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "launches per Synchronize in mode batch")
+	fs.IntVar(&c.Reps, "reps", c.Reps, "repetitions per shape")
+	fs.IntVar(&c.FirstRep, "firstrep", c.FirstRep, "label of the first repetition")
+	fs.Float64Var(&c.Warmup, "warmup", c.Warmup, "warm-up seconds per repetition")
+	fs.Float64Var(&c.Time, "time", c.Time, "timed seconds per repetition")
+	fs.BoolVar(&c.Info, "info", c.Info, "print the Go version and GOMAXPROCS and exit")
+}
+
+// shapeList is the value of -shapes: nil for all.
+type shapeList []string
+
+func (l *shapeList) String() string {
+	if l == nil || *l == nil {
+		return "all"
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *shapeList) Set(v string) error {
+	*l = nil
+	if v != "all" {
+		*l = strings.Split(v, ",")
+	}
+	return nil
+}
+
+func (l *shapeList) Get() any { return []string(*l) }
+
+// DefaultTFSideConfig returns tfside.go's defaults.
+func DefaultTFSideConfig() TFSideConfig {
+	return TFSideConfig{Threads: runtime.NumCPU(), Body: "atomic", WorkNs: 1000, Mode: "graph", Batch: 100, Reps: 1, FirstRep: 1, Warmup: 0.2, Time: 1}
+}
+
+// TFSide is the Go side of the Taskflow harness, run by the hidden command
+// "gpugraph tfside": the same output lines as
+// shared/bench/taskflow/side/tfside.go, one per (shape, repetition):
 //
 //	impl=gpugraph mode=graph shape=chain1000 nodes=1000 threads=2 body=atomic rep=1 runs=... ns_per_run=... ns_per_node=... check=ok
 //
-// -body work: each node runs -iters rounds of tfWork (0: calibrated here to
-// -work ns), and its result is checked; the lines add work_ns, work_iters
+// Body work: each node runs Iters rounds of tfWork (0: calibrated here to
+// WorkNs ns), and its result is checked; the lines add work_ns, work_iters
 // and serial_ns_per_node, the body alone timed on one goroutine before the
-// device opens (speedup = serial_ns_per_node / ns_per_node). -calibrate
-// prints work_ns=NS work_iters=N for -work and exits.
+// device opens (speedup = serial_ns_per_node / ns_per_node). Calibrate
+// prints work_ns=NS work_iters=N for WorkNs and returns.
 //
-// mode=graph: one Exec.Launch + Stream.Synchronize per run of an
+// Mode graph: one Exec.Launch + Stream.Synchronize per run of an
 // instantiated graph of kernel nodes (grid 1, block 1), as Taskflow's
-// executor.run(taskflow).wait(). mode=batch: -batch Exec.Launch calls, then
+// executor.run(taskflow).wait(). Mode batch: Batch Exec.Launch calls, then
 // one Stream.Synchronize; a run is one launch (Taskflow's
-// executor.run_n(taskflow, batch).wait()). mode=stream (chain shapes only):
+// executor.run_n(taskflow, batch).wait()). Mode stream (chain shapes only):
 // one Stream.Launch per node, then one Stream.Synchronize per run (Taskflow's
 // mode async: one dependent async task per node).
 //
-// Timing, identical in tfside.cpp: run for -warmup seconds (untimed),
-// estimate the time of one run from that, then time runs = -time / estimate
+// Timing, identical in tfside.cpp: run for Warmup seconds (untimed),
+// estimate the time of one run from that, then time runs = Time / estimate
 // runs back to back, reading the clock only before and after.
 //
-// It sets GOMAXPROCS to -threads before opening the host device, whose
+// It sets GOMAXPROCS to Threads before opening the host device, whose
 // worker pool is sized from it once per process: the numbers mean what they
-// say in a fresh process, as benchTaskflow starts one. GOMAXPROCS is
-// restored on return.
-func tfsideMain(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("tfside", stderr)
-	threads := fs.Int("threads", runtime.NumCPU(), "GOMAXPROCS (worker count)")
-	shapeList := fs.String("shapes", "all", "comma-separated shape names, or all")
-	body := fs.String("body", "atomic", "node body: atomic (shared counter, checked), empty, or work (-work ns of arithmetic, checked)")
-	workNs := fs.Int("work", 1000, "nanoseconds per work body (for calibration)")
-	iters := fs.Int("iters", 0, "iterations per work body (0: calibrate to -work)")
-	calib := fs.Bool("calibrate", false, "print the iterations for -work and exit")
-	mode := fs.String("mode", "graph", "graph, batch, or stream (chain shapes only)")
-	batch := fs.Int("batch", 100, "launches per Synchronize in mode batch")
-	reps := fs.Int("reps", 1, "repetitions per shape")
-	firstRep := fs.Int("firstrep", 1, "label of the first repetition")
-	warmup := fs.Float64("warmup", 0.2, "warm-up seconds per repetition")
-	target := fs.Float64("time", 1.0, "timed seconds per repetition")
-	info := fs.Bool("info", false, "print the Go version and GOMAXPROCS and exit")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// say in a fresh process, as Taskflow starts one. GOMAXPROCS is restored on
+// return.
+func TFSide(stdout io.Writer, cfg TFSideConfig) error {
+	if cfg.Threads < 1 {
+		return configf("-threads %d: need at least 1", cfg.Threads)
 	}
-	if *threads < 1 {
-		return usagef("-threads %d: need at least 1", *threads)
-	}
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*threads))
-	if *info {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Threads))
+	if cfg.Info {
 		fmt.Fprintf(stdout, "go %s %s/%s GOMAXPROCS=%d NumCPU=%d\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU())
 		return nil
 	}
-	if *workNs < 1 || *iters < 0 {
-		return usagef("-work %d -iters %d: need work at least 1 and iters 0 or more", *workNs, *iters)
+	if cfg.WorkNs < 1 || cfg.Iters < 0 {
+		return configf("-work %d -iters %d: need work at least 1 and iters 0 or more", cfg.WorkNs, cfg.Iters)
 	}
-	if *calib {
-		fmt.Fprintf(stdout, "work_ns=%d work_iters=%d\n", *workNs, tfCalibrate(*workNs))
+	if cfg.Calibrate {
+		fmt.Fprintf(stdout, "work_ns=%d work_iters=%d\n", cfg.WorkNs, tfCalibrate(cfg.WorkNs))
 		return nil
 	}
 	var k *gg.Kernel
-	switch *body {
+	switch cfg.Body {
 	case "atomic":
 		k = tfsideAtomic
 	case "empty":
@@ -269,40 +315,36 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 	case "work":
 		k = tfsideWork
 	default:
-		return usagef("-body %q: atomic, empty or work", *body)
+		return configf("-body %q: atomic, empty or work", cfg.Body)
 	}
 	switch {
-	case *mode != "graph" && *mode != "batch" && *mode != "stream":
-		return usagef("-mode %q: graph, batch or stream", *mode)
-	case *batch < 1 || *reps < 1:
-		return usagef("-batch %d -reps %d: need at least 1", *batch, *reps)
-	case !(*target > 0) || !(*warmup >= 0):
-		return usagef("-time %g -warmup %g: need time > 0 and warmup >= 0", *target, *warmup)
+	case cfg.Mode != "graph" && cfg.Mode != "batch" && cfg.Mode != "stream":
+		return configf("-mode %q: graph, batch or stream", cfg.Mode)
+	case cfg.Batch < 1 || cfg.Reps < 1:
+		return configf("-batch %d -reps %d: need at least 1", cfg.Batch, cfg.Reps)
+	case !(cfg.Time > 0) || !(cfg.Warmup >= 0):
+		return configf("-time %g -warmup %g: need time > 0 and warmup >= 0", cfg.Time, cfg.Warmup)
 	}
-	var only []string // the shapes asked for; nil: all
-	if *shapeList != "all" {
-		only = strings.Split(*shapeList, ",")
-		for _, name := range only {
-			if _, ok := tfShapeNamed(name); !ok {
-				return usagef("-shapes: unknown shape %q (%s, or all)", name, tfShapeNames())
-			}
+	for _, name := range cfg.Shapes {
+		if _, ok := tfShapeNamed(name); !ok {
+			return configf("-shapes: unknown shape %q (%s, or all)", name, tfShapeNames())
 		}
 	}
 
 	workCols := "" // appended to each line
-	if *body == "work" {
+	if cfg.Body == "work" {
 		// Iterations, slots for the largest shape, and the body's time
 		// alone, all before the device's workers start.
-		tfsideWorkIters = *iters
+		tfsideWorkIters = cfg.Iters
 		if tfsideWorkIters == 0 {
-			tfsideWorkIters = tfCalibrate(*workNs)
+			tfsideWorkIters = tfCalibrate(cfg.WorkNs)
 		}
 		most := 0
 		for _, sh := range tfShapes {
 			most = max(most, len(sh.preds))
 		}
 		tfsideSlots = make([]tfSlot, most)
-		workCols = fmt.Sprintf(" work_ns=%d work_iters=%d serial_ns_per_node=%.2f", *workNs, tfsideWorkIters, tfSerialNs())
+		workCols = fmt.Sprintf(" work_ns=%d work_iters=%d serial_ns_per_node=%.2f", cfg.WorkNs, tfsideWorkIters, tfSerialNs())
 	}
 
 	d, err := gg.Open(gg.BackendHost)
@@ -310,8 +352,8 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("open device: %w", err)
 	}
 	defer d.Close()
-	if got := d.Properties().MultiProcessorCount; got != *threads {
-		return fmt.Errorf("device has %d workers, want %d", got, *threads)
+	if got := d.Properties().MultiProcessorCount; got != cfg.Threads {
+		return fmt.Errorf("device has %d workers, want %d", got, cfg.Threads)
 	}
 	s, err := d.NewStream()
 	if err != nil {
@@ -320,13 +362,13 @@ func tfsideMain(args []string, stdout, stderr io.Writer) error {
 	defer s.Destroy()
 
 	// The harness runs the shapes in its own order whatever the order of
-	// -shapes.
+	// Shapes.
 	for _, sh := range tfShapes {
-		if only != nil && !slices.Contains(only, sh.name) || *mode == "stream" && !sh.chain {
+		if cfg.Shapes != nil && !slices.Contains(cfg.Shapes, sh.name) || cfg.Mode == "stream" && !sh.chain {
 			continue
 		}
-		if err := tfsideShape(stdout, d, s, sh, k, *mode, *body, workCols, *batch, *firstRep, *reps, *warmup, *target); err != nil {
-			return fmt.Errorf("%s, mode %s: %w", sh.name, *mode, err)
+		if err := tfsideShape(stdout, d, s, sh, k, cfg.Mode, cfg.Body, workCols, cfg.Batch, cfg.FirstRep, cfg.Reps, cfg.Warmup, cfg.Time); err != nil {
+			return fmt.Errorf("%s, mode %s: %w", sh.name, cfg.Mode, err)
 		}
 	}
 	return nil
@@ -741,10 +783,10 @@ func tfNsPerNode(ss []tfSample) []float64 {
 	return v
 }
 
-// taskflowConfig is what benchTaskflow measures: run.sh's settings.
-// Harness, CXX and Threads left empty take their defaults; the numbers must
-// be set (defaultTaskflowConfig has run.sh's).
-type taskflowConfig struct {
+// TaskflowConfig is what Taskflow measures: run.sh's settings. Harness, CXX
+// and Threads left empty take their defaults; the numbers must be set
+// (DefaultTaskflowConfig has run.sh's).
+type TaskflowConfig struct {
 	Dir     string  // a Taskflow tree: Dir/taskflow/taskflow.hpp (required)
 	Harness string  // the C++ harness; default Dir/side/tfside.cpp
 	CXX     string  // C++ compiler, default "g++"
@@ -756,52 +798,57 @@ type taskflowConfig struct {
 	// Bodies are the node bodies, default {atomic}: atomic runs every mode
 	// with the atomic body and mode graph with the empty one, as run.sh;
 	// each work:NS runs mode graph with NS ns of work per node.
-	Bodies []tfBody
+	Bodies []Body
+	// GoSide is the gpugraph side, the command "gpugraph tfside" (TFSide):
+	// DefaultTaskflowConfig's is this executable's, Self("tfside").
+	GoSide Command
 }
 
-// tfBody is a node body of bench --vs taskflow: atomic, or work of ns
+// Body is a node body of bench --vs taskflow: atomic, or work of NS
 // nanoseconds per node.
-type tfBody struct {
-	name string // atomic or work
-	ns   int    // work only
+type Body struct {
+	Name string // atomic or work
+	NS   int    // work only
 }
 
-func (b tfBody) String() string {
-	if b.name == "work" {
-		return "work:" + strconv.Itoa(b.ns)
+func (b Body) String() string {
+	if b.Name == "work" {
+		return "work:" + strconv.Itoa(b.NS)
 	}
-	return b.name
+	return b.Name
 }
 
-// parseTFBodies parses --body: atomic and/or work:NS (NS ns of work per
-// node, at least 1), comma- or space-separated, each once.
-func parseTFBodies(list string) ([]tfBody, error) {
-	var out []tfBody
+// ParseBodies parses a list of bodies (bench --body): atomic and/or work:NS
+// (NS ns of work per node, at least 1), comma- or space-separated, each
+// once. Its errors say what is wrong with the list, not naming it.
+func ParseBodies(list string) ([]Body, error) {
+	var out []Body
 	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
-		b := tfBody{name: f}
+		b := Body{Name: f}
 		if ns, ok := strings.CutPrefix(f, "work:"); ok {
 			n, err := strconv.Atoi(ns)
 			if err != nil || n < 1 {
-				return nil, usagef("--body %q: %q needs a whole number of ns, at least 1 (such as work:1000)", list, f)
+				return nil, configf("%q needs a whole number of ns, at least 1 (such as work:1000)", f)
 			}
-			b = tfBody{name: "work", ns: n}
+			b = Body{Name: "work", NS: n}
 		} else if f != "atomic" {
-			return nil, usagef("--body %q: unknown body %q (want atomic or work:NS, NS ns of work per node)", list, f)
+			return nil, configf("unknown body %q (want atomic or work:NS, NS ns of work per node)", f)
 		}
 		if slices.Contains(out, b) {
-			return nil, usagef("--body %q names %s twice", list, b)
+			return nil, configf("names %s twice", b)
 		}
 		out = append(out, b)
 	}
 	if len(out) == 0 {
-		return nil, usagef("--body %q: no bodies", list)
+		return nil, configf("no bodies")
 	}
 	return out, nil
 }
 
-// defaultTaskflowConfig returns run.sh's defaults for the tree dir.
-func defaultTaskflowConfig(dir string) taskflowConfig {
-	return taskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100, Bodies: []tfBody{{name: "atomic"}}}
+// DefaultTaskflowConfig returns run.sh's defaults for the tree dir.
+func DefaultTaskflowConfig(dir string) TaskflowConfig {
+	return TaskflowConfig{Dir: dir, CXX: "g++", Threads: defaultTFThreads(), Reps: 5, Time: 1, Warmup: 0.2, Batch: 100, Bodies: []Body{{Name: "atomic"}},
+		GoSide: Self("tfside")}
 }
 
 // defaultTFThreads is every CPU, then one worker (once on one CPU).
@@ -813,9 +860,12 @@ func defaultTFThreads() []int {
 }
 
 // withDefaults fills in the defaults and checks the values.
-func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
+func (cfg TaskflowConfig) withDefaults() (TaskflowConfig, error) {
 	if cfg.Dir == "" {
-		return cfg, usagef("no Taskflow directory given")
+		return cfg, configf("no Taskflow directory given")
+	}
+	if cfg.GoSide.Path == "" {
+		return cfg, configf("no command for the gpugraph side (gpugraph tfside)")
 	}
 	if cfg.Harness == "" {
 		cfg.Harness = filepath.Join(cfg.Dir, "side", "tfside.cpp")
@@ -827,27 +877,27 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 		cfg.Threads = defaultTFThreads()
 	}
 	if len(cfg.Bodies) == 0 {
-		cfg.Bodies = []tfBody{{name: "atomic"}}
+		cfg.Bodies = []Body{{Name: "atomic"}}
 	}
 	for i, b := range cfg.Bodies {
-		if b.name != "atomic" && (b.name != "work" || b.ns < 1) || slices.Contains(cfg.Bodies[:i], b) {
-			return cfg, usagef("bodies %v: each atomic or work:NS with NS at least 1, none twice", cfg.Bodies)
+		if b.Name != "atomic" && (b.Name != "work" || b.NS < 1) || slices.Contains(cfg.Bodies[:i], b) {
+			return cfg, configf("bodies %v: each atomic or work:NS with NS at least 1, none twice", cfg.Bodies)
 		}
 	}
 	for i, t := range cfg.Threads {
 		if t < 1 || slices.Contains(cfg.Threads[:i], t) {
-			return cfg, usagef("thread counts %v: each at least 1, none twice", cfg.Threads)
+			return cfg, configf("thread counts %v: each at least 1, none twice", cfg.Threads)
 		}
 	}
 	switch {
 	case cfg.Reps < 1:
-		return cfg, usagef("%d repetitions: need at least 1", cfg.Reps)
+		return cfg, configf("%d repetitions: need at least 1", cfg.Reps)
 	case !(cfg.Time > 0):
-		return cfg, usagef("time %g s: need more than 0", cfg.Time)
+		return cfg, configf("time %g s: need more than 0", cfg.Time)
 	case !(cfg.Warmup >= 0):
-		return cfg, usagef("warm-up %g s: need 0 or more", cfg.Warmup)
+		return cfg, configf("warm-up %g s: need 0 or more", cfg.Warmup)
 	case cfg.Batch < 1:
-		return cfg, usagef("batch %d: need at least 1", cfg.Batch)
+		return cfg, configf("batch %d: need at least 1", cfg.Batch)
 	}
 	return cfg, nil
 }
@@ -856,21 +906,21 @@ func (cfg taskflowConfig) withDefaults() (taskflowConfig, error) {
 // body (work: its ns).
 type tfConfig struct {
 	cppMode, goMode string
-	body            tfBody
+	body            Body
 }
 
 // tfConfigs are the configurations of the bodies, in their order: atomic
 // is run.sh's (every mode, and mode graph with the empty body), work:NS is
 // mode graph, as tools/gpu/tfside.sh's.
-func tfConfigs(bodies []tfBody) []tfConfig {
+func tfConfigs(bodies []Body) []tfConfig {
 	var out []tfConfig
 	for _, b := range bodies {
-		if b.name == "atomic" {
+		if b.Name == "atomic" {
 			out = append(out,
 				tfConfig{"graph", "graph", b},
 				tfConfig{"batch", "batch", b},
 				tfConfig{"async", "stream", b},
-				tfConfig{"graph", "graph", tfBody{name: "empty"}})
+				tfConfig{"graph", "graph", Body{Name: "empty"}})
 		} else {
 			out = append(out, tfConfig{"graph", "graph", b})
 		}
@@ -888,107 +938,135 @@ func tfCalibrated(out string, ns int) (int, error) {
 	return iters, nil
 }
 
-// benchTaskflow compiles the C++ harness (CXX -std=c++20 -O2 -pthread -I Dir,
+// TaskflowReport is the outcome of Taskflow: the machine, the settings and
+// every sample of both sides. Write prints it as bench --vs taskflow does.
+type TaskflowReport struct {
+	Config   TaskflowConfig // with its defaults filled in
+	Date     time.Time
+	CPUs     int
+	CPU      string      // the processor's model
+	Project  string      // the module and commit of this executable
+	Info     string      // the C++ side's -info line: Taskflow's version
+	Go       string      // the Go version, the platform, a -race build
+	CXX      string      // the first line of the compiler's --version
+	CXXFlags []string    // the C++ side's compile flags
+	Iters    map[int]int // the work bodies' iterations, by ns
+	samples  []tfSample
+}
+
+// Write prints the machine and settings, then the table of medians
+// (printTFTable).
+func (r *TaskflowReport) Write(w io.Writer) error {
+	_, err := io.WriteString(w, r.String())
+	return err
+}
+
+func (r *TaskflowReport) String() string {
+	var b strings.Builder
+	cfg := r.Config
+	threads := strings.Trim(fmt.Sprint(cfg.Threads), "[]")
+	fmt.Fprintln(&b, "gpugraph side by side with Taskflow: the host backend against tf::Executor on the same DAGs")
+	fmt.Fprintf(&b, "date:     %s\n", r.Date.UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(&b, "cpu:      %d CPUs, %s\n", r.CPUs, r.CPU)
+	fmt.Fprintf(&b, "project:  %s\n", r.Project)
+	fmt.Fprintf(&b, "taskflow: %s, %s\n", cfg.Dir, r.Info)
+	fmt.Fprintf(&b, "go:       %s\n", r.Go)
+	fmt.Fprintf(&b, "cxx:      %s\n", r.CXX)
+	fmt.Fprintf(&b, "flags:    %s %s; go: this executable (gpugraph tfside)\n", cfg.CXX, strings.Join(r.CXXFlags, " "))
+	fmt.Fprintf(&b, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n",
+		cfg.Reps, threads, cfg.Warmup, cfg.Time, cfg.Batch)
+	if len(r.Iters) > 0 {
+		bodies := make([]string, len(cfg.Bodies))
+		for i, body := range cfg.Bodies {
+			bodies[i] = body.String()
+			if body.Name == "work" {
+				bodies[i] += fmt.Sprintf(" = %d iterations", r.Iters[body.NS])
+			}
+		}
+		fmt.Fprintf(&b, "bodies:   %s (work: calibrated once by tfside-cpp, the same count for both sides)\n", strings.Join(bodies, ", "))
+	}
+	fmt.Fprintln(&b)
+	printTFTable(&b, r.samples)
+	return b.String()
+}
+
+// Taskflow compiles the C++ harness (CXX -std=c++20 -O2 -pthread -I Dir,
 // into a temporary directory it removes), then, as run.sh does, runs for
 // each repetition, each worker count and each of tfConfigs the C++ program
-// and this executable's tfside command (GOMAXPROCS set), alternating which
-// goes first by repetition, so that slow drifts of the machine affect both
+// and the gpugraph side (cfg.GoSide, GOMAXPROCS set), alternating which goes
+// first by repetition, so that slow drifts of the machine affect both
 // alike. A work body's iterations are calibrated once, by the C++ side
-// (-calibrate -work NS), and both sides get that count (-work NS -iters N). It prints to w the machine and settings, then the table of medians
-// (printTFTable); progress notes go to progress. A failed counter check, a
-// failed child or a malformed line is an error.
-func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
+// (-calibrate -work NS), and both sides get that count (-work NS -iters N).
+// Progress notes go to progress. A failed counter check, a failed child or
+// a malformed line is an error; a configuration it refuses is ErrConfig.
+func Taskflow(cfg TaskflowConfig, progress io.Writer) (*TaskflowReport, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hpp := filepath.Join(cfg.Dir, "taskflow", "taskflow.hpp")
 	if _, err := os.Stat(hpp); err != nil {
-		return fmt.Errorf("not a Taskflow tree: %w", err)
+		return nil, fmt.Errorf("not a Taskflow tree: %w", err)
 	}
 	if _, err := os.Stat(cfg.Harness); err != nil {
-		return fmt.Errorf("C++ harness: %w", err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this executable for the Go side: %w", err)
+		return nil, fmt.Errorf("C++ harness: %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "gpugraph-tfside-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 
+	r := &TaskflowReport{Config: cfg, Date: time.Now(), CPUs: runtime.NumCPU(), CPU: cpuModel(), Project: buildRevision(),
+		Go:       fmt.Sprintf("%s %s/%s%s", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceNote()),
+		CXXFlags: []string{"-std=c++20", "-O2", "-pthread"}, Iters: map[int]int{}}
 	cpp := filepath.Join(tmp, "tfside-cpp")
-	cxxFlags := []string{"-std=c++20", "-O2", "-pthread"}
 	fmt.Fprintf(progress, "tfside: compiling %s\n", cfg.Harness)
-	if _, err := runChild(10*time.Minute, nil, cfg.CXX, append(cxxFlags, "-I"+cfg.Dir, cfg.Harness, "-o", cpp)...); err != nil {
-		return fmt.Errorf("compiling the C++ harness: %w", err)
+	if _, err := runChild(10*time.Minute, nil, cfg.CXX, append(slices.Clone(r.CXXFlags), "-I"+cfg.Dir, cfg.Harness, "-o", cpp)...); err != nil {
+		return nil, fmt.Errorf("compiling the C++ harness: %w", err)
 	}
 	info, err := runChild(time.Minute, nil, cpp, "-info")
 	if err != nil {
-		return err
+		return nil, err
 	}
+	r.Info = strings.TrimSpace(info)
 	cxxVersion, err := runChild(time.Minute, nil, cfg.CXX, "--version")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cxxVersion, _, _ = strings.Cut(cxxVersion, "\n")
+	r.CXX, _, _ = strings.Cut(cxxVersion, "\n")
 
-	iters := map[int]int{} // the work bodies' iterations by ns
 	for _, b := range cfg.Bodies {
-		if b.name != "work" {
+		if b.Name != "work" {
 			continue
 		}
-		out, err := runChild(time.Minute, nil, cpp, "-calibrate", "-work", strconv.Itoa(b.ns))
+		out, err := runChild(time.Minute, nil, cpp, "-calibrate", "-work", strconv.Itoa(b.NS))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if iters[b.ns], err = tfCalibrated(out, b.ns); err != nil {
-			return err
+		if r.Iters[b.NS], err = tfCalibrated(out, b.NS); err != nil {
+			return nil, err
 		}
 	}
 
-	threads := strings.Trim(fmt.Sprint(cfg.Threads), "[]")
-	fmt.Fprintln(w, "gpugraph side by side with Taskflow: the host backend against tf::Executor on the same DAGs")
-	fmt.Fprintf(w, "date:     %s\n", time.Now().UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(w, "cpu:      %d CPUs, %s\n", runtime.NumCPU(), cpuModel())
-	fmt.Fprintf(w, "project:  %s\n", buildRevision())
-	fmt.Fprintf(w, "taskflow: %s, %s\n", cfg.Dir, strings.TrimSpace(info))
-	fmt.Fprintf(w, "go:       %s %s/%s%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, raceNote())
-	fmt.Fprintf(w, "cxx:      %s\n", cxxVersion)
-	fmt.Fprintf(w, "flags:    %s %s; go: this executable (gpugraph tfside)\n", cfg.CXX, strings.Join(cxxFlags, " "))
-	fmt.Fprintf(w, "runs:     %d reps, threads {%s}, %gs warm-up + %gs timed per shape per rep, batch %d\n",
-		cfg.Reps, threads, cfg.Warmup, cfg.Time, cfg.Batch)
-	if len(iters) > 0 {
-		bodies := make([]string, len(cfg.Bodies))
-		for i, b := range cfg.Bodies {
-			bodies[i] = b.String()
-			if b.name == "work" {
-				bodies[i] += fmt.Sprintf(" = %d iterations", iters[b.ns])
-			}
-		}
-		fmt.Fprintf(w, "bodies:   %s (work: calibrated once by tfside-cpp, the same count for both sides)\n", strings.Join(bodies, ", "))
-	}
-	fmt.Fprintln(w)
-
-	var samples []tfSample
+	cppSide := Command{Path: cpp}
 	for rep := 1; rep <= cfg.Reps; rep++ {
 		for _, t := range cfg.Threads {
 			for _, c := range tfConfigs(cfg.Bodies) {
-				common := []string{"-threads", strconv.Itoa(t), "-body", c.body.name, "-firstrep", strconv.Itoa(rep),
+				common := []string{"-threads", strconv.Itoa(t), "-body", c.body.Name, "-firstrep", strconv.Itoa(rep),
 					"-time", tfFloat(cfg.Time), "-warmup", tfFloat(cfg.Warmup), "-batch", strconv.Itoa(cfg.Batch)}
-				if c.body.name == "work" {
-					common = append(common, "-work", strconv.Itoa(c.body.ns), "-iters", strconv.Itoa(iters[c.body.ns]))
+				if c.body.Name == "work" {
+					common = append(common, "-work", strconv.Itoa(c.body.NS), "-iters", strconv.Itoa(r.Iters[c.body.NS]))
 				}
-				it := iters[c.body.ns]
+				it := r.Iters[c.body.NS]
+				goSide := cfg.GoSide
+				goSide.Env = append([]string{"GOMAXPROCS=" + strconv.Itoa(t)}, goSide.Env...)
 				sides := []func() ([]tfSample, error){
 					func() ([]tfSample, error) {
-						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, it, nil, cpp, append([]string{"-mode", c.cppMode}, common...)...)
+						return tfSide(cfg, t, "taskflow", c.cppMode, c.body, it, cppSide, append([]string{"-mode", c.cppMode}, common...)...)
 					},
 					func() ([]tfSample, error) {
-						env := append([]string{"GOMAXPROCS=" + strconv.Itoa(t)}, selfEnv...)
-						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, it, env, exe, append([]string{"tfside", "-mode", c.goMode}, common...)...)
+						return tfSide(cfg, t, "gpugraph", c.goMode, c.body, it, goSide, append([]string{"-mode", c.goMode}, common...)...)
 					},
 				}
 				if rep%2 == 0 {
@@ -997,22 +1075,21 @@ func benchTaskflow(w, progress io.Writer, cfg taskflowConfig) error {
 				for _, side := range sides {
 					ss, err := side()
 					if err != nil {
-						return err
+						return nil, err
 					}
-					samples = append(samples, ss...)
+					r.samples = append(r.samples, ss...)
 				}
 			}
 		}
 		fmt.Fprintf(progress, "tfside: rep %d/%d done\n", rep, cfg.Reps)
 	}
-	printTFTable(w, samples)
-	return nil
+	return r, nil
 }
 
 // tfSide runs one side's program for one worker count and mode, and checks
 // that it printed one line per shape of the mode, of that side, mode, body
 // (work: its ns and iters) and worker count.
-func tfSide(cfg taskflowConfig, threads int, impl, mode string, body tfBody, iters int, env []string, prog string, args ...string) ([]tfSample, error) {
+func tfSide(cfg TaskflowConfig, threads int, impl, mode string, body Body, iters int, prog Command, args ...string) ([]tfSample, error) {
 	want := 0
 	for _, sh := range tfShapes {
 		if sh.chain || mode == "graph" || mode == "batch" {
@@ -1022,8 +1099,8 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode string, body tfBody, ite
 	// Warm-up and timing per shape, its minimum of 3 runs, start-up: a
 	// generous bound that still stops a hung child.
 	timeout := time.Minute + time.Duration(20*float64(want)*(cfg.Time+cfg.Warmup)*float64(time.Second))
-	cmdline := prog + " " + strings.Join(args, " ")
-	out, err := runChild(timeout, env, prog, args...)
+	cmdline := prog.line(args...)
+	out, err := prog.run(timeout, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -1035,82 +1112,16 @@ func tfSide(cfg taskflowConfig, threads int, impl, mode string, body tfBody, ite
 		return nil, fmt.Errorf("%s: %d lines, want one per shape, %d", cmdline, len(ss), want)
 	}
 	for _, s := range ss {
-		if s.impl != impl || s.mode != mode || s.body != body.name || s.threads != threads {
+		if s.impl != impl || s.mode != mode || s.body != body.Name || s.threads != threads {
 			return nil, fmt.Errorf("%s: printed impl=%s mode=%s body=%s threads=%d, want %s %s %s %d",
-				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body.name, threads)
+				cmdline, s.impl, s.mode, s.body, s.threads, impl, mode, body.Name, threads)
 		}
-		if body.name == "work" && (s.workNs != body.ns || s.workIters != iters) {
-			return nil, fmt.Errorf("%s: printed work_ns=%d work_iters=%d, want %d %d", cmdline, s.workNs, s.workIters, body.ns, iters)
+		if body.Name == "work" && (s.workNs != body.NS || s.workIters != iters) {
+			return nil, fmt.Errorf("%s: printed work_ns=%d work_iters=%d, want %d %d", cmdline, s.workNs, s.workIters, body.NS, iters)
 		}
 	}
 	return ss, nil
 }
 
-// runChild runs prog with the environment plus env, within timeout, and
-// returns its standard output; the error names the command and carries its
-// standard error.
-func runChild(timeout time.Duration, env []string, prog string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	c := exec.CommandContext(ctx, prog, args...)
-	c.Env = append(os.Environ(), env...)
-	c.WaitDelay = 5 * time.Second // a grandchild holding the pipes cannot hang us
-	var stdout, stderr bytes.Buffer
-	c.Stdout, c.Stderr = &stdout, &stderr
-	if err := c.Run(); err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("timed out after %v", timeout)
-		}
-		return "", fmt.Errorf("%s %s: %w\n%s%s", prog, strings.Join(args, " "), err, stdout.Bytes(), stderr.Bytes())
-	}
-	return stdout.String(), nil
-}
-
 // tfFloat formats seconds for both programs' flag parsers.
 func tfFloat(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-
-// cpuModel is the first "model name" of /proc/cpuinfo.
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "model unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "model unknown"
-}
-
-// buildRevision is the module and the commit this executable was built
-// from, as far as the build recorded it.
-func buildRevision() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	rev, modified := "unknown revision", ""
-	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value
-		case s.Key == "vcs.modified" && s.Value == "true":
-			modified = " (modified)"
-		}
-	}
-	return bi.Main.Path + " @ " + rev + modified
-}
-
-// raceNote flags a build with the race detector, whose Go side is many
-// times slower.
-func raceNote() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "-race" && s.Value == "true" {
-				return ", built with -race (the Go side is slowed down)"
-			}
-		}
-	}
-	return ""
-}

@@ -1,4 +1,4 @@
-package main
+package side
 
 import (
 	"bytes"
@@ -132,9 +132,9 @@ func TestPrintTFTable(t *testing.T) {
 	}
 }
 
-// tfsideMain in this process: lines that parse, for every mode and body.
-// (The numbers are a fresh process's only: see tfsideMain.)
-func TestTfsideMain(t *testing.T) {
+// TFSide in this process: lines that parse, for every mode and body. (The
+// numbers are a fresh process's only: see TFSide.)
+func TestTFSide(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct{ mode, body, check string }{
 		{"graph", "atomic", "ok"},
@@ -145,11 +145,11 @@ func TestTfsideMain(t *testing.T) {
 		{"batch", "work", "ok"},
 		{"stream", "work", "ok"},
 	} {
-		var out, errOut bytes.Buffer
-		args := []string{"-threads", "1", "-shapes", "chain10", "-mode", tc.mode, "-body", tc.body, "-batch", "10",
-			"-reps", "2", "-firstrep", "4", "-warmup", "0.01", "-time", "0.02", "-work", "70", "-iters", "37"}
-		if err := tfsideMain(args, &out, &errOut); err != nil {
-			t.Fatalf("%s %s: %v\n%s", tc.mode, tc.body, err, errOut.String())
+		var out bytes.Buffer
+		cfg := TFSideConfig{Threads: 1, Shapes: []string{"chain10"}, Mode: tc.mode, Body: tc.body, Batch: 10,
+			Reps: 2, FirstRep: 4, Warmup: 0.01, Time: 0.02, WorkNs: 70, Iters: 37}
+		if err := TFSide(&out, cfg); err != nil {
+			t.Fatalf("%s %s: %v", tc.mode, tc.body, err)
 		}
 		ss, err := parseTFSamples(&out)
 		if err != nil {
@@ -175,16 +175,24 @@ func TestTfsideMain(t *testing.T) {
 	}
 	// The stream mode runs only chains.
 	var out bytes.Buffer
-	if err := tfsideMain([]string{"-threads", "1", "-shapes", "tree10", "-mode", "stream", "-time", "0.01"}, &out, &out); err != nil || out.Len() != 0 {
+	one := DefaultTFSideConfig()
+	one.Threads = 1
+	cfg := one
+	cfg.Shapes, cfg.Mode, cfg.Time = []string{"tree10"}, "stream", 0.01
+	if err := TFSide(&out, cfg); err != nil || out.Len() != 0 {
 		t.Fatalf("stream of a tree: %v, %q; want nothing", err, out.String())
 	}
 	out.Reset()
-	if err := tfsideMain([]string{"-threads", "1", "-info"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "go "+runtime.Version()+" ") || !strings.Contains(out.String(), "GOMAXPROCS=1 ") {
-		t.Fatalf("-info: %v, %q", err, out.String())
+	cfg = one
+	cfg.Info = true
+	if err := TFSide(&out, cfg); err != nil || !strings.HasPrefix(out.String(), "go "+runtime.Version()+" ") || !strings.Contains(out.String(), "GOMAXPROCS=1 ") {
+		t.Fatalf("Info: %v, %q", err, out.String())
 	}
 	out.Reset()
-	if err := tfsideMain([]string{"-threads", "1", "-calibrate", "-work", "200"}, &out, &out); err != nil || !strings.HasPrefix(out.String(), "work_ns=200 work_iters=") {
-		t.Fatalf("-calibrate: %v, %q", err, out.String())
+	cfg = one
+	cfg.Calibrate, cfg.WorkNs = true, 200
+	if err := TFSide(&out, cfg); err != nil || !strings.HasPrefix(out.String(), "work_ns=200 work_iters=") {
+		t.Fatalf("Calibrate: %v, %q", err, out.String())
 	}
 	// The loop's arithmetic is xorshift64's (13, 7, 17), as tfside.cpp's:
 	// one round from 1, worked out by hand.
@@ -193,51 +201,53 @@ func TestTfsideMain(t *testing.T) {
 	}
 }
 
-func TestTfsideMainUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"-mode", "async"},
-		{"-body", "sleep"},
-		{"-work", "0"},
-		{"-iters", "-1"},
-		{"-threads", "0"},
-		{"-batch", "0"},
-		{"-reps", "0"},
-		{"-time", "0"},
-		{"-warmup", "-1"},
-		{"-shapes", "chain10,chain20"},
-		{"-frobnicate"},
-		{"-threads", "x"},
-		{"chain10"},
+func TestTFSideConfig(t *testing.T) {
+	for name, edit := range map[string]func(*TFSideConfig){
+		"mode async":   func(c *TFSideConfig) { c.Mode = "async" },
+		"body sleep":   func(c *TFSideConfig) { c.Body = "sleep" },
+		"work 0":       func(c *TFSideConfig) { c.WorkNs = 0 },
+		"iters -1":     func(c *TFSideConfig) { c.Iters = -1 },
+		"threads 0":    func(c *TFSideConfig) { c.Threads = 0 },
+		"batch 0":      func(c *TFSideConfig) { c.Batch = 0 },
+		"reps 0":       func(c *TFSideConfig) { c.Reps = 0 },
+		"time 0":       func(c *TFSideConfig) { c.Time = 0 },
+		"time NaN":     func(c *TFSideConfig) { c.Time = math.NaN() },
+		"warmup -1":    func(c *TFSideConfig) { c.Warmup = -1 },
+		"shape absent": func(c *TFSideConfig) { c.Shapes = []string{"chain10", "chain20"} },
 	} {
+		cfg := DefaultTFSideConfig()
+		cfg.Threads = 1
+		edit(&cfg)
 		var out bytes.Buffer
-		if err := tfsideMain(args, &out, &out); !errors.Is(err, errUsage) {
-			t.Errorf("tfside %v: %v, want a usage error", args, err)
+		if err := TFSide(&out, cfg); !errors.Is(err, ErrConfig) || out.Len() != 0 {
+			t.Errorf("%s: %v, %q; want a configuration error and no output", name, err, out.String())
 		}
 	}
 }
 
 func TestTaskflowConfigUsage(t *testing.T) {
 	dir := t.TempDir()
-	for name, edit := range map[string]func(*taskflowConfig){
-		"no dir":           func(c *taskflowConfig) { c.Dir = "" },
-		"no repetitions":   func(c *taskflowConfig) { c.Reps = 0 },
-		"no time":          func(c *taskflowConfig) { c.Time = 0 },
-		"NaN time":         func(c *taskflowConfig) { c.Time = math.NaN() },
-		"negative warm-up": func(c *taskflowConfig) { c.Warmup = -0.1 },
-		"no batch":         func(c *taskflowConfig) { c.Batch = 0 },
-		"no workers":       func(c *taskflowConfig) { c.Threads = []int{2, 0} },
-		"workers twice":    func(c *taskflowConfig) { c.Threads = []int{1, 1} },
-		"body twice":       func(c *taskflowConfig) { c.Bodies = []tfBody{{"work", 9}, {"work", 9}} },
-		"work of 0 ns":     func(c *taskflowConfig) { c.Bodies = []tfBody{{"work", 0}} },
-		"empty body":       func(c *taskflowConfig) { c.Bodies = []tfBody{{name: "empty"}} },
+	for name, edit := range map[string]func(*TaskflowConfig){
+		"no dir":           func(c *TaskflowConfig) { c.Dir = "" },
+		"no repetitions":   func(c *TaskflowConfig) { c.Reps = 0 },
+		"no time":          func(c *TaskflowConfig) { c.Time = 0 },
+		"NaN time":         func(c *TaskflowConfig) { c.Time = math.NaN() },
+		"negative warm-up": func(c *TaskflowConfig) { c.Warmup = -0.1 },
+		"no batch":         func(c *TaskflowConfig) { c.Batch = 0 },
+		"no workers":       func(c *TaskflowConfig) { c.Threads = []int{2, 0} },
+		"workers twice":    func(c *TaskflowConfig) { c.Threads = []int{1, 1} },
+		"body twice":       func(c *TaskflowConfig) { c.Bodies = []Body{{"work", 9}, {"work", 9}} },
+		"work of 0 ns":     func(c *TaskflowConfig) { c.Bodies = []Body{{"work", 0}} },
+		"empty body":       func(c *TaskflowConfig) { c.Bodies = []Body{{Name: "empty"}} },
+		"no gpugraph side": func(c *TaskflowConfig) { c.GoSide = Command{} },
 	} {
-		cfg := defaultTaskflowConfig(dir)
+		cfg := DefaultTaskflowConfig(dir)
 		edit(&cfg)
-		if err := benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg); !errors.Is(err, errUsage) {
-			t.Errorf("%s: %v, want a usage error", name, err)
+		if _, err := Taskflow(cfg, &bytes.Buffer{}); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want a configuration error", name, err)
 		}
 	}
-	cfg, err := taskflowConfig{Dir: dir, Reps: 1, Time: 1, Batch: 1}.withDefaults()
+	cfg, err := TaskflowConfig{Dir: dir, Reps: 1, Time: 1, Batch: 1, GoSide: Self("tfside")}.withDefaults()
 	if err != nil || cfg.CXX != "g++" || cfg.Harness != filepath.Join(dir, "side", "tfside.cpp") || len(cfg.Threads) == 0 || cfg.Threads[0] != runtime.NumCPU() ||
 		len(cfg.Bodies) != 1 || cfg.Bodies[0].String() != "atomic" {
 		t.Fatalf("defaults: %+v, %v", cfg, err)
@@ -252,30 +262,30 @@ func TestParseTFBodies(t *testing.T) {
 		"work:1000,work:5000,":    "[work:1000 work:5000]",
 		"atomic,work:1000,work:5": "[atomic work:1000 work:5]",
 	} {
-		bs, err := parseTFBodies(list)
+		bs, err := ParseBodies(list)
 		if err != nil || fmt.Sprint(bs) != want {
-			t.Errorf("parseTFBodies(%q) = %v, %v; want %s", list, bs, err, want)
+			t.Errorf("ParseBodies(%q) = %v, %v; want %s", list, bs, err, want)
 		}
 	}
 	for list, want := range map[string]string{
-		"sleep":            `--body "sleep": unknown body "sleep" (want atomic or work:NS`,
+		"sleep":            `unknown body "sleep" (want atomic or work:NS`,
 		"empty":            `unknown body "empty"`,
 		"work":             `unknown body "work"`,
 		"work:":            `"work:" needs a whole number of ns, at least 1`,
 		"work:0":           `"work:0" needs a whole number`,
 		"work:1us":         `"work:1us" needs a whole number`,
-		"atomic,atomic":    `--body "atomic,atomic" names atomic twice`,
+		"atomic,atomic":    `names atomic twice`,
 		"work:10,work:10":  "names work:10 twice",
-		",":                `--body ",": no bodies`,
+		",":                `no bodies`,
 		"atomic,work:-5,x": `"work:-5" needs`,
 	} {
-		if _, err := parseTFBodies(list); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), want) {
-			t.Errorf("parseTFBodies(%q): %v, want a usage error with %q", list, err, want)
+		if _, err := ParseBodies(list); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseBodies(%q): %v, want a configuration error with %q", list, err, want)
 		}
 	}
 	// The configurations: atomic is run.sh's four, work is mode graph.
 	var got []string
-	for _, c := range tfConfigs([]tfBody{{"work", 1000}, {name: "atomic"}}) {
+	for _, c := range tfConfigs([]Body{{"work", 1000}, {Name: "atomic"}}) {
 		got = append(got, c.cppMode+"/"+c.goMode+"/"+c.body.String())
 	}
 	if want := "graph/graph/work:1000 graph/graph/atomic batch/batch/atomic async/stream/atomic graph/graph/empty"; strings.Join(got, " ") != want {
@@ -295,7 +305,24 @@ func TestParseTFBodies(t *testing.T) {
 // compiler that "compiles" it into a shell script printing harnessOut
 // (exiting 1 if fail). The compiler fails, printing its arguments, when
 // harnessOut is "".
-func fakeTaskflow(t *testing.T, harnessOut string, fail bool) taskflowConfig {
+func fakeTaskflow(t *testing.T, harnessOut string, fail bool) TaskflowConfig {
+	t.Helper()
+	harness := "[ \"$1\" = -info ] && { echo 'taskflow 4.1.0, fake'; exit 0; }\ncat <<'EOF'\n" + harnessOut + "EOF\n"
+	if fail {
+		harness += "echo 'harness broke' >&2; exit 1\n"
+	}
+	if harnessOut == "" {
+		harness = ""
+	}
+	return fakeCompiler(t, harness)
+}
+
+// fakeCompiler makes a Taskflow tree with a harness, and a stand-in C++
+// compiler that "compiles" it into the shell script harness, or fails,
+// printing its arguments, when harness is "". The configuration runs one
+// repetition of one worker, briefly; its gpugraph side is this test binary
+// as gpugraph tfside (TestMain).
+func fakeCompiler(t *testing.T, harness string) TaskflowConfig {
 	t.Helper()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
@@ -311,26 +338,126 @@ func fakeTaskflow(t *testing.T, harnessOut string, fail bool) taskflowConfig {
 	}
 	write(filepath.Join(dir, "taskflow", "taskflow.hpp"), "", 0o644)
 	write(filepath.Join(dir, "side", "tfside.cpp"), "", 0o644)
-	harness := "#!/bin/sh\n[ \"$1\" = -info ] && { echo 'taskflow 4.1.0, fake'; exit 0; }\ncat <<'EOF'\n" + harnessOut + "EOF\n"
-	if fail {
-		harness += "echo 'harness broke' >&2; exit 1\n"
-	}
 	compile := "[ \"$1\" = --version ] && { echo 'fakecxx 1.0'; exit 0; }\n" +
 		"while [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n" +
-		"cat > \"$out\" <<'HARNESS'\n" + harness + "HARNESS\nchmod +x \"$out\"\n"
-	if harnessOut == "" {
+		"cat > \"$out\" <<'HARNESS'\n#!/bin/sh\n" + harness + "HARNESS\nchmod +x \"$out\"\n"
+	if harness == "" {
 		compile = "echo \"tfside.cpp:1: error: no good ($*)\" >&2; exit 1\n"
 	}
 	cxx := filepath.Join(dir, "fakecxx")
 	write(cxx, "#!/bin/sh\n"+compile, 0o755)
-	cfg := defaultTaskflowConfig(dir)
+	cfg := DefaultTaskflowConfig(dir)
 	cfg.CXX, cfg.Threads, cfg.Reps, cfg.Time, cfg.Warmup = cxx, []int{1}, 1, 0.01, 0
+	cfg.GoSide = testGoSide(t)
 	return cfg
+}
+
+// fakeCPPSide is a C++ harness in sh: the flags of tfside.cpp, and for
+// each shape of the mode a line of that mode, body, worker count and
+// repetition, 100 ns per node; -calibrate -work NS gives NS/2 iterations.
+const fakeCPPSide = `mode=graph threads=1 body=atomic rep=1 work=1000 iters=0 cal=
+while [ $# -gt 0 ]; do
+  case $1 in
+  -info) echo 'taskflow 4.1.0, fake'; exit 0 ;;
+  -calibrate) cal=1 ;;
+  -mode) mode=$2; shift ;;
+  -threads) threads=$2; shift ;;
+  -body) body=$2; shift ;;
+  -firstrep) rep=$2; shift ;;
+  -work) work=$2; shift ;;
+  -iters) iters=$2; shift ;;
+  esac
+  shift
+done
+[ -n "$cal" ] && { echo "work_ns=$work work_iters=$((work / 2))"; exit 0; }
+check=ok; [ $body = empty ] && check=n/a
+extra=; [ $body = work ] && extra=" work_ns=$work work_iters=$iters serial_ns_per_node=$work.0"
+for s in chain1000:1000 wavefront32x32:1024 fanout1x1000x1:1002 tree10:1023 chain10:10; do
+  name=${s%%:*} n=${s##*:}
+  if [ $mode = async ]; then case $name in chain*) ;; *) continue ;; esac; fi
+  echo "impl=taskflow mode=$mode shape=$name nodes=$n threads=$threads body=$body rep=$rep runs=10 ns_per_run=$((n * 100)).0 ns_per_node=100.00 check=$check$extra"
+done
+`
+
+// The whole comparison with a stand-in C++ side and the real gpugraph
+// side (this test binary as gpugraph tfside, in processes of its own).
+func TestTaskflowFakeCPP(t *testing.T) {
+	cfg := fakeCompiler(t, fakeCPPSide)
+	cfg.Reps = 2
+	var progress bytes.Buffer
+	r, err := Taskflow(cfg, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	checkTaskflowReport(t, r, cfg.Dir, 2)
+	if !strings.Contains(progress.String(), "tfside: rep 2/2 done") {
+		t.Errorf("progress notes: %q", progress.String())
+	}
+	cfg.Reps, cfg.Bodies = 1, []Body{{"work", 300}}
+	if r, err = Taskflow(cfg, &progress); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if !strings.Contains(r.String(), "bodies:   work:300 = 150 iterations (work: calibrated once by tfside-cpp") {
+		t.Errorf("no calibration line:\n%s", r)
+	}
+	checkTaskflowWork(t, r)
+}
+
+// checkTaskflowReport checks the report of the atomic body, reps
+// repetitions of one worker: the header, and every shape of every mode
+// with both sides.
+func checkTaskflowReport(t *testing.T, r *TaskflowReport, dir string, reps int) {
+	t.Helper()
+	t.Logf("\n%s", r)
+	text := r.String()
+	for _, w := range []string{"taskflow: " + dir + ", taskflow ", fmt.Sprintf("runs:     %d reps, threads {1}, %gs warm-up + %gs timed per shape per rep, batch 100", reps, r.Config.Warmup, r.Config.Time),
+		fmt.Sprintf("%d samples; counter checks: %d ok, 0 failed", 34*reps, 24*reps)} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	var b strings.Builder
+	if err := r.Write(&b); err != nil || b.String() != text {
+		t.Errorf("Write: %v, and it printed another text than String", err)
+	}
+	_, table, _ := strings.Cut(text, "gg/tf\n")
+	rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(rows) != 17 {
+		t.Fatalf("%d rows, want 5 graph + 5 batch + 2 op-by-op + 5 empty", len(rows))
+	}
+	for _, row := range rows {
+		if strings.HasSuffix(row, "-") || !strings.HasPrefix(row, "      1 ") {
+			t.Errorf("row %q: want both sides, one worker", row)
+		}
+	}
+}
+
+// checkTaskflowWork checks the report of the body work:300: mode graph,
+// the speedup columns on every shape's row.
+func checkTaskflowWork(t *testing.T, r *TaskflowReport) {
+	t.Helper()
+	t.Logf("\n%s", r)
+	text := r.String()
+	for _, w := range []string{"bodies:   work:300 = ", "10 samples; counter checks: 10 ok, 0 failed", "gg/ideal\n"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("output lacks %q", w)
+		}
+	}
+	_, table, _ := strings.Cut(text, "gg/ideal\n")
+	rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
+	if len(rows) != 5 {
+		t.Fatalf("%d rows, want 5 shapes of mode graph", len(rows))
+	}
+	for _, row := range rows {
+		if !strings.HasPrefix(row, "      1 work:300 graph") || strings.Contains(row, " - ") || strings.HasSuffix(row, "-") {
+			t.Errorf("row %q: want both sides' speedups, one worker", row)
+		}
+	}
 }
 
 // The C++ side runs first in the first repetition, so its failures are
 // found before the Go side runs.
-func TestBenchTaskflowErrors(t *testing.T) {
+func TestTaskflowErrors(t *testing.T) {
 	fail := "impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=10 ns_per_run=9.0 ns_per_node=0.90 check=FAIL(99!=100)"
 	one := "impl=taskflow mode=graph shape=chain10 nodes=10 threads=1 body=atomic rep=1 runs=10 ns_per_run=9.0 ns_per_node=0.90 check=ok"
 	var lines strings.Builder
@@ -350,8 +477,8 @@ func TestBenchTaskflowErrors(t *testing.T) {
 		{"other worker count", strings.ReplaceAll(lines.String(), "threads=1", "threads=2"), false, []string{"threads=2, want taskflow graph atomic 1"}},
 	} {
 		cfg := fakeTaskflow(t, tc.out, tc.fail)
-		var out, progress bytes.Buffer
-		err := benchTaskflow(&out, &progress, cfg)
+		var progress bytes.Buffer
+		_, err := Taskflow(cfg, &progress)
 		if err == nil {
 			t.Errorf("%s: no error", tc.name)
 			continue
@@ -364,11 +491,11 @@ func TestBenchTaskflowErrors(t *testing.T) {
 	}
 }
 
-func TestBenchTaskflowMissingFiles(t *testing.T) {
+func TestTaskflowMissingFiles(t *testing.T) {
 	dir := t.TempDir()
-	cfg := defaultTaskflowConfig(dir)
-	err := benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg)
-	if err == nil || errors.Is(err, errUsage) || !strings.Contains(err.Error(), filepath.Join(dir, "taskflow", "taskflow.hpp")) {
+	cfg := DefaultTaskflowConfig(dir)
+	_, err := Taskflow(cfg, &bytes.Buffer{})
+	if err == nil || errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), filepath.Join(dir, "taskflow", "taskflow.hpp")) {
 		t.Fatalf("no Taskflow: got %v, want an error naming taskflow.hpp", err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "taskflow"), 0o755); err != nil {
@@ -377,7 +504,7 @@ func TestBenchTaskflowMissingFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "taskflow", "taskflow.hpp"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = benchTaskflow(&bytes.Buffer{}, &bytes.Buffer{}, cfg)
+	_, err = Taskflow(cfg, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "side", "tfside.cpp")) {
 		t.Fatalf("no harness: got %v, want an error naming side/tfside.cpp", err)
 	}
@@ -386,7 +513,7 @@ func TestBenchTaskflowMissingFiles(t *testing.T) {
 // The whole comparison, with the real Taskflow and compiler, when
 // GG_TASKFLOW_DIR names a Taskflow tree with side/tfside.cpp (as
 // shared/bench/taskflow): compiling takes seconds.
-func TestBenchTaskflowEndToEnd(t *testing.T) {
+func TestTaskflowEndToEnd(t *testing.T) {
 	dir := os.Getenv("GG_TASKFLOW_DIR")
 	if dir == "" {
 		t.Skip("GG_TASKFLOW_DIR is not set: set it to a Taskflow tree with side/tfside.cpp (shared/bench/taskflow) to run the comparison")
@@ -394,56 +521,22 @@ func TestBenchTaskflowEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "side", "tfside.cpp")); err != nil {
 		t.Skipf("GG_TASKFLOW_DIR=%s has no side/tfside.cpp: %v", dir, err)
 	}
-	cfg := defaultTaskflowConfig(dir)
-	cfg.Reps, cfg.Threads, cfg.Time, cfg.Warmup = 1, []int{1}, 0.02, 0.01
-	var out, progress bytes.Buffer
-	if err := benchTaskflow(&out, &progress, cfg); err != nil {
+	cfg := DefaultTaskflowConfig(dir)
+	cfg.Reps, cfg.Threads, cfg.Time, cfg.Warmup, cfg.GoSide = 1, []int{1}, 0.02, 0.01, testGoSide(t)
+	var progress bytes.Buffer
+	r, err := Taskflow(cfg, &progress)
+	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	t.Logf("\n%s", out.String())
-	text := out.String()
-	for _, w := range []string{"taskflow: " + dir + ", taskflow ", "runs:     1 reps, threads {1}, 0.01s warm-up + 0.02s timed per shape per rep, batch 100",
-		"34 samples; counter checks: 24 ok, 0 failed"} {
-		if !strings.Contains(text, w) {
-			t.Errorf("output lacks %q", w)
-		}
-	}
-	// Every shape of every mode, with both sides.
-	_, table, _ := strings.Cut(text, "gg/tf\n")
-	rows := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
-	if len(rows) != 17 {
-		t.Fatalf("%d rows, want 5 graph + 5 batch + 2 op-by-op + 5 empty", len(rows))
-	}
-	for _, r := range rows {
-		if strings.HasSuffix(r, "-") || !strings.HasPrefix(r, "      1 ") {
-			t.Errorf("row %q: want both sides, one worker", r)
-		}
-	}
+	checkTaskflowReport(t, r, dir, 1)
 
 	// The work body: calibrated by the C++ side, mode graph, the speedup
 	// columns on every shape's row.
-	cfg.Bodies = []tfBody{{"work", 300}}
-	out.Reset()
-	if err := benchTaskflow(&out, &progress, cfg); err != nil {
+	cfg.Bodies = []Body{{"work", 300}}
+	if r, err = Taskflow(cfg, &progress); err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	t.Logf("\n%s", out.String())
-	text = out.String()
-	for _, w := range []string{"bodies:   work:300 = ", "10 samples; counter checks: 10 ok, 0 failed", "gg/ideal\n"} {
-		if !strings.Contains(text, w) {
-			t.Errorf("output lacks %q", w)
-		}
-	}
-	_, table, _ = strings.Cut(text, "gg/ideal\n")
-	rows = strings.Split(strings.TrimSuffix(table, "\n"), "\n")
-	if len(rows) != 5 {
-		t.Fatalf("%d rows, want 5 shapes of mode graph", len(rows))
-	}
-	for _, r := range rows {
-		if !strings.HasPrefix(r, "      1 work:300 graph") || strings.Contains(r, " - ") || strings.HasSuffix(r, "-") {
-			t.Errorf("row %q: want both sides' speedups, one worker", r)
-		}
-	}
+	checkTaskflowWork(t, r)
 }
 
 // tfWorkRaw are samples of the work body, with an atomic one; tfWorkTable

@@ -1,20 +1,6 @@
 //go:build linux
 
-package main
-
-// The native side by side: the cuda backend's launch, instantiate and update
-// against the same driver calls made from C in this process, on the same
-// CUfunction, CUgraph, CUgraphExec, CUstream and OS thread (the sources are
-// tools/bench/native, compiled here with the C compiler against the CUDA
-// headers). What is left between the two columns is gpugraph's path above
-// the driver: its checks, its bookkeeping and the foreign call.
-//
-// Variants are interleaved: every round runs each variant once, the order
-// reversed every other round, so that drifts of the machine fall on all
-// alike. The table gives each variant's median over the rounds, the ratio of
-// the medians to the C loop's, and the median of the ratios of the rounds
-// (each API sample over the C sample of its own round), which a slow drift
-// moves less.
+package side
 
 import (
 	"errors"
@@ -37,36 +23,6 @@ import (
 	benchsrc "github.com/gpugraph/gpugraph/tools/bench"
 )
 
-// nativeConfig is what benchNative measures.
-type nativeConfig struct {
-	CUDA   string  // the CUDA toolkit: CUDA/include/cuda.h, CUDA/lib64/stubs
-	CC     string  // C compiler
-	Rounds int     // interleaved rounds
-	Time   float64 // seconds per variant per round
-	Sizes  []int   // node counts for instantiate and update
-}
-
-func defaultNativeConfig() nativeConfig {
-	return nativeConfig{CUDA: "/usr/local/cuda", CC: "gcc", Rounds: 7, Time: 0.3, Sizes: []int{10, 100, 1000, 10000}}
-}
-
-func (cfg nativeConfig) check() error {
-	switch {
-	case cfg.Rounds < 1:
-		return usagef("%d rounds: need at least 1", cfg.Rounds)
-	case !(cfg.Time > 0):
-		return usagef("time %g s: need more than 0", cfg.Time)
-	case len(cfg.Sizes) == 0:
-		return usagef("no graph sizes")
-	}
-	for _, n := range cfg.Sizes {
-		if n < 1 {
-			return usagef("graph size %d: need at least 1", n)
-		}
-	}
-	return nil
-}
-
 // nativeLoops are the C functions of tools/bench/native.
 type nativeLoops struct {
 	setCurrent  func(ctx uintptr) int32
@@ -78,7 +34,7 @@ type nativeLoops struct {
 
 // buildNativeLoops compiles the C loops into one shared library in dir and
 // loads it.
-func buildNativeLoops(cfg nativeConfig, dir string) (*nativeLoops, error) {
+func buildNativeLoops(cfg NativeConfig, dir string) (*nativeLoops, error) {
 	var srcs []string
 	for _, src := range []struct{ name, text string }{{"instloop.c", benchsrc.InstLoop}, {"launchloop.c", benchsrc.LaunchLoop}} {
 		p := filepath.Join(dir, src.name)
@@ -122,14 +78,6 @@ func cresult(call string, r int32) error {
 	return nil
 }
 
-// nativeVariant is one row of a comparison: op does k units of work
-// (batches of launches, instantiations or updates).
-type nativeVariant struct {
-	name string
-	ref  int // index of its C reference in the same comparison; -1: a reference, -2: none
-	op   func(k int) error
-}
-
 // sampleVariant times v for about secs: one unit to warm up and estimate,
 // then as many units as fill secs, timed together; it returns ns per unit.
 func sampleVariant(v nativeVariant, secs float64) (float64, error) {
@@ -170,37 +118,6 @@ func interleave(progress io.Writer, what string, vs []nativeVariant, rounds int,
 	return out, nil
 }
 
-// printVariants prints one comparison's rows: each variant's sorted runs
-// (divided by per, in unit), median, ratio of medians to its reference and
-// median of the per-round ratios.
-func printVariants(w io.Writer, vs []nativeVariant, samples [][]float64, per float64, prec int) {
-	for i, v := range vs {
-		s := make([]float64, len(samples[i]))
-		for j, x := range samples[i] {
-			s[j] = x / per
-		}
-		sorted := slices.Clone(s)
-		slices.Sort(sorted)
-		runs := make([]string, len(sorted))
-		for j, x := range sorted {
-			runs[j] = fmt.Sprintf("%.*f", prec, x)
-		}
-		ratio, paired := "1.00", "1.00"
-		if v.ref == -2 {
-			ratio, paired = "-", "-"
-		}
-		if v.ref >= 0 {
-			ratio = fmt.Sprintf("%.2f", median(s)/median(samples[v.ref])*per)
-			rs := make([]float64, len(s))
-			for j := range s {
-				rs[j] = samples[i][j] / samples[v.ref][j]
-			}
-			paired = fmt.Sprintf("%.2f", median(rs))
-		}
-		fmt.Fprintf(w, "  %-28s %9.*f %6s %6s   [%s]\n", v.name, prec, median(s), ratio, paired, strings.Join(runs, " "))
-	}
-}
-
 // instKernel has one argument, for updates to change.
 var instKernel = &gg.Kernel{Name: "gg_bench_arg", Params: []gg.ParamType{gg.Int32}, Go: func(gg.Block, gg.Args) {},
 	CUDA: `extern "C" __global__ void gg_bench_arg(int v) {}`}
@@ -228,28 +145,28 @@ func instGraph(d *gg.Device, n, v int) (*gg.Graph, error) {
 	return g, nil
 }
 
-// benchNative prints the launch path, instantiate and update tables of the
-// cuda device d against the C loops, and the host backend's instantiate and
-// update per node beside them.
-func benchNative(w, progress io.Writer, d *gg.Device, cfg nativeConfig) error {
+// Native measures the launch path, instantiate and update of the cuda
+// device d against the C loops, and the host backend's instantiate and
+// update per node beside them. Progress notes go to progress.
+func Native(d *gg.Device, cfg NativeConfig, progress io.Writer) (*NativeReport, error) {
 	if err := cfg.check(); err != nil {
-		return err
+		return nil, err
 	}
 	if d.Properties().Backend != gg.BackendCUDA {
-		return usagef("--vs native needs --backend cuda")
+		return nil, configf("--vs native needs --backend cuda")
 	}
 	dir, err := os.MkdirTemp("", "gpugraph-native-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	c, err := buildNativeLoops(cfg, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b, err := loadBareCalls()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// One OS thread with the device's context current for every variant:
 	// the C loops take the context from the thread, as the driver calls
@@ -257,23 +174,23 @@ func benchNative(w, progress io.Writer, d *gg.Device, cfg nativeConfig) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cresult("cuCtxSetCurrent", c.setCurrent(d.NativeContext())); err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintf(w, "gpugraph against the driver called from C, in one process, same handles and thread\n")
-	fmt.Fprintf(w, "date:   %s\n", time.Now().UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(w, "device: %s\n", d.Properties().Name)
-	fmt.Fprintf(w, "host:   %d CPUs, %s; %s %s/%s\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "runs:   %d interleaved rounds, %gs per variant per round; ratio = median / C median, paired = median of the rounds' ratios\n", cfg.Rounds, cfg.Time)
-	if err := benchLaunchPath(w, progress, d, c, b, cfg); err != nil {
-		return err
+	r := &NativeReport{Config: cfg, Date: time.Now(), Device: d.Properties().Name,
+		Host: fmt.Sprintf("%d CPUs, %s; %s %s/%s", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)}
+	if err := benchLaunchPath(r, progress, d, c, b, cfg); err != nil {
+		return nil, err
 	}
-	return benchInstUpdate(w, progress, d, c, b, cfg)
+	if err := benchInstUpdate(r, progress, d, c, b, cfg); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // benchLaunchPath compares Stream.Launch and Exec.Launch with cuLaunchKernel
 // and cuGraphLaunch loops: 1000 launches of an empty kernel, or of a
 // one-node graph of it, then a synchronize, per unit.
-func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, b *bareCalls, cfg nativeConfig) error {
+func benchLaunchPath(r *NativeReport, progress io.Writer, d *gg.Device, c *nativeLoops, b *bareCalls, cfg NativeConfig) error {
 	const batch = 1000
 	s, err := d.NewStream()
 	if err != nil {
@@ -350,9 +267,7 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, b *bar
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nlaunch path: %d launches of an empty kernel (or a 1-node graph of it) + Synchronize, µs per launch\n", batch)
-	fmt.Fprintf(w, "  %-28s %9s %6s %6s   %s\n", "variant", "median", "ratio", "paired", "[runs, sorted]")
-	printVariants(w, vs, samples, batch*1000, 3)
+	r.launch = nativeTable{vs: vs, samples: samples, per: batch * 1000, prec: 3}
 	// Split the gap: the foreign call (bare / C) and gpugraph's own path
 	// above it (API / bare), each as the median of the rounds' ratios.
 	own := func(api, bare int) float64 {
@@ -362,13 +277,13 @@ func benchLaunchPath(w, progress io.Writer, d *gg.Device, c *nativeLoops, b *bar
 		}
 		return median(rs)
 	}
-	fmt.Fprintf(w, "  gpugraph's own path above the bare call (paired): Stream.Launch %.2f, Exec.Launch %.2f\n", own(0, 1), own(3, 4))
+	r.ownStream, r.ownExec = own(0, 1), own(3, 4)
 	allocs := func(f func() error) float64 {
 		n := testing.AllocsPerRun(batch, func() { f() })
 		s.Synchronize()
 		return n
 	}
-	fmt.Fprintf(w, "  Go allocations per launch: Stream.Launch %.0f, Exec.Launch %.0f\n", allocs(launch), allocs(graphLaunch))
+	r.allocsStream, r.allocsExec = allocs(launch), allocs(graphLaunch)
 	return nil
 }
 
@@ -437,18 +352,15 @@ func (b *bareCalls) instUpdate(g, h, x uintptr) (inst, update func(k int) error)
 
 // benchInstUpdate compares Graph.Instantiate (with Exec.Destroy) and
 // Exec.Update with cuGraphInstantiate and cuGraphExecUpdate loops, per
-// node, and prints the host backend's costs per node beside them. The bare
+// node, and measures the host backend's costs per node beside them. The bare
 // rows make the same calls from a Go loop: between them and the C loop is
 // the foreign call, between the API and them gpugraph's own path.
-func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, bare *bareCalls, cfg nativeConfig) error {
+func benchInstUpdate(r *NativeReport, progress io.Writer, d *gg.Device, c *nativeLoops, bare *bareCalls, cfg NativeConfig) error {
 	host, err := gg.Open(gg.BackendHost)
 	if err != nil {
 		return err
 	}
 	defer host.Close()
-	fmt.Fprintf(w, "\ninstantiate and update: graphs of n kernel nodes (chains of 10 from one root), ns per node;\n")
-	fmt.Fprintf(w, "  update alternates two graphs whose every kernel argument differs; host: the host backend, API only\n")
-	fmt.Fprintf(w, "  %-28s %9s %6s %6s   %s\n", "variant", "median", "ratio", "paired", "[runs, sorted]")
 	for _, n := range cfg.Sizes {
 		var vs []nativeVariant
 		var cleanup []func()
@@ -518,8 +430,7 @@ func benchInstUpdate(w, progress io.Writer, d *gg.Device, c *nativeLoops, bare *
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, " n=%d\n", n)
-			printVariants(w, vs, samples, float64(n), 1)
+			r.inst = append(r.inst, nativeSized{n, nativeTable{vs: vs, samples: samples, per: float64(n), prec: 1}})
 			return nil
 		}()
 		for _, f := range cleanup {
