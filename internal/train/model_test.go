@@ -314,7 +314,13 @@ func TestStepMemory(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{Small(), Reference(), tiny(SGD), tiny(Adam), {In: 1, Hidden: 1, Layers: 0, Classes: 2, Batch: 1, LR: 1}} {
+	good := []Config{Small(), Reference(), Large(), tiny(SGD), tiny(Adam), {In: 1, Hidden: 1, Layers: 0, Classes: 2, Batch: 1, LR: 1}}
+	for _, p := range Precisions {
+		c := Small()
+		c.Precision = p
+		good = append(good, c)
+	}
+	for _, c := range good {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%v: %v", c, err)
 		}
@@ -328,6 +334,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.LR = 0 },
 		func(c *Config) { c.LR = float32(math.NaN()) },
 		func(c *Config) { c.Optimizer = "lbfgs" },
+		func(c *Config) { c.Precision = "fp16" },
+		func(c *Config) { c.Precision = "BF16" },
 		func(c *Config) { c.Hidden = 1 << 16 },
 	}
 	for i, f := range bad {
