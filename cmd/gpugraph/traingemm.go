@@ -75,9 +75,12 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 		return nil, "", nil, err
 	}
 	var stream uintptr // the stream the handle is set to
-	gemm := func(s *gg.Stream, transA, transB bool, m, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
-		if err := train.CheckGEMM(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
+	gemm := func(s *gg.Stream, g train.GEMMArgs) error {
+		if err := train.CheckGEMM(g); err != nil {
 			return err
+		}
+		if g.AType != train.Float32 || g.BType != train.Float32 || g.Math != train.MathFP32 {
+			return &gg.Error{Op: "cuBLAS GEMM", Code: gg.ErrNotSupported, Detail: fmt.Sprintf("%v×%v operands, %v math", g.AType, g.BType, g.Math)}
 		}
 		return onDev(func() error {
 			if ns := s.NativeStream(); ns != stream {
@@ -90,7 +93,7 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 				}
 				stream = ns
 			}
-			return h.SgemmRowMajor(transA, transB, m, n, k, alpha, uintptr(a), lda, uintptr(b), ldb, beta, uintptr(c), ldc)
+			return h.SgemmRowMajor(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, uintptr(g.A), g.LDA, uintptr(g.B), g.LDB, g.Beta, uintptr(g.C), g.LDC)
 		})
 	}
 	ver, _ := h.Version()

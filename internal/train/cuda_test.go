@@ -15,6 +15,8 @@ func TestCUDAGEMM(t *testing.T) {
 	for _, c := range gemmCases() {
 		t.Run(c.String(), func(t *testing.T) { runGEMMCase(t, s, KernelGEMM, c, 1.2e-7) })
 	}
+	// The conversions as the CUDA body makes them, bit for bit.
+	t.Run("rounding", func(t *testing.T) { checkRounding(t, s, KernelGEMM) })
 	// Sizes of the reference model's products, against the host backend.
 	_, hs := openHost(t)
 	for _, c := range []gemmCase{
@@ -22,6 +24,9 @@ func TestCUDAGEMM(t *testing.T) {
 		{transA: false, transB: false, m: 512, n: 1024, k: 1024, alpha: 1},
 		{transA: true, transB: false, m: 1024, n: 1024, k: 512, alpha: 1},
 		{transA: false, transB: true, m: 512, n: 10, k: 1024, alpha: 1},
+		{transA: false, transB: true, m: 512, n: 1024, k: 1024, alpha: 1, math: MathTF32},
+		{transA: true, transB: false, m: 1024, n: 1024, k: 512, alpha: 1, aType: BFloat16, bType: BFloat16},
+		{transA: false, transB: false, m: 512, n: 1024, k: 1024, alpha: 1, aType: BFloat16, bType: BFloat16},
 	} {
 		t.Run("host/"+c.String(), func(t *testing.T) { compareGEMM(t, s, hs, c) })
 	}
@@ -37,11 +42,12 @@ func compareGEMM(t *testing.T, s1, s2 *gg.Stream, c gemmCase) {
 		ldb = c.k
 	}
 	r := newRand(uint64(c.m), uint64(c.k))
-	ha, hb := randVec(r, c.m*c.k), randVec(r, c.k*c.n)
+	_, ha := stored(randVec(r, c.m*c.k), c.aType, c.math)
+	_, hb := stored(randVec(r, c.k*c.n), c.bType, c.math)
 	var out [2][]float32
 	for i, s := range []*gg.Stream{s1, s2} {
-		a, b, cp := upload(t, s, ha), upload(t, s, hb), upload(t, s, make([]float32, c.m*c.n))
-		ok(t, KernelGEMM(s, c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, 0, cp, c.n))
+		a, b, cp := uploadAny(t, s, ha), uploadAny(t, s, hb), upload(t, s, make([]float32, c.m*c.n))
+		ok(t, KernelGEMM(s, c.args(a, b, cp, lda, ldb, c.n)))
 		out[i] = download(t, s, cp, c.m*c.n)
 		for _, p := range []gg.DevicePtr{a, b, cp} {
 			ok(t, s.FreeAsync(p))

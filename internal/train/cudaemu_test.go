@@ -47,9 +47,18 @@ func TestCUDABodiesOnCPU(t *testing.T) {
 		args        []any // []float32 and []int32 are buffers
 	}
 	var cases []tc
+	// operand is a GEMM operand of n elements: float32, or bfloat16.
+	operand := func(n int, bf16 bool) any {
+		v := seq(n)
+		if !bf16 {
+			return v
+		}
+		_, h := stored(v, BFloat16, MathFP32)
+		return h
+	}
 	for _, tA := range []bool{false, true} {
 		for _, tB := range []bool{false, true} {
-			for _, sz := range [][4]int{{17, 33, 65, 0}, {70, 130, 20, 2}, {1, 1, 1, 0}, {64, 64, 32, 1}} {
+			for i, sz := range [][4]int{{17, 33, 65, 0}, {70, 130, 20, 2}, {1, 1, 1, 0}, {64, 64, 32, 1}} {
 				m, n, k, pad := sz[0], sz[1], sz[2], sz[3]
 				ar, lda := layout(tA, m, k, pad)
 				br, ldb := layout(tB, k, n, pad)
@@ -58,9 +67,13 @@ func TestCUDABodiesOnCPU(t *testing.T) {
 				if pad > 0 {
 					alpha, beta = 0.5, -2
 				}
-				cases = append(cases, tc{fmt.Sprintf("gemm/tA=%v,tB=%v,%dx%dx%d", tA, tB, m, n, k), gemmKernel,
+				// Each size with another conversion: none, TF32, bf16×bf16,
+				// bf16×f32 (the last with TF32 rounding of B).
+				aBF, bBF, tf32 := i >= 2, i == 2, i == 1 || i == 3
+				cases = append(cases, tc{fmt.Sprintf("gemm/tA=%v,tB=%v,%dx%dx%d,bf16=%v,%v,tf32=%v", tA, tB, m, n, k, aBF, bBF, tf32), gemmKernel,
 					gg.Dim2((n+tileN-1)/tileN, (m+tileM-1)/tileM), gg.Dim1(gemmThreads),
-					[]any{b2i(tA), b2i(tB), m, n, k, alpha, seq(ar * lda), lda, seq(br * ldb), ldb, beta, seq(m * ldc), ldc}})
+					[]any{b2i(tA), b2i(tB), m, n, k, alpha, operand(ar*lda, aBF), lda, operand(br*ldb, bBF), ldb, beta, seq(m * ldc), ldc,
+						b2i(aBF), b2i(bBF), b2i(tf32)}})
 			}
 		}
 	}
@@ -82,22 +95,48 @@ func TestCUDABodiesOnCPU(t *testing.T) {
 			want := runGoBody(t, s, c.k, c.grid, c.block, c.args)
 			got := runEmulated(t, bin, c.k, c.grid, c.block, c.args)
 			for i := range want {
-				w, g := want[i], got[i]
-				for j := 0; j+4 <= len(w); j += 4 {
-					wv := math.Float32frombits(binary.LittleEndian.Uint32(w[j:]))
-					gv := math.Float32frombits(binary.LittleEndian.Uint32(g[j:]))
-					if _, isInt := c.args[i].([]int32); isInt {
-						if wv != gv && !(wv != wv && gv != gv) {
-							t.Fatalf("buffer %d word %d: Go %d, CUDA %d", i, j/4, int32(math.Float32bits(wv)), int32(math.Float32bits(gv)))
-						}
-						continue
-					}
-					if math.IsNaN(float64(wv)) != math.IsNaN(float64(gv)) || math.Abs(float64(wv-gv)) > 1e-5*(1+math.Abs(float64(wv))) {
-						t.Fatalf("buffer %d element %d: Go %v, CUDA %v", i, j/4, wv, gv)
-					}
-				}
+				compareBuffer(t, i, c.args[i], want[i], got[i])
 			}
 		})
+	}
+}
+
+// compareBuffer compares buffer argument i after the Go body (want) and
+// the CUDA body (got): int32s exactly, float32s within 1e-5 relative,
+// bfloat16s within one unit of the last place (float32 sums that differ in
+// their last bits may round to neighbouring bfloat16s).
+func compareBuffer(t *testing.T, i int, arg any, want, got []byte) {
+	t.Helper()
+	le := binary.LittleEndian
+	switch arg.(type) {
+	case []int32:
+		for j := 0; j+4 <= len(want); j += 4 {
+			if w, g := int32(le.Uint32(want[j:])), int32(le.Uint32(got[j:])); w != g {
+				t.Fatalf("buffer %d word %d: Go %d, CUDA %d", i, j/4, w, g)
+			}
+		}
+	case []float32:
+		for j := 0; j+4 <= len(want); j += 4 {
+			wv := math.Float32frombits(le.Uint32(want[j:]))
+			gv := math.Float32frombits(le.Uint32(got[j:]))
+			if math.IsNaN(float64(wv)) != math.IsNaN(float64(gv)) || math.Abs(float64(wv-gv)) > 1e-5*(1+math.Abs(float64(wv))) {
+				t.Fatalf("buffer %d element %d: Go %v, CUDA %v", i, j/4, wv, gv)
+			}
+		}
+	case []uint16:
+		for j := 0; j+2 <= len(want); j += 2 {
+			w, g := le.Uint16(want[j:]), le.Uint16(got[j:])
+			wv, gv := fromBF16(w), fromBF16(g)
+			if wv != wv || gv != gv {
+				if w != g {
+					t.Fatalf("buffer %d element %d: Go %#04x, CUDA %#04x", i, j/2, w, g)
+				}
+				continue
+			}
+			if d := int(w) - int(g); w>>15 != g>>15 && (wv != 0 || gv != 0) || d > 1 || d < -1 {
+				t.Fatalf("buffer %d element %d: Go %v (%#04x), CUDA %v (%#04x)", i, j/2, wv, w, gv, g)
+			}
+		}
 	}
 }
 
@@ -114,6 +153,8 @@ func argBytes(a any) []byte {
 	case []float32:
 		return gg.Bytes(v)
 	case []int32:
+		return gg.Bytes(v)
+	case []uint16:
 		return gg.Bytes(v)
 	}
 	return nil
@@ -175,7 +216,7 @@ func runEmulated(t *testing.T, bin string, k *gg.Kernel, grid, block gg.Dim3, ar
 	nb := 0
 	for _, a := range args {
 		switch v := a.(type) {
-		case []float32, []int32:
+		case []float32, []int32, []uint16:
 			in.WriteByte('p')
 			in.Write(le.AppendUint64(nil, uint64(nb)))
 			nb++
@@ -227,7 +268,11 @@ static dim3 blockDim, gridDim;
 static std::barrier<>* bar;
 static void __syncthreads() { bar->arrive_and_wait(); }
 static float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+static float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+static unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 #define __global__
+#define __device__
+#define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(n)
 `

@@ -40,7 +40,7 @@ func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, e
 		in, out := m.in[l], m.out[l]
 		h, err := s.MallocAsync(4 * rows * out)
 		if err == nil {
-			err = gemm(s, false, true, rows, out, in, 1, a, in, m.params[l], in, 0, h, out)
+			err = gemm(s, GEMMArgs{TransB: true, M: rows, N: out, K: in, Alpha: 1, A: a, LDA: in, B: m.params[l], LDB: in, C: h, LDC: out})
 		}
 		if err == nil {
 			err = launchBiasAct(s, h, m.params[l]+gg.DevicePtr(4*out*in), rows, out, l < n-1)

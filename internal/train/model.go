@@ -328,7 +328,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 			return err
 		}
 		acts = append(acts, h)
-		if err := gemm(s, false, true, B, out, in, 1, acts[l], in, m.params[l], in, 0, h, out); err != nil {
+		if err := gemm(s, GEMMArgs{TransB: true, M: B, N: out, K: in, Alpha: 1, A: acts[l], LDA: in, B: m.params[l], LDB: in, C: h, LDC: out}); err != nil {
 			return err
 		}
 		if err := mark(s, "fwd GEMM L%d", l); err != nil {
@@ -379,7 +379,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		} else if g, err = alloc(m.layerSize(l)); err != nil {
 			return err
 		}
-		if err := gemm(s, true, false, out, in, B, 1, dZ, out, acts[l], in, 0, g, in); err != nil {
+		if err := gemm(s, GEMMArgs{TransA: true, M: out, N: in, K: B, Alpha: 1, A: dZ, LDA: out, B: acts[l], LDB: in, C: g, LDC: in}); err != nil {
 			return err
 		}
 		if err := mark(s, "bwd dW GEMM L%d", l); err != nil {
@@ -396,7 +396,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 			if dA, err = alloc(B * in); err != nil {
 				return err
 			}
-			if err := gemm(s, false, false, B, in, out, 1, dZ, out, m.params[l], in, 0, dA, in); err != nil {
+			if err := gemm(s, GEMMArgs{M: B, N: in, K: out, Alpha: 1, A: dZ, LDA: out, B: m.params[l], LDB: in, C: dA, LDC: in}); err != nil {
 				return err
 			}
 			if err := mark(s, "bwd dA GEMM L%d", l); err != nil {

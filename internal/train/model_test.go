@@ -366,11 +366,11 @@ func TestStepRejects(t *testing.T) {
 	}
 	// A failing GEMM part way through: the step frees what it allocated.
 	calls := 0
-	m.GEMM = func(s *gg.Stream, tA, tB bool, mm, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
+	m.GEMM = func(s *gg.Stream, g GEMMArgs) error {
 		if calls++; calls == 4 {
 			return &gg.Error{Op: "test", Code: gg.ErrInvalidValue}
 		}
-		return KernelGEMM(s, tA, tB, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return KernelGEMM(s, g)
 	}
 	if err := m.Step(s, st.X, st.Y, st.Loss); !errors.Is(err, gg.ErrInvalidValue) {
 		t.Fatalf("Step with a failing GEMM: %v", err)
