@@ -225,7 +225,7 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	gemm, gemmName, closeGEMM, err := pickGEMM(dev, cfg.GEMM)
+	gemm, gemmName, closeGEMM, err := pickGEMM(dev, cfg.GEMM, tc.Precision)
 	if err != nil {
 		return err
 	}

@@ -331,7 +331,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if r.model, err = train.NewModel(r.s, local); err != nil {
 			return err
 		}
-		gemm, desc, closeGEMM, err := pickGEMM(r.dev, cfg.GEMM)
+		gemm, desc, closeGEMM, err := pickGEMM(r.dev, cfg.GEMM, tc.Precision)
 		if err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		if ref, err = train.NewModel(refStream, tc); err != nil {
 			return err
 		}
-		gemm, _, closeGEMM, err := pickGEMM(r0.dev, cfg.GEMM)
+		gemm, _, closeGEMM, err := pickGEMM(r0.dev, cfg.GEMM, tc.Precision)
 		if err != nil {
 			return err
 		}
