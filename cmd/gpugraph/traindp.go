@@ -314,6 +314,7 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 	}
 	fmt.Fprintf(w, "gpugraph train %s: %v\n  backend %s, %s of %d samples each per global batch of %d, %s\n",
 		how, tc, cfg.Backend, plural(n, "replica"), local.Batch, tc.Batch, plural(cfg.Steps, "step"))
+	fmt.Fprintf(w, "  precision: %s\n", precisionWords(tc.Precision))
 	if n == 1 {
 		fmt.Fprintf(w, "  --sync %v: one rank needs no gradient all-reduce (the average of one gradient is itself); the step is captured\n", mode)
 	} else {
