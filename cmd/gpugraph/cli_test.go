@@ -75,6 +75,7 @@ var cliCases = []cliCase{
 	{args: "train --precision bf16 " + small, code: 0, stdout: "precision: bf16 ("},
 	{args: "train --precision tf32 --optimizer adam --modes graph " + small, code: 0, stdout: "kernels per step: 16"},
 	{args: "train --precision fp32 --devices 2 --sync inline " + small, code: 0, stdout: "precision: fp32"},
+	{args: "train --precision bf16 --optimizer adam --devices 2 --sync overlap,inline,after " + small, code: 0, stdout: "2 ranks train as one device"},
 	{args: "train --devices 2 --sync inline,after --timeout 10s " + small, code: 0, stdout: "2 ranks train as one device"},
 	// train: flags out of range.
 	{args: "train --devices 0", code: 2, stderr: "--devices 0: need at least 1"},
