@@ -447,7 +447,8 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 			return err
 		}
 	}
-	m.grads = append(m.grads[:0], make([]gg.DevicePtr, n)...)
+	m.grads = slices.Grow(m.grads[:0], n)[:n]
+	clear(m.grads)
 	grad := func(l int) (gg.DevicePtr, error) {
 		if !perLayer {
 			return flat + gg.DevicePtr(4*m.off[l]), nil
