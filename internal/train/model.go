@@ -275,13 +275,17 @@ func (m *Model) bias(l int) gg.DevicePtr {
 // a₀ = x, hₗ the output of layer l's GEMM):
 //
 //	forward   for each l: alloc hₗ; hₗ = aₗ·Wₗᵀ; aₗ₊₁ = act(hₗ + bₗ), in place
-//	loss      dZ = softmax-xent gradient, in place of the logits aₗ₊₁
+//	loss      dZ = softmax-xent gradient, in place of the logits a_{L+1}
 //	backward  alloc G, every layer's gradient; db_L = Σ rows of dZ
 //	          for each l from L down: dWₗ = dZᵀ·aₗ
 //	          if l > 0: alloc dA; dA = dZ·Wₗ
 //	          free dZ
 //	          if l > 0: dA = dA·(aₗ > 0) in place, db_{l-1} = Σ rows of dA; free aₗ; dZ = dA
 //	update    every parameter from G (one kernel); free G
+//
+// G holds every gradient until the update, as PyTorch's .grad tensors do:
+// one kernel for the whole update costs the memory of all the gradients
+// at once (StepBytes counts it).
 //
 // In BF16 precision the GEMMs read bfloat16 and write float32, so a few
 // buffers come in pairs: x is first rounded into a step-local bfloat16
