@@ -72,6 +72,10 @@ var cliCases = []cliCase{
 	{args: "train --save <dir>/nosuchdir/m.ckpt " + small, code: 1, stderr: "--save: "},
 	{args: "train --devices 2 --save <dir>/m.ckpt", code: 2, stderr: "--save does not apply with --devices 2"},
 	{args: "train --devices 1 --optimizer adam " + small, code: 0, stdout: "adam"},
+	{args: "train --precision bf16 " + small, code: 0, stdout: "precision: bf16 ("},
+	{args: "train --precision tf32 --optimizer adam --modes graph " + small, code: 0, stdout: "kernels per step: 16"},
+	{args: "train --precision fp32 --devices 2 --sync inline " + small, code: 0, stdout: "precision: fp32"},
+	{args: "train --precision bf16 --optimizer adam --devices 2 --sync overlap,inline,after " + small, code: 0, stdout: "2 ranks train as one device"},
 	{args: "train --devices 2 --sync inline,after --timeout 10s " + small, code: 0, stdout: "2 ranks train as one device"},
 	// train: flags out of range.
 	{args: "train --devices 0", code: 2, stderr: "--devices 0: need at least 1"},
@@ -91,7 +95,10 @@ var cliCases = []cliCase{
 	{args: "train --timeout -1s --devices 2", code: 2, stderr: "--timeout -1s"},
 	// train: values not known.
 	{args: "train --optimizer nosuch", code: 2, stderr: `unknown --optimizer "nosuch" (want sgd or adam)`},
-	{args: "train --model nosuch", code: 2, stderr: `gpugraph train: unknown --model "nosuch" (want small or reference)`},
+	{args: "train --model nosuch", code: 2, stderr: `gpugraph train: unknown --model "nosuch" (want small, reference or large)`},
+	{args: "train --precision fp16", code: 2, stderr: `gpugraph train: unknown --precision "fp16" (want fp32, tf32 or bf16)`},
+	{args: "train --precision ", code: 2, stderr: `unknown --precision ""`},
+	{args: "train --model large --batch 1000000", code: 2, stderr: "--batch 1000000: too large"},
 	{args: "train --backend nope", code: 2, stderr: `unknown --backend "nope" (want host or cuda)`},
 	{args: "train --modes eager,lazy", code: 2, stderr: `unknown --modes "lazy" (want eager or graph`},
 	{args: "train --modes graph,graph", code: 2, stderr: `--modes "graph,graph" names graph twice`},

@@ -191,9 +191,14 @@ checks the result against one device on the same batches.
 
 flags:
   --backend NAME   host or cuda (default host)
-  --model NAME     small (64->256x2->10, batch 128) or reference
-                   (256->1024x4->10, batch 512) (default small)
+  --model NAME     small (64->256x2->10, batch 128), reference
+                   (256->1024x4->10, batch 512) or large (1024->4096x4->1000,
+                   batch 2048: GEMM-bound on a GPU, tens of seconds a step on
+                   the host backend) (default small)
   --optimizer NAME sgd or adam (default: the model's, sgd)
+  --precision P    fp32, tf32 (GEMM inputs rounded to TF32) or bf16 (mixed
+                   precision: bf16 weights and activations in the GEMMs, FP32
+                   master weights, optimizer and loss) (default fp32)
   --steps N        training steps per mode, at least 1 (default 300)
   --every N        report loss and memory every N steps, at least 1 (default 50)
   --warmup N       steps op by op before the capture, 0 to steps-1 (default 3)

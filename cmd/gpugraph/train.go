@@ -25,8 +25,9 @@ import (
 
 type trainConfig struct {
 	Backend   string
-	Model     string // "small" or "reference"
+	Model     string // "small", "reference" or "large"
 	Optimizer string // "" keeps the preset's
+	Precision string // "fp32" (or ""), "tf32" or "bf16"
 	Steps     int
 	Every     int
 	Warmup    int
@@ -64,12 +65,13 @@ type modeResult struct {
 }
 
 func trainMain(args []string, stdout, stderr io.Writer) error {
-	cfg := trainConfig{Backend: "host", Model: "small", Steps: 300, Every: 50, Warmup: 3, Batches: 32,
+	cfg := trainConfig{Backend: "host", Model: "small", Precision: train.FP32, Steps: 300, Every: 50, Warmup: 3, Batches: 32,
 		Modes: "eager,graph", GEMM: "auto", Sync: "overlap", Devices: 1, Timeout: coll.DefaultTimeout}
 	fs := newFlagSet("train", stderr)
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "device backend")
-	fs.StringVar(&cfg.Model, "model", cfg.Model, "small or reference")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "small, reference or large")
 	fs.StringVar(&cfg.Optimizer, "optimizer", cfg.Optimizer, "sgd or adam")
+	fs.StringVar(&cfg.Precision, "precision", cfg.Precision, "fp32, tf32 or bf16")
 	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "training steps per mode")
 	fs.IntVar(&cfg.Every, "every", cfg.Every, "report every N steps")
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "op-by-op steps before the capture")
@@ -141,6 +143,8 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 		return usagef("unknown --gemm %q (want auto, kernel or cublas)", cfg.GEMM)
 	case cfg.GEMM == "cublas" && cfg.Backend != gg.BackendCUDA:
 		return usagef("--gemm cublas needs --backend cuda (cuBLAS runs on a GPU)")
+	case set["precision"] && cfg.Precision == "": // "" is fp32 only in a configuration made in Go
+		return usagef("unknown --precision \"\" (want %s, %s or %s)", train.FP32, train.TF32, train.BF16)
 	}
 	tc, err := trainPreset(cfg) // --model, --optimizer, --batch
 	if err != nil {
@@ -195,6 +199,28 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 	return nil
 }
 
+// precisionWords says what a precision computes in, for the banner.
+func precisionWords(p string) string {
+	switch p {
+	case train.TF32:
+		return "tf32 (GEMM inputs rounded to TF32, FP32 sums; everything else FP32)"
+	case train.BF16:
+		return "bf16 (GEMMs on bf16 weights and activations with FP32 sums; FP32 master weights, optimizer, loss and bias gradients)"
+	}
+	return "fp32"
+}
+
+// kernelNodes counts the kernel nodes among nodes.
+func kernelNodes(nodes []*gg.Node) int {
+	n := 0
+	for _, nd := range nodes {
+		if nd.Type() == gg.NodeKernel {
+			n++
+		}
+	}
+	return n
+}
+
 // maxHostDevices is how many devices the host backend can have
 // (gg.SetHostDeviceCount).
 const maxHostDevices = 64
@@ -225,7 +251,7 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	gemm, gemmName, closeGEMM, err := pickGEMM(dev, cfg.GEMM)
+	gemm, gemmName, closeGEMM, err := pickGEMM(dev, cfg.GEMM, tc.Precision)
 	if err != nil {
 		return err
 	}
@@ -236,6 +262,7 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	}
 	fmt.Fprintf(w, "gpugraph train: %v\n  backend %s (%s), %s, %s of synthetic data, GEMM %s\n",
 		tc, cfg.Backend, dev.Properties().Name, plural(cfg.Steps, "step"), plural(cfg.Batches, "batch"), gemmName)
+	fmt.Fprintf(w, "  precision: %s\n", precisionWords(tc.Precision))
 	if cfg.Backend == "host" { // kernels' blocks run on one worker per core
 		fmt.Fprintf(w, "  host: kernels' blocks run on %d workers, one per core\n", dev.Properties().MultiProcessorCount)
 	}
@@ -278,8 +305,16 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 		tc = train.Small()
 	case "reference":
 		tc = train.Reference()
+	case "large":
+		tc = train.Large()
 	default:
-		return tc, usagef("unknown --model %q (want small or reference)", cfg.Model)
+		return tc, usagef("unknown --model %q (want small, reference or large)", cfg.Model)
+	}
+	switch cfg.Precision {
+	case "", train.FP32, train.TF32, train.BF16:
+		tc.Precision = cfg.Precision
+	default:
+		return tc, usagef("unknown --precision %q (want %s, %s or %s)", cfg.Precision, train.FP32, train.TF32, train.BF16)
 	}
 	switch {
 	case cfg.Batch > 0:
@@ -397,6 +432,7 @@ func trainMode(w io.Writer, prog *progress, dev *gg.Device, s *gg.Stream, tc tra
 		}
 		nodes, _ := c.Graph().Nodes()
 		fmt.Fprintf(w, "%-24s %d nodes; graph memory lower bound %s\n", "", len(nodes), mib(uint64(r.bound)))
+		fmt.Fprintf(w, "%-24s kernels per step: %d (the captured graph's kernel nodes)\n", "", kernelNodes(nodes))
 		run = func() error {
 			if err := st.Load(s, ds, step%ds.Batches()); err != nil {
 				return err

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpugraph/gpugraph/internal/train"
 )
 
 func trainTestConfig() trainConfig {
@@ -47,6 +50,8 @@ func TestTrainRejects(t *testing.T) {
 		func(c *trainConfig) { c.Warmup = c.Steps },
 		func(c *trainConfig) { c.GEMM = "magic" },
 		func(c *trainConfig) { c.Optimizer = "rmsprop" },
+		func(c *trainConfig) { c.Precision = "fp8" },
+		func(c *trainConfig) { c.Model = "large"; c.Batch = 1 << 20 },
 	} {
 		cfg := trainTestConfig()
 		c(&cfg)
@@ -87,7 +92,7 @@ func TestTrainProfile(t *testing.T) {
 		devices int
 		want    []string
 	}{
-		{"one device", 0, []string{"step profile, one device", "fwd GEMM L0", "bwd dW GEMM L0", "update L0", "by kind:"}},
+		{"one device", 0, []string{"step profile, one device", "fwd GEMM L0", "bwd dW GEMM L0", "bwd ReLU'+db L0", "update", "by kind:"}},
 		{"two ranks", 2, []string{"step profile, rank 0", "step profile, rank 1", "sync   all-reduce L0", "wait for sync stream", "by kind:"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,5 +135,51 @@ func TestStepProfileRows(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("row %d: %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// Every precision trains on the host, op by op and captured, to the same
+// final loss in both modes; the banner names the precision, and the
+// captured graph has the kernels Config.StepOps counts (the package's own
+// GEMM: one kernel each).
+func TestTrainPrecisions(t *testing.T) {
+	for _, p := range train.Precisions {
+		for _, opt := range []string{train.SGD, train.Adam} {
+			t.Run(p+"/"+opt, func(t *testing.T) {
+				var out bytes.Buffer
+				cfg := trainTestConfig()
+				cfg.Precision, cfg.Optimizer, cfg.Steps = p, opt, 20
+				if err := runTrain(&out, cfg); err != nil {
+					t.Fatalf("%v\n%s", err, out.String())
+				}
+				tc, err := trainPreset(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kernels, _ := tc.StepOps()
+				s := out.String()
+				for _, want := range []string{"precision: " + p, fmt.Sprintf("kernels per step: %d (", kernels), "same final loss"} {
+					if !strings.Contains(s, want) {
+						t.Errorf("output lacks %q:\n%s", want, s)
+					}
+				}
+			})
+		}
+	}
+}
+
+// The presets: large is the GEMM-bound model, and --precision reaches the
+// configuration.
+func TestTrainPresets(t *testing.T) {
+	cfg := trainTestConfig()
+	cfg.Model, cfg.Precision = "large", train.BF16
+	tc, err := trainPreset(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := train.Large()
+	want.Precision = train.BF16
+	if tc != want {
+		t.Fatalf("--model large --precision bf16: %+v, want %+v", tc, want)
 	}
 }

@@ -20,10 +20,18 @@ const cublasWorkspace = 32 << 20
 // own tiled kernel (nil: the model's default), or cuBLAS on the cuda
 // backend, called on the stream's native handle, so that stream capture
 // records it into the graph like any other work. "auto" takes cuBLAS when
-// it can be loaded.
-func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
+// it can be loaded. precision (train.FP32, TF32 or BF16) only shapes the
+// description: either GEMM serves every precision.
+func pickGEMM(dev *gg.Device, name, precision string) (train.GEMM, string, func(), error) {
+	if precision == "" {
+		precision = train.FP32
+	}
 	kernel := func(why string) (train.GEMM, string, func(), error) {
-		return nil, "tiled kernel (internal/train)" + why, func() {}, nil
+		desc := "tiled kernel (internal/train)"
+		if precision == train.TF32 || precision == train.BF16 {
+			desc += ", " + precision + " operands converted as they are staged, FP32 FMAs (no tensor cores)"
+		}
+		return nil, desc + why, func() {}, nil
 	}
 	switch name {
 	case "kernel":
@@ -75,9 +83,13 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 		return nil, "", nil, err
 	}
 	var stream uintptr // the stream the handle is set to
-	gemm := func(s *gg.Stream, transA, transB bool, m, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
-		if err := train.CheckGEMM(transA, transB, m, n, k, a, lda, b, ldb, c, ldc); err != nil {
+	gemm := func(s *gg.Stream, g train.GEMMArgs) error {
+		if err := train.CheckGEMM(g); err != nil {
 			return err
+		}
+		if g.AType != g.BType {
+			return &gg.Error{Op: "cuBLAS GEMM", Code: gg.ErrNotSupported,
+				Detail: fmt.Sprintf("operands of two element types (%v and %v): cublasGemmEx wants one", g.AType, g.BType)}
 		}
 		return onDev(func() error {
 			if ns := s.NativeStream(); ns != stream {
@@ -90,10 +102,26 @@ func pickGEMM(dev *gg.Device, name string) (train.GEMM, string, func(), error) {
 				}
 				stream = ns
 			}
-			return h.SgemmRowMajor(transA, transB, m, n, k, alpha, uintptr(a), lda, uintptr(b), ldb, beta, uintptr(c), ldc)
+			a, b, c := uintptr(g.A), uintptr(g.B), uintptr(g.C)
+			switch {
+			case g.AType == train.BFloat16: // TF32 math is moot: bfloat16 values are TF32 values
+				return h.GemmExRowMajor(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, a, cublas.R16BF, g.LDA, b, cublas.R16BF, g.LDB,
+					g.Beta, c, cublas.R32F, g.LDC, cublas.Compute32F)
+			case g.Math == train.MathTF32:
+				return h.GemmExRowMajor(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, a, cublas.R32F, g.LDA, b, cublas.R32F, g.LDB,
+					g.Beta, c, cublas.R32F, g.LDC, cublas.Compute32FFastTF32)
+			}
+			// The handle's default math mode: FP32 (no TF32 unless the
+			// environment sets NVIDIA_TF32_OVERRIDE).
+			return h.SgemmRowMajor(g.TransA, g.TransB, g.M, g.N, g.K, g.Alpha, a, g.LDA, b, g.LDB, g.Beta, c, g.LDC)
 		})
 	}
 	ver, _ := h.Version()
 	closeFn := func() { _ = errors.Join(h.Destroy(), dev.Free(ws)) }
-	return gemm, fmt.Sprintf("cuBLAS %d (%s), FP32", ver, lib.Path), closeFn, nil
+	how := map[string]string{
+		train.FP32: "cublasSgemm, FP32",
+		train.TF32: "cublasGemmEx, TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)",
+		train.BF16: "cublasGemmEx, BF16 operands, FP32 sums (CUBLAS_COMPUTE_32F)",
+	}[precision]
+	return gemm, fmt.Sprintf("cuBLAS %d (%s), %s", ver, lib.Path, how), closeFn, nil
 }

@@ -1,5 +1,6 @@
 // Package cublas binds the few cuBLAS entry points gpugraph's examples need
-// (handle, stream, workspace, math mode, SGEMM), loaded at run time with
+// (handle, stream, workspace, math mode, SGEMM, and GemmEx for TF32 and
+// bfloat16 products), loaded at run time with
 // purego so the module keeps building with CGO_ENABLED=0 and needs no CUDA
 // toolkit to compile.
 //
@@ -8,8 +9,9 @@
 // are uintptrs; a stream is the driver's CUstream (gpugraph's
 // Stream.NativeStream), which is the runtime's cudaStream_t.
 //
-// cuBLAS is column-major. Sgemm has cuBLAS's column-major meaning;
-// SgemmRowMajor takes row-major matrices and maps the call onto Sgemm.
+// cuBLAS is column-major. Sgemm and GemmEx have cuBLAS's column-major
+// meaning; SgemmRowMajor and GemmExRowMajor take row-major matrices and map
+// the call onto them.
 //
 // A handle is bound to the device current when it is created (cuBLAS uses
 // the runtime API, which on a thread with no current context uses device

@@ -32,6 +32,10 @@ type Config struct {
 	// Optimizer is SGD (plain: w -= LR·g) or Adam (with bias correction,
 	// betas AdamBeta1 and AdamBeta2, epsilon AdamEpsilon); "" means SGD.
 	Optimizer string
+	// Precision is FP32, TF32 or BF16: how the step's GEMMs read their
+	// operands (see the constants); "" means FP32. Parameters, optimizer
+	// state and the loss are float32 in every precision.
+	Precision string `json:",omitempty"`
 	Seed      uint64 // seeds the data set and the initial parameters
 }
 
@@ -44,6 +48,14 @@ func Small() Config {
 // Reference is the issue's reference model: 256→1024×4→10, batch 512, SGD.
 func Reference() Config {
 	return Config{In: 256, Hidden: 1024, Layers: 4, Classes: 10, Batch: 512, LR: 0.02, Optimizer: SGD, Seed: 1}
+}
+
+// Large is a model whose step is GEMM-bound on a GPU:
+// 1024→4096×4→1000, batch 2048, SGD; about 0.7 TFLOP a step (3 × 2 × batch
+// × 58.6M weights, less the first layer's input gradient). On the host
+// backend a step takes tens of seconds.
+func Large() Config {
+	return Config{In: 1024, Hidden: 4096, Layers: 4, Classes: 1000, Batch: 2048, LR: 0.02, Optimizer: SGD, Seed: 1}
 }
 
 // dims returns the input and output width of each linear layer.
@@ -77,6 +89,8 @@ func (c Config) Validate() error {
 		return bad("learning rate %v outside (0, 1000]", c.LR)
 	case c.Optimizer != "" && c.Optimizer != SGD && c.Optimizer != Adam:
 		return bad("optimizer %q: want %q or %q", c.Optimizer, SGD, Adam)
+	case c.Precision != "" && c.Precision != FP32 && c.Precision != TF32 && c.Precision != BF16:
+		return bad("precision %q: want %q, %q or %q", c.Precision, FP32, TF32, BF16)
 	}
 	w := max(c.In, c.Hidden, c.Classes)
 	if int64(c.Batch)*int64(w) > maxElems || int64(w)*int64(w) > maxElems {
@@ -92,5 +106,9 @@ func (c Config) String() string {
 	if opt == "" {
 		opt = SGD
 	}
-	return fmt.Sprintf("%d→%d×%d→%d batch %d %s lr %g seed %d", c.In, c.Hidden, c.Layers, c.Classes, c.Batch, opt, c.LR, c.Seed)
+	prec := ""
+	if c.precision() != FP32 {
+		prec = " " + c.Precision
+	}
+	return fmt.Sprintf("%d→%d×%d→%d batch %d %s%s lr %g seed %d", c.In, c.Hidden, c.Layers, c.Classes, c.Batch, opt, prec, c.LR, c.Seed)
 }

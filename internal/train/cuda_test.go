@@ -22,6 +22,9 @@ func TestCUDAGEMM(t *testing.T) {
 		{transA: false, transB: false, m: 512, n: 1024, k: 1024, alpha: 1},
 		{transA: true, transB: false, m: 1024, n: 1024, k: 512, alpha: 1},
 		{transA: false, transB: true, m: 512, n: 10, k: 1024, alpha: 1},
+		{transA: false, transB: true, m: 512, n: 1024, k: 1024, alpha: 1, math: MathTF32},
+		{transA: true, transB: false, m: 1024, n: 1024, k: 512, alpha: 1, aType: BFloat16, bType: BFloat16},
+		{transA: false, transB: false, m: 512, n: 1024, k: 1024, alpha: 1, aType: BFloat16, bType: BFloat16},
 	} {
 		t.Run("host/"+c.String(), func(t *testing.T) { compareGEMM(t, s, hs, c) })
 	}
@@ -37,11 +40,12 @@ func compareGEMM(t *testing.T, s1, s2 *gg.Stream, c gemmCase) {
 		ldb = c.k
 	}
 	r := newRand(uint64(c.m), uint64(c.k))
-	ha, hb := randVec(r, c.m*c.k), randVec(r, c.k*c.n)
+	_, ha := stored(randVec(r, c.m*c.k), c.aType, c.math)
+	_, hb := stored(randVec(r, c.k*c.n), c.bType, c.math)
 	var out [2][]float32
 	for i, s := range []*gg.Stream{s1, s2} {
-		a, b, cp := upload(t, s, ha), upload(t, s, hb), upload(t, s, make([]float32, c.m*c.n))
-		ok(t, KernelGEMM(s, c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, 0, cp, c.n))
+		a, b, cp := uploadAny(t, s, ha), uploadAny(t, s, hb), upload(t, s, make([]float32, c.m*c.n))
+		ok(t, KernelGEMM(s, c.args(a, b, cp, lda, ldb, c.n)))
 		out[i] = download(t, s, cp, c.m*c.n)
 		for _, p := range []gg.DevicePtr{a, b, cp} {
 			ok(t, s.FreeAsync(p))
@@ -59,16 +63,44 @@ func compareGEMM(t *testing.T, s1, s2 *gg.Stream, c gemmCase) {
 	t.Logf("%v: largest difference %g", c, worst)
 }
 
+// TestCUDAPrecision checks the CUDA twins of roundTF32 and toBF16 on the
+// GPU, bit for bit: a k = 1 GEMM of every element type and math (its
+// products are its converted inputs), and the bfloat16 cast of special and
+// random values.
+func TestCUDAPrecision(t *testing.T) {
+	_, s := openCUDA(t)
+	checkRounding(t, s, KernelGEMM)
+	x := roundingValues(4096)
+	in := upload(t, s, x)
+	out, err := s.MallocAsync(2 * len(x))
+	ok(t, err)
+	ok(t, launchCastBF16(s, in, out, len(x)))
+	h := make([]uint16, len(x))
+	ok(t, s.Memcpy(gg.DtoH(gg.Bytes(h), out)))
+	ok(t, s.Synchronize())
+	for i, v := range x {
+		if h[i] != toBF16(v) {
+			t.Fatalf("bf16(%#08x) on the GPU %#04x, toBF16 %#04x", math.Float32bits(v), h[i], toBF16(v))
+		}
+	}
+}
+
 // TestCUDAStep trains a few steps from the same initialization on the host
 // backend and on the GPU, op by op and replayed from a captured graph on
-// the GPU, and compares losses and parameters.
+// the GPU, and compares losses and parameters, in every precision. TF32
+// and BF16 round the GEMMs' inputs the same way on both (TestCUDAPrecision),
+// but a float32 sum that differs in its last bit between the two (FMAs,
+// order) can round to a neighbouring TF32 or bfloat16 value, so their
+// tolerances are looser than FP32's.
 func TestCUDAStep(t *testing.T) {
 	_, cs := openCUDA(t)
 	_, hs := openHost(t)
-	for _, opt := range []string{SGD, Adam} {
-		t.Run(opt, func(t *testing.T) {
+	for _, pc := range [][2]string{{SGD, FP32}, {Adam, FP32}, {SGD, TF32}, {Adam, TF32}, {SGD, BF16}, {Adam, BF16}} {
+		opt, prec := pc[0], pc[1]
+		lossTol := map[string]float64{FP32: 1e-4, TF32: 5e-4, BF16: 3e-3}[prec]
+		t.Run(opt+"/"+prec, func(t *testing.T) {
 			cfg := Small()
-			cfg.Optimizer = opt
+			cfg.Optimizer, cfg.Precision = opt, prec
 			if opt == Adam {
 				cfg.LR = 1e-3
 			}
@@ -79,7 +111,7 @@ func TestCUDAStep(t *testing.T) {
 			cl, cp := trainStream(t, cs, cfg, ds, steps)
 			gl, gp, _ := trainGraph(t, cs, cfg, ds, steps)
 			for i := range steps {
-				if relErr(float64(cl[i]), float64(hl[i]), 1e-3) > 1e-4 || relErr(float64(gl[i]), float64(cl[i]), 1e-3) > 1e-5 {
+				if relErr(float64(cl[i]), float64(hl[i]), 1e-3) > lossTol || relErr(float64(gl[i]), float64(cl[i]), 1e-3) > 1e-5 {
 					t.Errorf("step %d: loss %v on host, %v on the GPU op by op, %v replayed", i, hl[i], cl[i], gl[i])
 				}
 			}
@@ -100,8 +132,12 @@ func TestCUDAStep(t *testing.T) {
 					t.Fatalf("parameter %d: %v on the GPU op by op, %v replayed", i, cp[i], gp[i])
 				}
 			}
-			t.Logf("%s: losses host %v, GPU %v; largest parameter difference %g, %d of %d beyond tolerance", opt, hl, cl, worst, far, len(hp))
-			if allowed := len(hp) / 1000; opt == SGD && far > 0 || far > allowed {
+			t.Logf("%s %s: losses host %v, GPU %v; largest parameter difference %g, %d of %d beyond tolerance", opt, prec, hl, cl, worst, far, len(hp))
+			allowed := len(hp) / 1000
+			if prec != FP32 {
+				allowed = len(hp) / 100
+			}
+			if opt == SGD && prec == FP32 && far > 0 || far > allowed {
 				t.Fatalf("%d parameters differ between host and GPU", far)
 			}
 		})
@@ -128,10 +164,20 @@ func TestCUDAReference(t *testing.T) {
 	}
 }
 
-// BenchmarkCUDAStep times a step of the reference model on the GPU, op by
-// op and replayed.
+// BenchmarkCUDAStep times a step of the reference and the large model on
+// the GPU, in every precision, op by op and replayed, with the package's
+// own GEMM kernel (gpugraph train --gemm cublas times cuBLAS).
 func BenchmarkCUDAStep(b *testing.B) {
-	for _, mode := range []string{"stream", "graph"} {
-		b.Run(mode, func(b *testing.B) { benchStep(b, openCUDA, Reference(), mode) })
+	for _, mc := range []struct {
+		name string
+		cfg  Config
+	}{{"reference", Reference()}, {"large", Large()}} {
+		for _, p := range Precisions {
+			cfg := mc.cfg
+			cfg.Precision = p
+			for _, mode := range []string{"stream", "graph"} {
+				b.Run(mc.name+"/"+p+"/"+mode, func(b *testing.B) { benchStep(b, openCUDA, cfg, mode) })
+			}
+		}
 	}
 }

@@ -17,7 +17,24 @@
 // from one Model.Step stays valid for every later step.
 //
 // Kernels have a Go body (the host backend runs blocks in parallel) and a
-// CUDA C body compiled by NVRTC. Matrix products go through a GEMM function
-// that defaults to this package's tiled kernel (KernelGEMM) and may be
-// replaced, for instance by cuBLAS on the cuda backend.
+// CUDA C body compiled by NVRTC; the Go body computes what the CUDA body
+// does, in the same order where a sum crosses threads, so host and GPU
+// training compare step by step. Matrix products go through a GEMM
+// function that defaults to this package's tiled kernel (KernelGEMM) and
+// may be replaced, for instance by cuBLAS on the cuda backend; GEMMArgs
+// carries the operands' element types and the math, so a replacement
+// knows what it multiplies.
+//
+// Config.Precision picks FP32, TF32 (the GEMMs round their inputs to TF32)
+// or BF16 (mixed precision: bfloat16 weights' shadow and activations for
+// the GEMMs, float32 master weights, optimizer, loss and sums). The
+// conversions, roundTF32 and toBF16, are one function each with a CUDA
+// twin, so both backends round alike.
+//
+// A step is few kernels: the parameters are one allocation, so one
+// optimizer kernel updates them all (and writes the bfloat16 shadow);
+// Adam's step count advances inside that kernel; the loss and its
+// gradient are one kernel, a warp per row; the ReLU's backward pass and
+// the bias gradient of the layer below are one kernel (Config.StepOps
+// counts them).
 package train

@@ -18,9 +18,13 @@ import (
 // the logits depends on row i of x only, computed the same way at every
 // rows (the GEMM's sums run in the same order whatever the number of rows),
 // so a padded batch gives every real row the logits it gets alone.
+//
+// Forward computes in FP32 from the float32 master weights whatever the
+// model's Precision: the same logits for a checkpoint however it was
+// trained.
 func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, error) {
 	const op = "train.Model.Forward"
-	if m.params == nil {
+	if m.params == 0 {
 		return 0, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "destroyed model"}
 	}
 	if s == nil || x == 0 {
@@ -34,16 +38,16 @@ func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, e
 	if gemm == nil {
 		gemm = KernelGEMM
 	}
-	n := len(m.params)
+	n := len(m.in)
 	a := x // the current layer's input
 	for l := range n {
 		in, out := m.in[l], m.out[l]
 		h, err := s.MallocAsync(4 * rows * out)
 		if err == nil {
-			err = gemm(s, false, true, rows, out, in, 1, a, in, m.params[l], in, 0, h, out)
+			err = gemm(s, GEMMArgs{TransB: true, M: rows, N: out, K: in, Alpha: 1, A: a, LDA: in, B: m.params + gg.DevicePtr(4*m.off[l]), LDB: in, C: h, LDC: out})
 		}
 		if err == nil {
-			err = launchBiasAct(s, h, m.params[l]+gg.DevicePtr(4*out*in), rows, out, l < n-1)
+			err = launchBiasAct(s, h, h, m.bias(l), rows, out, l < n-1, false)
 		}
 		if a != x {
 			if ferr := s.FreeAsync(a); err == nil {

@@ -185,6 +185,52 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	}
 }
 
+// The precision travels in the checkpoint; an FP32 one is written as
+// before the field existed (it is omitted), so older readers read it.
+func TestCheckpointPrecision(t *testing.T) {
+	for _, p := range []string{"", FP32, TF32, BF16} {
+		cfg := tiny(SGD)
+		cfg.Precision = p
+		c := Checkpoint{Config: cfg, Params: make([]float32, cfg.NumParams())}
+		var b bytes.Buffer
+		_, err := c.WriteTo(&b)
+		ok(t, err)
+		if has := strings.Contains(b.String(), `"Precision"`); has != (p != "") {
+			t.Errorf("precision %q: header mentions it: %v", p, has)
+		}
+		back, err := ReadCheckpoint(&b)
+		ok(t, err)
+		if back.Config != cfg {
+			t.Errorf("precision %q: read back %+v", p, back.Config)
+		}
+	}
+}
+
+// Forward computes in FP32 from the master weights in every precision:
+// the same logits, bit for bit, from the same parameters.
+func TestForwardPrecision(t *testing.T) {
+	_, s := openHost(t)
+	cfg := tiny(SGD)
+	r := newRand(4, 4)
+	params, x := randVec(r, cfg.NumParams()), randVec(r, 5*cfg.In)
+	var want []float32
+	for _, p := range Precisions {
+		cfg.Precision = p
+		m, err := NewModel(s, cfg)
+		ok(t, err)
+		ok(t, m.WriteParams(s, params))
+		got := forwardOn(t, m, s, x, 5)
+		ok(t, m.Destroy())
+		if want == nil {
+			want = got
+			continue
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: logits %v, fp32 %v", p, got[:3], want[:3])
+		}
+	}
+}
+
 func TestServeKeys(t *testing.T) {
 	k := ServeKeys(512)
 	if len(k) != 51 || k[0] != 1 || k[3] != 8 || k[33] != 248 || k[34] != 256 || k[50] != 512 {

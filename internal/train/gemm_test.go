@@ -15,10 +15,61 @@ type gemmCase struct {
 	m, n, k        int
 	pad            int // extra elements per stored row of A, B and C
 	alpha, beta    float32
+	aType, bType   Elem
+	math           Math
 }
 
 func (c gemmCase) String() string {
-	return fmt.Sprintf("tA=%v,tB=%v,%dx%dx%d,pad%d,a%g,b%g", c.transA, c.transB, c.m, c.n, c.k, c.pad, c.alpha, c.beta)
+	s := fmt.Sprintf("tA=%v,tB=%v,%dx%dx%d,pad%d,a%g,b%g", c.transA, c.transB, c.m, c.n, c.k, c.pad, c.alpha, c.beta)
+	if c.aType != Float32 || c.bType != Float32 || c.math != MathFP32 {
+		s += fmt.Sprintf(",%v×%v,%v", c.aType, c.bType, c.math)
+	}
+	return s
+}
+
+// args returns the case's GEMMArgs for operands at a, b and c.
+func (c gemmCase) args(a, b, cp gg.DevicePtr, lda, ldb, ldc int) GEMMArgs {
+	return GEMMArgs{TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, Alpha: c.alpha,
+		A: a, LDA: lda, B: b, LDB: ldb, Beta: c.beta, C: cp, LDC: ldc, AType: c.aType, BType: c.bType, Math: c.math}
+}
+
+// stored is an operand's values as the GEMM multiplies them (bfloat16
+// widened, TF32 rounded), and what to upload for it.
+func stored(v []float32, e Elem, m Math) (values []float32, upload any) {
+	out := make([]float32, len(v))
+	if e == BFloat16 {
+		h := make([]uint16, len(v))
+		for i, x := range v {
+			h[i] = toBF16(x)
+			out[i] = fromBF16(h[i])
+		}
+		return out, h
+	}
+	for i, x := range v {
+		out[i] = x
+		if m == MathTF32 {
+			out[i] = roundTF32(x)
+		}
+	}
+	return out, v
+}
+
+// uploadAny uploads a []float32 or []uint16.
+func uploadAny(t testing.TB, s *gg.Stream, v any) gg.DevicePtr {
+	t.Helper()
+	switch v := v.(type) {
+	case []uint16:
+		p, err := s.MallocAsync(2 * max(1, len(v)))
+		ok(t, err)
+		if len(v) > 0 {
+			ok(t, s.Memcpy(gg.HtoD(p, gg.Bytes(v))))
+		}
+		return p
+	case []float32:
+		return upload(t, s, v)
+	}
+	t.Fatalf("upload of %T", v)
+	return 0
 }
 
 // layout returns the stored rows and leading dimension of op(X) of
@@ -48,6 +99,19 @@ func gemmCases() []gemmCase {
 			}
 		}
 	}
+	// Every element type and math on the awkward sizes.
+	for _, ty := range [][3]uint8{{1, 1, 0}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}} {
+		for _, tr := range [][2]bool{{false, true}, {true, false}, {false, false}, {true, true}} {
+			for i, sz := range [][3]int{{17, 33, 65}, {130, 70, 200}, {3, 129, 5}} {
+				c := gemmCase{transA: tr[0], transB: tr[1], m: sz[0], n: sz[1], k: sz[2], alpha: 1,
+					aType: Elem(ty[0]), bType: Elem(ty[1]), math: Math(ty[2])}
+				if i == 1 {
+					c.pad, c.alpha, c.beta = 3, 0.5, 2
+				}
+				cs = append(cs, c)
+			}
+		}
+	}
 	return cs
 }
 
@@ -58,14 +122,16 @@ func runGEMMCase(t *testing.T, s *gg.Stream, gemm GEMM, c gemmCase, tol float64)
 	ar, lda := layout(c.transA, c.m, c.k, c.pad)
 	br, ldb := layout(c.transB, c.k, c.n, c.pad)
 	ldc := max(1, c.n+c.pad)
-	ha, hb, hc := randVec(r, ar*lda), randVec(r, br*ldb), randVec(r, c.m*ldc)
+	ha, ua := stored(randVec(r, ar*lda), c.aType, c.math)
+	hb, ub := stored(randVec(r, br*ldb), c.bType, c.math)
+	hc := randVec(r, c.m*ldc)
 	if c.beta == 0 {
 		for i := range hc { // beta 0 must not read C
 			hc[i] = float32(math.NaN())
 		}
 	}
-	a, b, cp := upload(t, s, ha), upload(t, s, hb), upload(t, s, hc)
-	ok(t, gemm(s, c.transA, c.transB, c.m, c.n, c.k, c.alpha, a, lda, b, ldb, c.beta, cp, ldc))
+	a, b, cp := uploadAny(t, s, ua), uploadAny(t, s, ub), upload(t, s, hc)
+	ok(t, gemm(s, c.args(a, b, cp, lda, ldb, ldc)))
 	got := download(t, s, cp, len(hc))
 	for _, p := range []gg.DevicePtr{a, b, cp} {
 		ok(t, s.FreeAsync(p))
@@ -136,25 +202,33 @@ func TestGEMMRejects(t *testing.T) {
 		ldb            int
 		c              gg.DevicePtr
 		ldc            int
+		at, bt         Elem
+		math           Math
 	}{
-		{"negative m", false, false, -1, 2, 2, p, 2, p, 2, p, 2},
-		{"lda < k", false, false, 2, 2, 3, p, 2, p, 2, p, 2},
-		{"lda < m (transA)", true, false, 3, 2, 2, p, 2, p, 2, p, 2},
-		{"ldb < n", false, false, 2, 3, 2, p, 2, p, 2, p, 3},
-		{"ldb < k (transB)", false, true, 2, 2, 3, p, 3, p, 2, p, 2},
-		{"ldc < n", false, false, 2, 3, 2, p, 2, p, 3, p, 2},
-		{"nil A", false, false, 2, 2, 2, 0, 2, p, 2, p, 2},
-		{"nil C", false, false, 2, 2, 2, p, 2, p, 2, 0, 2},
+		{"negative m", false, false, -1, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0},
+		{"lda < k", false, false, 2, 2, 3, p, 2, p, 2, p, 2, 0, 0, 0},
+		{"lda < m (transA)", true, false, 3, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0},
+		{"ldb < n", false, false, 2, 3, 2, p, 2, p, 2, p, 3, 0, 0, 0},
+		{"ldb < k (transB)", false, true, 2, 2, 3, p, 3, p, 2, p, 2, 0, 0, 0},
+		{"ldc < n", false, false, 2, 3, 2, p, 2, p, 3, p, 2, 0, 0, 0},
+		{"nil A", false, false, 2, 2, 2, 0, 2, p, 2, p, 2, 0, 0, 0},
+		{"nil C", false, false, 2, 2, 2, p, 2, p, 2, 0, 2, 0, 0, 0},
+		{"unknown element type", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 2, 0, 0},
+		{"unknown math", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 0, 0, 2},
+		{"misaligned float32 A", false, false, 2, 2, 2, p + 2, 2, p, 2, p, 2, 0, 0, 0},
+		{"misaligned bfloat16 B", false, false, 2, 2, 2, p, 2, p + 1, 2, p, 2, 0, 1, 0},
+		{"misaligned C", false, false, 2, 2, 2, p, 2, p, 2, p + 2, 2, 1, 1, 0},
 	}
 	for _, c := range cases {
-		err := KernelGEMM(s, c.transA, c.transB, c.m, c.n, c.k, 1, c.a, c.lda, c.b, c.ldb, 0, c.c, c.ldc)
+		err := KernelGEMM(s, GEMMArgs{TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, Alpha: 1,
+			A: c.a, LDA: c.lda, B: c.b, LDB: c.ldb, C: c.c, LDC: c.ldc, AType: c.at, BType: c.bt, Math: c.math})
 		var e *gg.Error
 		if !errors.Is(err, gg.ErrInvalidValue) || !errors.As(err, &e) || e.Op == "" {
 			t.Errorf("%s: got %v, want an *Error wrapping ErrInvalidValue", c.name, err)
 		}
 	}
 	// Empty products are no-ops, even with nil pointers.
-	ok(t, KernelGEMM(s, false, false, 0, 5, 5, 1, 0, 5, 0, 5, 0, 0, 5))
+	ok(t, KernelGEMM(s, GEMMArgs{M: 0, N: 5, K: 5, Alpha: 1, LDA: 5, LDB: 5, LDC: 5}))
 	ok(t, s.Synchronize())
 }
 
@@ -162,29 +236,80 @@ func BenchmarkGEMM(b *testing.B) {
 	_, s := openHost(b)
 	for _, sz := range [][3]int{{128, 256, 256}, {512, 1024, 1024}} {
 		for _, tr := range [][2]bool{{false, true}, {false, false}, {true, false}} {
-			m, n, k := sz[0], sz[1], sz[2]
-			if tr[0] { // dW = dYᵀ·X: m and k swap roles
-				m, k = k, m
+			for _, math := range []Math{MathFP32, MathTF32} {
+				m, n, k := sz[0], sz[1], sz[2]
+				if tr[0] { // dW = dYᵀ·X: m and k swap roles
+					m, k = k, m
+				}
+				b.Run(fmt.Sprintf("%dx%dx%d/tA=%v,tB=%v/%v", m, n, k, tr[0], tr[1], math), func(b *testing.B) {
+					r := rand.New(rand.NewPCG(1, 2))
+					a := upload(b, s, randVec(r, m*k))
+					bb := upload(b, s, randVec(r, k*n))
+					c := upload(b, s, make([]float32, m*n))
+					lda, ldb := k, n
+					if tr[0] {
+						lda = m
+					}
+					if tr[1] {
+						ldb = k
+					}
+					b.ResetTimer()
+					for range b.N {
+						ok(b, KernelGEMM(s, GEMMArgs{TransA: tr[0], TransB: tr[1], M: m, N: n, K: k, Alpha: 1, A: a, LDA: lda, B: bb, LDB: ldb, C: c, LDC: n, Math: math}))
+					}
+					ok(b, s.Synchronize())
+					b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
 			}
-			b.Run(fmt.Sprintf("%dx%dx%d/tA=%v,tB=%v", m, n, k, tr[0], tr[1]), func(b *testing.B) {
-				r := rand.New(rand.NewPCG(1, 2))
-				a := upload(b, s, randVec(r, m*k))
-				bb := upload(b, s, randVec(r, k*n))
-				c := upload(b, s, make([]float32, m*n))
-				lda, ldb := k, n
-				if tr[0] {
-					lda = m
-				}
-				if tr[1] {
-					ldb = k
-				}
-				b.ResetTimer()
-				for range b.N {
-					ok(b, KernelGEMM(s, tr[0], tr[1], m, n, k, 1, a, lda, bb, ldb, 0, c, n))
-				}
-				ok(b, s.Synchronize())
-				b.ReportMetric(2*float64(m)*float64(n)*float64(k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
 		}
 	}
+}
+
+// roundingInputs are float32 values whose low mantissa bits exercise TF32
+// and bfloat16 rounding: ties, just below and above them, carries, a
+// denormal, and the largest float.
+var roundingInputs = []uint32{
+	0x3f800000, 0x3f800fff, 0x3f801000, 0x3f801001, 0x3f803000, 0xbf801000, 0x3fffffff,
+	0x3f808000, 0x3f818000, 0x3f807fff, 0x00001000, 0x00018000, 0x7f7fffff, 0x40490fdb,
+}
+
+// checkRounding runs C = A·1 (k = 1) with gemm on s for every element type
+// and math, and checks each C against the rounding the GEMM promises, bit
+// for bit: the products of a k = 1 GEMM are its converted inputs.
+func checkRounding(t *testing.T, s *gg.Stream, gemm GEMM) {
+	n := len(roundingInputs)
+	x := make([]float32, n)
+	for i, u := range roundingInputs {
+		x[i] = math.Float32frombits(u)
+	}
+	for _, c := range []struct {
+		ty   Elem
+		math Math
+		want func(float32) float32
+	}{
+		{Float32, MathFP32, func(v float32) float32 { return v }},
+		{Float32, MathTF32, roundTF32},
+		{BFloat16, MathFP32, func(v float32) float32 { return fromBF16(toBF16(v)) }},
+		{BFloat16, MathTF32, func(v float32) float32 { return fromBF16(toBF16(v)) }},
+	} {
+		_, ua := stored(x, c.ty, MathFP32) // the GEMM rounds to TF32, not the upload
+		_, ub := stored([]float32{1}, c.ty, MathFP32)
+		a, b, cp := uploadAny(t, s, ua), uploadAny(t, s, ub), upload(t, s, make([]float32, n))
+		// op(A) is n×1, op(B) 1×1: C is a column.
+		ok(t, gemm(s, GEMMArgs{M: n, N: 1, K: 1, Alpha: 1, A: a, LDA: 1, B: b, LDB: 1, C: cp, LDC: 1, AType: c.ty, BType: c.ty, Math: c.math}))
+		got := download(t, s, cp, n)
+		for i, v := range x {
+			if w := c.want(v); math.Float32bits(got[i]) != math.Float32bits(w) {
+				t.Errorf("%v, %v: %#08x·1 = %#08x, want %#08x", c.ty, c.math, math.Float32bits(v), math.Float32bits(got[i]), math.Float32bits(w))
+			}
+		}
+		for _, p := range []gg.DevicePtr{a, b, cp} {
+			ok(t, s.FreeAsync(p))
+		}
+	}
+}
+
+func TestGEMMRounding(t *testing.T) {
+	_, s := openHost(t)
+	checkRounding(t, s, KernelGEMM)
 }

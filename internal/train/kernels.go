@@ -2,18 +2,26 @@ package train
 
 import (
 	"math"
+	"sync/atomic"
 
 	gg "github.com/gpugraph/gpugraph"
 )
 
 // The step's kernels other than GEMM. Elementwise kernels use grid-stride
 // loops, so any grid covers any size; their Go bodies walk the block's
-// share of the loop in contiguous runs of blockDim elements.
+// share of the loop in contiguous runs of blockDim elements. Where a
+// kernel sums across threads, the Go body sums in the CUDA body's order,
+// so that the two agree to the rounding of their exp and log.
+//
+// bfloat16 buffers are arrays of uint16 (bf16_t on CUDA); a kernel that
+// reads or writes either float32 or bfloat16 takes a flag per buffer.
 
 const (
-	threads  = 256  // block size of the elementwise kernels
-	maxGrid  = 4096 // cap on their grids (grid-stride loops cover the rest)
-	colBlock = 32   // columns per block of colSum
+	threads       = 256  // block size of the elementwise kernels
+	maxGrid       = 4096 // cap on their grids (grid-stride loops cover the rest)
+	colBlock      = 32   // columns per block of colSum and reluBwdDB
+	rowsPerBlock  = 8    // softmaxXent: a warp per row, 8 warps a block
+	maxLossBlocks = 1024 // softmaxXent's grid cap (its partial sums' room)
 )
 
 // elemGrid is the grid of an elementwise kernel over n elements.
@@ -28,16 +36,25 @@ func stride(b gg.Block, n int, f func(lo, hi int)) {
 	}
 }
 
-// biasAct adds bias[c] to every row of y (rows×cols) and, if relu is
-// nonzero, clamps at zero: y = max(y + b, 0). One block per row (grid-stride
+// biasAct writes out = y + b (b added to every row of y, rows×cols
+// float32) and, if relu is nonzero, clamps at zero: out = max(y + b, 0).
+// out is float32 (it may be y itself) or, with outBF16, bfloat16: the
+// layer's output as the next GEMM reads it. One block per row (grid-stride
 // over rows), threads across the columns.
 var biasAct = &gg.Kernel{
 	Name:   "train_bias_act",
-	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32, gg.Int32, gg.Int32},
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Int32, gg.Int32, gg.Int32, gg.Int32},
 	Go: func(b gg.Block, a gg.Args) {
-		rows, cols, relu := a.Int(2), a.Int(3), a.Int32(4) != 0
+		rows, cols, relu, bf := a.Int(3), a.Int(4), a.Int32(5) != 0, a.Int32(6) != 0
 		y := gg.Slice[float32](a.Ptr(0), rows*cols)
-		bias := gg.Slice[float32](a.Ptr(1), cols)
+		bias := gg.Slice[float32](a.Ptr(2), cols)
+		var of []float32
+		var oh []uint16
+		if bf {
+			oh = gg.Slice[uint16](a.Ptr(1), rows*cols)
+		} else {
+			of = gg.Slice[float32](a.Ptr(1), rows*cols)
+		}
 		for r := b.Idx.X; r < rows; r += b.GridDim.X {
 			row := y[r*cols:][:len(bias)]
 			for c, bv := range bias {
@@ -45,83 +62,92 @@ var biasAct = &gg.Kernel{
 				if relu && v < 0 {
 					v = 0
 				}
-				row[c] = v
+				if bf {
+					oh[r*cols+c] = toBF16(v)
+				} else {
+					of[r*cols+c] = v
+				}
 			}
 		}
 	},
-	CUDA: `extern "C" __global__ void train_bias_act(float* y, const float* bias, int rows, int cols, int relu) {
+	CUDA: precCUDA + `extern "C" __global__ void train_bias_act(const float* y, void* out, const float* bias, int rows, int cols, int relu, int outBF16) {
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-        float* row = y + (size_t)r * cols;
+        const size_t base = (size_t)r * cols;
         for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-            float v = row[c] + bias[c];
-            row[c] = relu ? fmaxf(v, 0.0f) : v;
+            float v = y[base + c] + bias[c];
+            if (relu) v = fmaxf(v, 0.0f);
+            if (outBF16) ((bf16_t*)out)[base + c] = f32_to_bf16(v);
+            else ((float*)out)[base + c] = v;
         }
     }
 }`,
 }
 
-func launchBiasAct(s *gg.Stream, y, bias gg.DevicePtr, rows, cols int, relu bool) error {
-	return s.Launch(biasAct, gg.Dim1(min(rows, maxGrid)), gg.Dim1(threads), y, bias, rows, cols, b2i(relu))
+func launchBiasAct(s *gg.Stream, y, out, bias gg.DevicePtr, rows, cols int, relu, outBF16 bool) error {
+	return s.Launch(biasAct, gg.Dim1(min(rows, maxGrid)), gg.Dim1(threads), y, out, bias, rows, cols, b2i(relu), b2i(outBF16))
 }
 
-// reluBwd masks a gradient with the ReLU's derivative, from the ReLU's
-// output: dy[i] = y[i] > 0 ? dy[i] : 0.
-var reluBwd = &gg.Kernel{
-	Name:   "train_relu_bwd",
+// castBF16 rounds n float32 values to bfloat16: out[i] = bf16(x[i]). It
+// makes a batch's bfloat16 copy, and the weights' shadow when they are
+// written from the host.
+var castBF16 = &gg.Kernel{
+	Name:   "train_cast_bf16",
 	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32},
 	Go: func(b gg.Block, a gg.Args) {
 		n := a.Int(2)
-		dy, y := gg.Slice[float32](a.Ptr(0), n), gg.Slice[float32](a.Ptr(1), n)
+		x, out := gg.Slice[float32](a.Ptr(0), n), gg.Slice[uint16](a.Ptr(1), n)
 		stride(b, n, func(lo, hi int) {
-			d, v := dy[lo:hi], y[lo:hi]
-			for i := range d {
-				if !(v[i] > 0) {
-					d[i] = 0
-				}
+			for i := lo; i < hi; i++ {
+				out[i] = toBF16(x[i])
 			}
 		})
 	},
-	CUDA: `extern "C" __global__ void train_relu_bwd(float* dy, const float* y, int n) {
+	CUDA: precCUDA + `extern "C" __global__ void train_cast_bf16(const float* x, bf16_t* out, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        if (!(y[i] > 0.0f)) dy[i] = 0.0f;
+        out[i] = f32_to_bf16(x[i]);
 }`,
 }
 
-func launchReluBwd(s *gg.Stream, dy, y gg.DevicePtr, n int) error {
-	return s.Launch(reluBwd, elemGrid(n), gg.Dim1(threads), dy, y, n)
+func launchCastBF16(s *gg.Stream, x, out gg.DevicePtr, n int) error {
+	return s.Launch(castBF16, elemGrid(n), gg.Dim1(threads), x, out, n)
 }
 
-// colSum writes out[c] = Σ_r x[r][c] for x of rows×cols: the bias gradient.
-// A block covers 32 columns with 32×8 threads: thread (tx, ty) sums rows
-// ty, ty+8, ... of its column, then the eight partial sums are added in
-// order, so the result is deterministic.
+// colSum writes out[c] = Σ_r x[r][c] for x of rows×cols, float32 or (with
+// xBF16) bfloat16, summed in float32: the output layer's bias gradient. A
+// block covers 32 columns with 32×8 threads: thread (tx, ty) sums rows ty,
+// ty+8, ... of its column, then the eight partial sums are added in order,
+// so the result is deterministic.
 var colSum = &gg.Kernel{
 	Name:   "train_col_sum",
-	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32, gg.Int32},
+	Params: []gg.ParamType{gg.Pointer, gg.Int32, gg.Pointer, gg.Int32, gg.Int32},
 	Go: func(b gg.Block, a gg.Args) {
-		rows, cols := a.Int(2), a.Int(3)
-		x, out := gg.Slice[float32](a.Ptr(0), rows*cols), gg.Slice[float32](a.Ptr(1), cols)
+		rows, cols := a.Int(3), a.Int(4)
+		x := tensor(a, 0, a.Int32(1) != 0, rows*cols)
+		out := gg.Slice[float32](a.Ptr(2), cols)
 		c0 := b.Idx.X * colBlock
 		if c0 >= cols {
 			return
 		}
-		var acc [colBlock]float32
-		sums := acc[:min(colBlock, cols-c0)]
+		nc := min(colBlock, cols-c0)
+		var part [rowsPerBlock][colBlock]float32
 		for r := range rows {
-			row := x[r*cols+c0:][:len(sums)]
-			for c, v := range row {
-				sums[c] += v
+			p := &part[r%rowsPerBlock]
+			for c := range nc {
+				p[c] += x.at(r*cols + c0 + c)
 			}
 		}
-		copy(out[c0:], sums)
+		sumParts(out[c0:c0+nc], &part)
 	},
-	CUDA: `extern "C" __global__ void train_col_sum(const float* x, float* out, int rows, int cols) {
+	CUDA: precCUDA + `extern "C" __global__ void train_col_sum(const void* x, int xBF16, float* out, int rows, int cols) {
     __shared__ float part[8][32];
     const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
     const int c = blockIdx.x * 32 + tx;
     float s = 0.0f;
     if (c < cols)
-        for (int r = ty; r < rows; r += 8) s += x[(size_t)r * cols + c];
+        for (int r = ty; r < rows; r += 8) {
+            const size_t i = (size_t)r * cols + c;
+            s += xBF16 ? bf16_to_f32(((const bf16_t*)x)[i]) : ((const float*)x)[i];
+        }
     part[ty][tx] = s;
     __syncthreads();
     if (ty == 0 && c < cols) {
@@ -132,125 +158,355 @@ var colSum = &gg.Kernel{
 }`,
 }
 
-func launchColSum(s *gg.Stream, x, out gg.DevicePtr, rows, cols int) error {
-	return s.Launch(colSum, gg.Dim1((cols+colBlock-1)/colBlock), gg.Dim1(colBlock*8), x, out, rows, cols)
+func launchColSum(s *gg.Stream, x gg.DevicePtr, xBF16 bool, out gg.DevicePtr, rows, cols int) error {
+	return s.Launch(colSum, gg.Dim1((cols+colBlock-1)/colBlock), gg.Dim1(colBlock*rowsPerBlock), x, b2i(xBF16), out, rows, cols)
 }
 
-// softmaxXent turns logits (rows×cols) into the gradient of the mean
-// cross-entropy, in place — z[r][c] = (softmax(z[r])[c] - [c == y[r]]) /
-// rows — and writes that mean to loss[0]. One block of 256 threads: thread
-// t handles rows t, t+256, ..., and a tree in shared memory adds the
-// per-thread losses in a fixed order. A label outside [0, cols) makes the
-// loss NaN.
-var softmaxXent = &gg.Kernel{
-	Name:   "train_softmax_xent",
-	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Int32, gg.Int32},
+// sumParts writes out[c] = part[0][c] + part[1][c] + ... in that order, as
+// thread (c, 0) of colSum and reluBwdDB does.
+func sumParts(out []float32, part *[rowsPerBlock][colBlock]float32) {
+	for c := range out {
+		t := part[0][c]
+		for k := 1; k < rowsPerBlock; k++ {
+			t += part[k][c]
+		}
+		out[c] = t
+	}
+}
+
+// tensor is a kernel's view of a float32 or bfloat16 buffer argument.
+func tensor(a gg.Args, arg int, bf16 bool, n int) operand {
+	if bf16 {
+		return operand{h: gg.Slice[uint16](a.Ptr(arg), n)}
+	}
+	return operand{f: gg.Slice[float32](a.Ptr(arg), n)}
+}
+
+// reluBwdDB is the backward pass through a hidden layer's ReLU and bias,
+// fused: from the gradient of the layer's output dA (rows×cols float32)
+// and the layer's output act (float32 or bfloat16), it writes the
+// gradient of the pre-activation dz = act > 0 ? dA : 0 (float32, possibly
+// over dA itself, or bfloat16: what the layer's GEMMs read) and the bias
+// gradient db[c] = Σ_r dz[r][c] (of dz as written, summed in float32).
+// colSum's layout: a block per 32 columns, each thread a strided share of
+// the rows, the eight partial sums added in order.
+var reluBwdDB = &gg.Kernel{
+	Name:   "train_relu_bwd_db",
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32, gg.Pointer, gg.Int32, gg.Pointer, gg.Int32, gg.Int32},
 	Go: func(b gg.Block, a gg.Args) {
-		rows, cols := a.Int(3), a.Int(4)
+		rows, cols := a.Int(6), a.Int(7)
+		n := rows * cols
+		dA := gg.Slice[float32](a.Ptr(0), n)
+		act := tensor(a, 1, a.Int32(2) != 0, n)
+		dzBF := a.Int32(4) != 0
+		dz := tensor(a, 3, dzBF, n)
+		db := gg.Slice[float32](a.Ptr(5), cols)
+		c0 := b.Idx.X * colBlock
+		if c0 >= cols {
+			return
+		}
+		nc := min(colBlock, cols-c0)
+		var part [rowsPerBlock][colBlock]float32
+		for r := range rows {
+			p := part[r%rowsPerBlock][:nc]
+			i0 := r*cols + c0
+			dAr := dA[i0:][:nc]
+			if act.h == nil && !dzBF { // FP32 and TF32: the common case, kept tight
+				ar, zr := act.f[i0:][:nc], dz.f[i0:][:nc]
+				for c, y := range ar {
+					var d float32
+					if y > 0 {
+						d = dAr[c]
+					}
+					zr[c] = d
+					p[c] += d
+				}
+				continue
+			}
+			for c := range p {
+				var d float32
+				if act.at(i0+c) > 0 {
+					d = dAr[c]
+				}
+				if dzBF {
+					h := toBF16(d)
+					dz.h[i0+c], d = h, fromBF16(h)
+				} else {
+					dz.f[i0+c] = d
+				}
+				p[c] += d
+			}
+		}
+		sumParts(db[c0:c0+nc], &part)
+	},
+	CUDA: precCUDA + `extern "C" __global__ void train_relu_bwd_db(const float* dA, const void* act, int actBF16, void* dz, int dzBF16,
+                                         float* db, int rows, int cols) {
+    __shared__ float part[8][32];
+    const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    const int c = blockIdx.x * 32 + tx;
+    float s = 0.0f;
+    if (c < cols)
+        for (int r = ty; r < rows; r += 8) {
+            const size_t i = (size_t)r * cols + c;
+            const float y = actBF16 ? bf16_to_f32(((const bf16_t*)act)[i]) : ((const float*)act)[i];
+            float d = y > 0.0f ? dA[i] : 0.0f;
+            if (dzBF16) {
+                const bf16_t h = f32_to_bf16(d);
+                ((bf16_t*)dz)[i] = h;
+                d = bf16_to_f32(h);
+            } else {
+                ((float*)dz)[i] = d;
+            }
+            s += d;
+        }
+    part[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        float t = part[0][tx];
+        for (int k = 1; k < 8; k++) t += part[k][tx];
+        db[c] = t;
+    }
+}`,
+}
+
+func launchReluBwdDB(s *gg.Stream, dA, act gg.DevicePtr, actBF16 bool, dz gg.DevicePtr, dzBF16 bool, db gg.DevicePtr, rows, cols int) error {
+	return s.Launch(reluBwdDB, gg.Dim1((cols+colBlock-1)/colBlock), gg.Dim1(colBlock*rowsPerBlock),
+		dA, act, b2i(actBF16), dz, b2i(dzBF16), db, rows, cols)
+}
+
+// softmaxXent computes the mean cross-entropy of logits z (rows×cols
+// float32) against labels y and its gradient, dz[r][c] =
+// (softmax(z[r])[c] - [c == y[r]]) / rows, written as float32 (dz may be z
+// itself) or, with dzBF16, bfloat16; the mean goes to loss[0]. A label
+// outside [0, cols) makes the loss NaN.
+//
+// A warp per row, eight rows a block: lane j takes columns j, j+32, ...,
+// the row's max and sum of exponentials are reduced across the warp by a
+// butterfly of shuffles (every lane ends with the same bits). Each block
+// writes the sum of its rows' losses (warps in order) to partial[block];
+// the last block to finish, found by a counter at done that it resets for
+// the next launch, adds the partials in a fixed order (256 strided sums,
+// then a tree) and writes the mean. The result does not depend on which
+// block finishes last: it is deterministic.
+var softmaxXent = &gg.Kernel{
+	Name: "train_softmax_xent",
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Int32, gg.Pointer, gg.Pointer, gg.Pointer,
+		gg.Int32, gg.Int32},
+	Go: func(b gg.Block, a gg.Args) {
+		rows, cols := a.Int(7), a.Int(8)
 		z := gg.Slice[float32](a.Ptr(0), rows*cols)
 		y := gg.Slice[int32](a.Ptr(1), rows)
+		dz := tensor(a, 2, a.Int32(3) != 0, rows*cols)
+		partial := gg.Slice[float32](a.Ptr(5), b.GridDim.X)
+		done := &gg.Slice[uint32](a.Ptr(6), 1)[0]
 		inv := 1 / float32(rows)
-		var part [threads]float32
-		for t := range part {
-			for r := t; r < rows; r += threads {
-				row := z[r*cols:][:cols]
-				mx := row[0]
-				for _, v := range row {
-					mx = max(mx, v)
-				}
-				label := int(y[r])
-				var l float32
-				if label >= 0 && label < cols {
-					l = mx - row[label] // -log softmax[label] = log(sum) + mx - z[label]
-				} else {
-					l = float32(math.NaN())
-				}
-				var sum float32
-				for c, v := range row {
-					e := float32(math.Exp(float64(v - mx)))
-					row[c] = e
-					sum += e
-				}
-				part[t] += l + float32(math.Log(float64(sum)))
-				for c := range row {
-					g := row[c] / sum
-					if c == label {
-						g--
-					}
-					row[c] = g * inv
-				}
+		var warps [rowsPerBlock]float32
+		for w := range warps {
+			for r := b.Idx.X*rowsPerBlock + w; r < rows; r += b.GridDim.X * rowsPerBlock {
+				warps[w] += xentRow(z[r*cols:][:cols], int(y[r]), inv, &dz, r*cols)
+			}
+		}
+		s := warps[0]
+		for _, v := range warps[1:] {
+			s += v
+		}
+		partial[b.Idx.X] = s
+		if atomic.AddUint32(done, 1) != uint32(b.GridDim.X) {
+			return
+		}
+		// The last block: 256 strided sums, then a tree.
+		var red [threads]float32
+		for t := range red {
+			for i := t; i < len(partial); i += threads {
+				red[t] += partial[i]
 			}
 		}
 		for h := threads / 2; h > 0; h /= 2 {
 			for t := range h {
-				part[t] += part[t+h]
+				red[t] += red[t+h]
 			}
 		}
-		gg.Slice[float32](a.Ptr(2), 1)[0] = part[0] * inv
+		gg.Slice[float32](a.Ptr(4), 1)[0] = red[0] * inv
+		atomic.StoreUint32(done, 0)
 	},
-	CUDA: `extern "C" __global__ void train_softmax_xent(float* z, const int* y, float* loss, int rows, int cols) {
-    __shared__ float part[256]; // blockDim.x: 256
-    const int t = threadIdx.x;
+	CUDA: precCUDA + `
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+extern "C" __global__ void __launch_bounds__(256)
+train_softmax_xent(const float* z, const int* y, void* dz, int dzBF16, float* loss, float* partial, unsigned* done,
+                   int rows, int cols) {
+    __shared__ float part[256];
+    __shared__ int last;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const float inv = 1.0f / (float)rows;
-    float acc = 0.0f;
-    for (int r = t; r < rows; r += blockDim.x) {
-        float* row = z + (size_t)r * cols;
-        float mx = row[0];
-        for (int c = 1; c < cols; c++) mx = fmaxf(mx, row[c]);
+    float acc = 0.0f; // this warp's rows' losses, the same in every lane
+    for (int r = blockIdx.x * 8 + warp; r < rows; r += gridDim.x * 8) {
+        const float* row = z + (size_t)r * cols;
         const int label = y[r];
-        // -log softmax[label] = log(sum) + mx - z[label]
-        float l = (label >= 0 && label < cols) ? mx - row[label] : __int_as_float(0x7fffffff); // NaN
+        const bool ok = label >= 0 && label < cols;
+        const float zl = ok ? row[label] : 0.0f; // read before any lane writes (in place)
+        float mx = __int_as_float(0xff800000); // -inf
+        for (int c = lane; c < cols; c += 32) mx = fmaxf(mx, row[c]);
+        mx = warp_max(mx);
         float sum = 0.0f;
-        for (int c = 0; c < cols; c++) { float e = expf(row[c] - mx); row[c] = e; sum += e; }
-        acc += l + logf(sum);
-        for (int c = 0; c < cols; c++) {
-            float g = row[c] / sum;
+        for (int c = lane; c < cols; c += 32) sum += expf(row[c] - mx);
+        sum = warp_sum(sum);
+        // -log softmax[label] = log(sum) + mx - z[label]
+        acc += ok ? logf(sum) + mx - zl : __int_as_float(0x7fffffff); // NaN
+        __syncwarp();
+        for (int c = lane; c < cols; c += 32) {
+            float g = expf(row[c] - mx) / sum;
             if (c == label) g -= 1.0f;
-            row[c] = g * inv;
+            g *= inv;
+            const size_t i = (size_t)r * cols + c;
+            if (dzBF16) ((bf16_t*)dz)[i] = f32_to_bf16(g);
+            else ((float*)dz)[i] = g;
         }
     }
-    part[t] = acc;
+    if (lane == 0) part[warp] = acc;
     __syncthreads();
-    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (t < h) part[t] += part[t + h];
+    if (threadIdx.x == 0) {
+        float s = part[0];
+        for (int w = 1; w < 8; w++) s += part[w];
+        partial[blockIdx.x] = s;
+        __threadfence(); // the partial is visible before the count says so
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    // The last block: every partial is written. 256 strided sums, a tree.
+    const volatile float* p = partial;
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < (int)gridDim.x; i += 256) s += p[i];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int h = 128; h > 0; h >>= 1) {
+        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
         __syncthreads();
     }
-    if (t == 0) loss[0] = part[0] * inv;
+    if (threadIdx.x == 0) {
+        loss[0] = part[0] * inv;
+        *done = 0; // ready for the next launch
+    }
 }`,
 }
 
-func launchSoftmaxXent(s *gg.Stream, z, y, loss gg.DevicePtr, rows, cols int) error {
-	return s.Launch(softmaxXent, gg.Dim1(1), gg.Dim1(threads), z, y, loss, rows, cols)
+// xentRow is one row of softmaxXent as its warp computes it: it writes the
+// row's gradient to dz at off and returns the row's loss.
+func xentRow(row []float32, label int, inv float32, dz *operand, off int) float32 {
+	const lanes = 32
+	var lane [lanes]float32
+	for j := range lane {
+		lane[j] = float32(math.Inf(-1))
+	}
+	for c, v := range row {
+		lane[c%lanes] = fmaxf(lane[c%lanes], v)
+	}
+	for o := lanes / 2; o > 0; o /= 2 {
+		for j := range o {
+			lane[j] = fmaxf(lane[j], lane[j+o])
+		}
+	}
+	mx := lane[0]
+	clear(lane[:])
+	for c, v := range row {
+		lane[c%lanes] += float32(math.Exp(float64(v - mx)))
+	}
+	for o := lanes / 2; o > 0; o /= 2 {
+		for j := range o {
+			lane[j] += lane[j+o]
+		}
+	}
+	sum := lane[0]
+	l := float32(math.NaN())
+	if label >= 0 && label < len(row) {
+		l = float32(math.Log(float64(sum))) + mx - row[label]
+	}
+	for c, v := range row {
+		g := float32(math.Exp(float64(v-mx))) / sum
+		if c == label {
+			g--
+		}
+		g *= inv
+		if dz.h != nil {
+			dz.h[off+c] = toBF16(g)
+		} else {
+			dz.f[off+c] = g
+		}
+	}
+	return l
 }
 
-// sgdUpdate applies w[i] -= lr·g[i].
+// fmaxf is CUDA's fmaxf: the larger, or the one that is not NaN.
+func fmaxf(a, b float32) float32 {
+	switch {
+	case a != a:
+		return b
+	case b != b:
+		return a
+	case b > a:
+		return b
+	}
+	return a
+}
+
+// lossGrid is softmaxXent's grid for rows rows.
+func lossGrid(rows int) int { return max(1, min((rows+rowsPerBlock-1)/rowsPerBlock, maxLossBlocks)) }
+
+// launchSoftmaxXent runs softmaxXent with its partial sums and counter in
+// the model's state (st).
+func launchSoftmaxXent(s *gg.Stream, z, y, dz gg.DevicePtr, dzBF16 bool, loss, st gg.DevicePtr, rows, cols int) error {
+	return s.Launch(softmaxXent, gg.Dim1(lossGrid(rows)), gg.Dim1(threads), z, y, dz, b2i(dzBF16), loss,
+		st+4*statePartials, st+4*stateLossDone, rows, cols)
+}
+
+// The model's state words (Model.state, int32/uint32/float32 each): Adam's
+// step count and its update's arrival counter, softmaxXent's counter, and
+// its per-block partial sums.
+const (
+	stateAdamStep = 0
+	stateAdamDone = 1
+	stateLossDone = 2
+	statePartials = 4
+	stateWords    = statePartials + maxLossBlocks
+)
+
+// sgdUpdate applies w[i] -= lr·g[i] and, where shadow is not nil, writes
+// the new weight's bfloat16 copy there (the next step's GEMMs read it).
 var sgdUpdate = &gg.Kernel{
 	Name:   "train_sgd",
-	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32, gg.Float32},
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Int32, gg.Float32},
 	Go: func(b gg.Block, a gg.Args) {
-		n, lr := a.Int(2), a.Float32(3)
+		n, lr := a.Int(3), a.Float32(4)
 		w, g := gg.Slice[float32](a.Ptr(0), n), gg.Slice[float32](a.Ptr(1), n)
+		var sh []uint16
+		if a.Ptr(2) != 0 {
+			sh = gg.Slice[uint16](a.Ptr(2), n)
+		}
 		stride(b, n, func(lo, hi int) {
 			wr, gr := w[lo:hi], g[lo:hi]
 			for i := range wr {
 				wr[i] -= lr * gr[i]
 			}
+			if sh != nil {
+				for i, v := range wr {
+					sh[lo+i] = toBF16(v)
+				}
+			}
 		})
 	},
-	CUDA: `extern "C" __global__ void train_sgd(float* w, const float* g, int n, float lr) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        w[i] -= lr * g[i];
-}`,
-}
-
-// adamTick increments Adam's step count, an int32 in device memory. It runs
-// once per step before the updates, so a captured step counts on replay.
-var adamTick = &gg.Kernel{
-	Name:   "train_adam_tick",
-	Params: []gg.ParamType{gg.Pointer},
-	Go:     func(b gg.Block, a gg.Args) { gg.Slice[int32](a.Ptr(0), 1)[0]++ },
-	CUDA: `extern "C" __global__ void train_adam_tick(int* t) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) *t += 1;
+	CUDA: precCUDA + `extern "C" __global__ void train_sgd(float* w, const float* g, bf16_t* shadow, int n, float lr) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float wi = w[i] - lr * g[i];
+        w[i] = wi;
+        if (shadow) shadow[i] = f32_to_bf16(wi);
+    }
 }`,
 }
 
@@ -259,17 +515,30 @@ var adamTick = &gg.Kernel{
 //	m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²
 //	w -= (lr / (1-β1^t)) · m / (sqrt(v) / sqrt(1-β2^t) + ε)
 //
-// with t read from device memory (adamTick's counter).
+// and, where shadow is not nil, writes the new weight's bfloat16 copy.
+// The step count t lives in device memory, state[0], so a captured step
+// counts on replay. A launch with tick set uses t = state[0]+1 and stores
+// it once every block is done (the last block to arrive, by the counter
+// state[1], writes it and resets the counter): the step's first update
+// ticks, later ones of the same step (one per layer when data-parallel
+// training applies each layer's gradient as it is synchronized) read the
+// count it left.
 var adamUpdate = &gg.Kernel{
 	Name: "train_adam",
-	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer,
-		gg.Int32, gg.Float32, gg.Float32, gg.Float32, gg.Float32},
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer,
+		gg.Int32, gg.Float32, gg.Float32, gg.Float32, gg.Float32, gg.Int32},
 	Go: func(b gg.Block, a gg.Args) {
-		n := a.Int(5)
+		n := a.Int(6)
 		w, g := gg.Slice[float32](a.Ptr(0), n), gg.Slice[float32](a.Ptr(1), n)
 		m, v := gg.Slice[float32](a.Ptr(2), n), gg.Slice[float32](a.Ptr(3), n)
-		t := float64(gg.Slice[int32](a.Ptr(4), 1)[0])
-		lr, b1, b2, eps := a.Float32(6), a.Float32(7), a.Float32(8), a.Float32(9)
+		state := gg.Slice[int32](a.Ptr(4), 2)
+		var sh []uint16
+		if a.Ptr(5) != 0 {
+			sh = gg.Slice[uint16](a.Ptr(5), n)
+		}
+		lr, b1, b2, eps, tick := a.Float32(7), a.Float32(8), a.Float32(9), a.Float32(10), a.Int32(11)
+		step := state[0] + tick
+		t := float64(step)
 		stepSize := lr / float32(1-math.Pow(float64(b1), t))
 		bc2 := float32(math.Sqrt(1 - math.Pow(float64(b2), t)))
 		stride(b, n, func(lo, hi int) {
@@ -280,12 +549,20 @@ var adamUpdate = &gg.Kernel{
 				vi := b2*vr[i] + (1-b2)*gi*gi
 				mr[i], vr[i] = mi, vi
 				wr[i] -= stepSize * mi / (float32(math.Sqrt(float64(vi)))/bc2 + eps)
+				if sh != nil {
+					sh[lo+i] = toBF16(wr[i])
+				}
 			}
 		})
+		if tick != 0 && atomic.AddInt32(&state[1], 1) == int32(b.GridDim.X) {
+			state[0] = step
+			atomic.StoreInt32(&state[1], 0)
+		}
 	},
-	CUDA: `extern "C" __global__ void train_adam(float* w, const float* g, float* m, float* v, const int* step,
-                                  int n, float lr, float b1, float b2, float eps) {
-    const float t = (float)*step;
+	CUDA: precCUDA + `extern "C" __global__ void train_adam(float* w, const float* g, float* m, float* v, int* state, bf16_t* shadow,
+                                  int n, float lr, float b1, float b2, float eps, int tick) {
+    const int step = state[0] + tick;
+    const float t = (float)step;
     const float stepSize = lr / (1.0f - powf(b1, t));
     const float bc2 = sqrtf(1.0f - powf(b2, t));
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -294,7 +571,16 @@ var adamUpdate = &gg.Kernel{
         const float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;
         v[i] = vi;
-        w[i] -= stepSize * mi / (sqrtf(vi) / bc2 + eps);
+        const float wi = w[i] - stepSize * mi / (sqrtf(vi) / bc2 + eps);
+        w[i] = wi;
+        if (shadow) shadow[i] = f32_to_bf16(wi);
+    }
+    if (tick) {
+        __syncthreads(); // every thread of the block has read state[0]
+        if (threadIdx.x == 0 && atomicAdd(&state[1], 1) == (int)gridDim.x - 1) {
+            state[0] = step; // every block has read the old count
+            state[1] = 0;
+        }
     }
 }`,
 }

@@ -13,7 +13,10 @@ import (
 // allocated once from the default pool (so it shows in the pool's
 // statistics). Layer l computes y = x·Wₗᵀ + bₗ, followed by ReLU on every
 // layer but the last; Wₗ is Out×In row-major (PyTorch's nn.Linear layout)
-// and bₗ follows it in the same allocation.
+// and bₗ follows it. Every layer's parameters lie in one allocation, layer
+// after layer (ReadParams' layout), so that one kernel updates them all;
+// Adam's moments and, in BF16 precision, the weights' bfloat16 copy (the
+// shadow the GEMMs read) are laid out the same way, each one allocation.
 //
 // A Model is used from one goroutine at a time.
 type Model struct {
@@ -21,11 +24,12 @@ type Model struct {
 	// it before the first Step (or before capturing one).
 	GEMM GEMM
 
-	// GradSync, if not nil, is called with each layer's gradient (floats
-	// float32s at g) as soon as the backward pass has it and before the
-	// optimizer uses it: data-parallel training all-reduces it there
-	// (averaging over the ranks), a bucket per layer overlapping the rest
-	// of the backward pass as PyTorch DDP's buckets do.
+	// GradSync, if not nil, is called with the gradients (floats float32s
+	// at g) before the optimizer uses them: data-parallel training
+	// all-reduces them there (averaging over the ranks). SyncMode says
+	// whether it gets each layer's as soon as the backward pass has it (a
+	// bucket per layer overlapping the rest of the backward pass, as
+	// PyTorch DDP's buckets do) or all of them at once.
 	GradSync func(s *gg.Stream, g gg.DevicePtr, floats int) error
 
 	// SyncMode says where GradSync runs and when the gradients are applied;
@@ -45,10 +49,13 @@ type Model struct {
 	cfg     Config
 	dev     *gg.Device
 	in, out []int
-	params  []gg.DevicePtr // per layer: W then b
-	mom     []gg.DevicePtr // Adam: per layer, first moments then second moments
-	count   gg.DevicePtr   // Adam: the step count, an int32
-	acts    []gg.DevicePtr // scratch for Step: activations
+	off     []int        // each layer's first parameter (its W) in the flat layout
+	params  gg.DevicePtr // every layer's W then b: NumParams float32
+	shadow  gg.DevicePtr // BF16: params as bfloat16 (2 bytes each); 0 otherwise
+	mom     gg.DevicePtr // Adam: first moments then second moments, 2·NumParams float32
+	state   gg.DevicePtr // stateWords counters and partial sums (kernels.go)
+	acts    []gg.DevicePtr
+	grads   []gg.DevicePtr // scratch for Step: per-layer gradients (SyncInline, SyncOverlap)
 	live    []gg.DevicePtr // scratch for Step: step-local buffers not yet freed
 }
 
@@ -88,14 +95,17 @@ type Layer struct {
 	In, Out int
 	W       gg.DevicePtr // Out×In float32, row-major
 	B       gg.DevicePtr // Out float32, right after W
+	// Shadow is W as bfloat16 (Out×In uint16s), what the GEMMs of a BF16
+	// model read; 0 in the other precisions.
+	Shadow gg.DevicePtr
 }
 
 // NewModel allocates the parameters with Device.Malloc (long-lived state:
 // the stream-ordered pool, and graph memory once a step is captured, hold
-// only what a step allocates) and initializes
-// them from cfg.Seed: weights Kaiming-uniform for ReLU (U(±sqrt(6/In))),
-// biases zero; Adam's moments and step count start at zero. The uploads
-// are ordered in s.
+// only what a step allocates) and initializes them from cfg.Seed: weights
+// Kaiming-uniform for ReLU (U(±sqrt(6/In))), biases zero; Adam's moments
+// and step count start at zero; a BF16 model's shadow is written from the
+// weights. The uploads and that kernel are ordered in s.
 func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -105,48 +115,53 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	}
 	m := &Model{cfg: cfg, dev: s.Device()}
 	m.in, m.out = cfg.dims()
-	n := len(m.in)
-	r := rand.New(rand.NewPCG(cfg.Seed, 0x1417))
+	P := 0
+	for l := range m.in {
+		m.off = append(m.off, P)
+		P += m.layerSize(l)
+	}
 	fail := func(err error) (*Model, error) {
-		for _, p := range slices.Concat(m.params, m.mom, []gg.DevicePtr{m.count}) {
-			m.dev.Free(p)
-		}
+		m.Destroy()
 		return nil, err
 	}
-	for l := range n {
-		size := m.layerSize(l)
-		p, err := m.dev.Malloc(4 * size)
-		if err != nil {
+	zeroed := func(bytes int) (gg.DevicePtr, error) {
+		p, err := m.dev.Malloc(bytes)
+		if err == nil {
+			err = s.Memset(gg.Memset8(p, 0, bytes))
+		}
+		return p, err
+	}
+	var err error
+	if m.params, err = m.dev.Malloc(4 * P); err != nil {
+		return fail(err)
+	}
+	r := rand.New(rand.NewPCG(cfg.Seed, 0x1417))
+	h := make([]float32, P)
+	for l := range m.in {
+		bound := math.Sqrt(6 / float64(m.in[l]))
+		w := h[m.off[l]:][:m.out[l]*m.in[l]]
+		for i := range w {
+			w[i] = float32((r.Float64()*2 - 1) * bound)
+		}
+	}
+	if err := s.Memcpy(gg.HtoD(m.params, gg.Bytes(h))); err != nil {
+		return fail(err)
+	}
+	if cfg.bf16() {
+		if m.shadow, err = m.dev.Malloc(2 * P); err != nil {
 			return fail(err)
 		}
-		m.params = append(m.params, p)
-		h := make([]float32, size)
-		bound := math.Sqrt(6 / float64(m.in[l]))
-		for i := range m.out[l] * m.in[l] {
-			h[i] = float32((r.Float64()*2 - 1) * bound)
-		}
-		if err := s.Memcpy(gg.HtoD(p, gg.Bytes(h))); err != nil {
+		if err := launchCastBF16(s, m.params, m.shadow, P); err != nil {
 			return fail(err)
 		}
 	}
 	if cfg.adam() {
-		for l := range n {
-			p, err := m.dev.Malloc(8 * m.layerSize(l))
-			if err != nil {
-				return fail(err)
-			}
-			m.mom = append(m.mom, p)
-			if err := s.Memset(gg.Memset8(p, 0, 8*m.layerSize(l))); err != nil {
-				return fail(err)
-			}
-		}
-		var err error
-		if m.count, err = m.dev.Malloc(4); err != nil {
+		if m.mom, err = zeroed(8 * P); err != nil {
 			return fail(err)
 		}
-		if err := s.Memset(gg.Memset8(m.count, 0, 4)); err != nil {
-			return fail(err)
-		}
+	}
+	if m.state, err = zeroed(4 * stateWords); err != nil {
+		return fail(err)
 	}
 	return m, nil
 }
@@ -159,33 +174,32 @@ func (m *Model) Config() Config { return m.cfg }
 
 // Layers describes the parameters, first layer first.
 func (m *Model) Layers() []Layer {
-	ls := make([]Layer, len(m.params))
-	for l, p := range m.params {
-		ls[l] = Layer{In: m.in[l], Out: m.out[l], W: p, B: p + gg.DevicePtr(4*m.out[l]*m.in[l])}
+	if m.params == 0 {
+		return nil
+	}
+	ls := make([]Layer, len(m.in))
+	for l := range ls {
+		w := m.params + gg.DevicePtr(4*m.off[l])
+		ls[l] = Layer{In: m.in[l], Out: m.out[l], W: w, B: w + gg.DevicePtr(4*m.out[l]*m.in[l])}
+		if m.shadow != 0 {
+			ls[l].Shadow = m.shadow + gg.DevicePtr(2*m.off[l])
+		}
 	}
 	return ls
 }
 
 // NumParams is the number of parameters: every layer's W and b.
-func (m *Model) NumParams() int {
-	n := 0
-	for l := range m.params {
-		n += m.layerSize(l)
-	}
-	return n
-}
+func (m *Model) NumParams() int { return m.cfg.NumParams() }
 
 // ReadParams waits for s and returns every parameter, layer by layer, each
-// layer's W (row-major) then b.
+// layer's W (row-major) then b: the float32 master copy.
 func (m *Model) ReadParams(s *gg.Stream) ([]float32, error) {
+	if m.params == 0 {
+		return nil, &gg.Error{Op: "train.Model.ReadParams", Code: gg.ErrInvalidValue, Detail: "destroyed model"}
+	}
 	h := make([]float32, m.NumParams())
-	off := 0
-	for l, p := range m.params {
-		n := m.layerSize(l)
-		if err := s.Memcpy(gg.DtoH(gg.Bytes(h[off:off+n]), p)); err != nil {
-			return nil, err
-		}
-		off += n
+	if err := s.Memcpy(gg.DtoH(gg.Bytes(h), m.params)); err != nil {
+		return nil, err
 	}
 	if err := s.Synchronize(); err != nil {
 		return nil, err
@@ -193,20 +207,23 @@ func (m *Model) ReadParams(s *gg.Stream) ([]float32, error) {
 	return h, nil
 }
 
-// WriteParams copies params, in ReadParams' layout, into the model, in
-// stream order; params must stay unchanged until s has run the copies.
+// WriteParams copies params, in ReadParams' layout, into the model (and,
+// in BF16 precision, rounds them into the shadow), in stream order; params
+// must stay unchanged until s has run the copy.
 func (m *Model) WriteParams(s *gg.Stream, params []float32) error {
+	const op = "train.Model.WriteParams"
+	if m.params == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "destroyed model"}
+	}
 	if len(params) != m.NumParams() {
-		return &gg.Error{Op: "train.Model.WriteParams", Code: gg.ErrInvalidValue,
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue,
 			Detail: fmt.Sprintf("%d values for %d parameters", len(params), m.NumParams())}
 	}
-	off := 0
-	for l, p := range m.params {
-		n := m.layerSize(l)
-		if err := s.Memcpy(gg.HtoD(p, gg.Bytes(params[off:off+n]))); err != nil {
-			return err
-		}
-		off += n
+	if err := s.Memcpy(gg.HtoD(m.params, gg.Bytes(params))); err != nil {
+		return err
+	}
+	if m.shadow != 0 {
+		return launchCastBF16(s, m.params, m.shadow, len(params))
 	}
 	return nil
 }
@@ -215,15 +232,15 @@ func (m *Model) WriteParams(s *gg.Stream, params []float32) error {
 // for the device). The Model is unusable afterwards.
 func (m *Model) Destroy() error {
 	var first error
-	for _, p := range slices.Concat(m.params, m.mom, []gg.DevicePtr{m.count}) {
-		if p == 0 {
+	for _, p := range []*gg.DevicePtr{&m.params, &m.shadow, &m.mom, &m.state} {
+		if *p == 0 {
 			continue
 		}
-		if err := m.dev.Free(p); err != nil && first == nil {
+		if err := m.dev.Free(*p); err != nil && first == nil {
 			first = err
 		}
+		*p = 0
 	}
-	m.params, m.mom, m.count = nil, nil, 0
 	if m.syncEv != nil {
 		if err := m.syncEv.Destroy(); err != nil && first == nil {
 			first = err
@@ -231,6 +248,20 @@ func (m *Model) Destroy() error {
 		m.syncEv = nil
 	}
 	return first
+}
+
+// weights is what the step's GEMMs read as layer l's W: the float32
+// master, or in BF16 precision its bfloat16 shadow.
+func (m *Model) weights(l int) gg.DevicePtr {
+	if m.shadow != 0 {
+		return m.shadow + gg.DevicePtr(2*m.off[l])
+	}
+	return m.params + gg.DevicePtr(4*m.off[l])
+}
+
+// bias is layer l's b.
+func (m *Model) bias(l int) gg.DevicePtr {
+	return m.params + gg.DevicePtr(4*(m.off[l]+m.out[l]*m.in[l]))
 }
 
 // Step issues one training step on s: forward pass over the batch at x
@@ -241,27 +272,43 @@ func (m *Model) Destroy() error {
 // Every activation and gradient is allocated with s.MallocAsync when first
 // written and freed with s.FreeAsync right after its last use, in this
 // order (layers l = L..0, L the output layer, aₗ the input of layer l,
-// a₀ = x):
+// a₀ = x, hₗ the output of layer l's GEMM):
 //
-//	forward   for each l: alloc aₗ₊₁; aₗ₊₁ = aₗ·Wₗᵀ; aₗ₊₁ = act(aₗ₊₁ + bₗ)
-//	loss      dZ = softmax-xent gradient, in place of the logits aₗ₊₁
-//	backward  for each l from L down: alloc gₗ; dWₗ = dZᵀ·aₗ; dbₗ = Σ rows of dZ
+//	forward   for each l: alloc hₗ; hₗ = aₗ·Wₗᵀ; aₗ₊₁ = act(hₗ + bₗ), in place
+//	loss      dZ = softmax-xent gradient, in place of the logits a_{L+1}
+//	backward  alloc G, every layer's gradient; db_L = Σ rows of dZ
+//	          for each l from L down: dWₗ = dZᵀ·aₗ
 //	          if l > 0: alloc dA; dA = dZ·Wₗ
-//	          free dZ; update Wₗ, bₗ from gₗ; free gₗ
-//	          if l > 0: dA *= (aₗ > 0); free aₗ; dZ = dA
+//	          free dZ
+//	          if l > 0: dA = dA·(aₗ > 0) in place, db_{l-1} = Σ rows of dA; free aₗ; dZ = dA
+//	update    every parameter from G (one kernel); free G
 //
-// Updating layer l as soon as its gradient exists (its weights are not
-// read again) keeps one layer's gradient live at a time. With GradSync set,
-// SyncMode moves the sync and the update: SyncOverlap onto SyncStream
-// (the gradient is freed there), SyncAfter after the loop, from one
-// gradient buffer of every layer.
+// G holds every gradient until the update, as PyTorch's .grad tensors do:
+// one kernel for the whole update costs the memory of all the gradients
+// at once (StepBytes counts it).
+//
+// In BF16 precision the GEMMs read bfloat16 and write float32, so a few
+// buffers come in pairs: x is first rounded into a step-local bfloat16
+// copy (freed after the first layer's dW); hₗ is float32 and aₗ₊₁ a
+// separate bfloat16 buffer (hₗ freed once read), but the logits stay
+// float32; the loss kernel writes dZ as a new bfloat16 buffer (the logits
+// freed); the ReLU kernel reads the float32 dA and writes the bfloat16 dZ
+// below it (dA freed). The weights the GEMMs read are the shadow, which
+// the update rewrites. TF32 is FP32 with the GEMMs' math set to TF32.
+//
+// With GradSync set, SyncMode changes the backward pass: SyncAfter syncs G
+// with one call before the update; SyncInline and SyncOverlap allocate
+// each layer's gradient on its own (allocated when the layer above
+// computes its bias gradient), sync it once the layer's dW exists and
+// apply it with an update of that layer alone, on the step's stream or,
+// for SyncOverlap, on SyncStream (which frees it there).
 //
 // Under stream capture each allocation becomes an alloc node and each
 // free a free node; the captured graph replays the whole step, reading x
 // and y and writing lossOut, so those must be the same (static) buffers at
 // every replay. On error, buffers the step allocated are freed.
 func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
-	if m.params == nil {
+	if m.params == 0 {
 		return &gg.Error{Op: "train.Model.Step", Code: gg.ErrInvalidValue, Detail: "destroyed model"}
 	}
 	if s == nil || x == 0 || y == 0 || lossOut == 0 {
@@ -272,8 +319,8 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		gemm = KernelGEMM
 	}
 	side := m.SyncStream
+	perLayer := m.GradSync != nil && (m.SyncMode == SyncInline || m.SyncMode == SyncOverlap)
 	overlap := m.GradSync != nil && m.SyncMode == SyncOverlap
-	after := m.GradSync != nil && m.SyncMode == SyncAfter
 	if overlap {
 		if side == nil || side.Device() != s.Device() || side == s {
 			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrInvalidValue, Detail: "SyncOverlap needs SyncStream, another stream of the model's device"}
@@ -285,7 +332,15 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 	}
 	cfg, B := m.cfg, m.cfg.Batch
-	n := len(m.params)
+	n, P := len(m.in), m.NumParams()
+	bf := cfg.bf16()
+	ty, mth := Float32, MathFP32 // the GEMMs' operands and math
+	if bf {
+		ty = BFloat16
+	}
+	if cfg.Precision == TF32 {
+		mth = MathTF32
+	}
 	m.live = m.live[:0]
 	defer func() {
 		if err != nil {
@@ -295,20 +350,22 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 		m.live = m.live[:0]
 	}()
-	alloc := func(floats int) (gg.DevicePtr, error) {
-		p, err := s.MallocAsync(4 * floats)
+	alloc := func(bytes int) (gg.DevicePtr, error) {
+		p, err := s.MallocAsync(bytes)
 		if err == nil {
 			m.live = append(m.live, p)
 		}
 		return p, err
 	}
-	free := func(p gg.DevicePtr) error {
+	forget := func(p gg.DevicePtr) {
 		if i := slices.Index(m.live, p); i >= 0 {
 			m.live = slices.Delete(m.live, i, i+1)
 		}
+	}
+	free := func(p gg.DevicePtr) error {
+		forget(p)
 		return s.FreeAsync(p)
 	}
-
 	mark := func(s *gg.Stream, format string, args ...any) error {
 		if m.Mark == nil {
 			return nil
@@ -320,83 +377,123 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	}
 
 	// Forward.
-	acts := append(m.acts[:0], x)
+	a0 := x
+	if bf {
+		if a0, err = alloc(2 * B * cfg.In); err != nil {
+			return err
+		}
+		if err := launchCastBF16(s, x, a0, B*cfg.In); err != nil {
+			return err
+		}
+		if err := mark(s, "cast x to bf16"); err != nil {
+			return err
+		}
+	}
+	acts := append(m.acts[:0], a0)
 	for l := range n {
-		in, out := m.in[l], m.out[l]
-		h, err := alloc(B * out)
+		in, out, last := m.in[l], m.out[l], l == n-1
+		h, err := alloc(4 * B * out)
 		if err != nil {
 			return err
 		}
-		acts = append(acts, h)
-		if err := gemm(s, false, true, B, out, in, 1, acts[l], in, m.params[l], in, 0, h, out); err != nil {
+		if err := gemm(s, GEMMArgs{TransB: true, M: B, N: out, K: in, Alpha: 1, A: acts[l], LDA: in, B: m.weights(l), LDB: in,
+			C: h, LDC: out, AType: ty, BType: ty, Math: mth}); err != nil {
 			return err
 		}
 		if err := mark(s, "fwd GEMM L%d", l); err != nil {
 			return err
 		}
-		if err := launchBiasAct(s, h, m.params[l]+gg.DevicePtr(4*out*in), B, out, l < n-1); err != nil {
+		a := h // the layer's output, in place of h but for a bfloat16 hidden layer
+		if bf && !last {
+			if a, err = alloc(2 * B * out); err != nil {
+				return err
+			}
+		}
+		if err := launchBiasAct(s, h, a, m.bias(l), B, out, !last, a != h); err != nil {
 			return err
+		}
+		if a != h {
+			if err := free(h); err != nil {
+				return err
+			}
 		}
 		if err := mark(s, "fwd bias+ReLU L%d", l); err != nil {
 			return err
 		}
+		acts = append(acts, a)
 	}
 	m.acts = acts
 
-	// Loss: the logits become their gradient.
+	// Loss: the logits' gradient, in their place or (bf16) beside them.
 	dZ := acts[n]
-	if err := launchSoftmaxXent(s, dZ, y, lossOut, B, cfg.Classes); err != nil {
+	if bf {
+		if dZ, err = alloc(2 * B * cfg.Classes); err != nil {
+			return err
+		}
+	}
+	if err := launchSoftmaxXent(s, acts[n], y, dZ, bf, lossOut, m.state, B, cfg.Classes); err != nil {
 		return err
+	}
+	if dZ != acts[n] {
+		if err := free(acts[n]); err != nil {
+			return err
+		}
 	}
 	if err := mark(s, "loss"); err != nil {
 		return err
 	}
-	if cfg.adam() {
-		if err := s.Launch(adamTick, gg.Dim1(1), gg.Dim1(1), m.count); err != nil {
+
+	// Backward. grad(l) is layer l's gradient: in G, or (per layer)
+	// allocated when first asked for.
+	var flat gg.DevicePtr
+	if !perLayer {
+		if flat, err = alloc(4 * P); err != nil {
 			return err
 		}
 	}
-
-	// Backward, updating each layer once its gradients exist (SyncAfter:
-	// once all exist, in one buffer).
-	var flat gg.DevicePtr
-	var offs []int
-	if after {
-		total := 0
-		for l := range n {
-			offs = append(offs, total)
-			total += m.layerSize(l)
+	m.grads = slices.Grow(m.grads[:0], n)[:n]
+	clear(m.grads)
+	grad := func(l int) (gg.DevicePtr, error) {
+		if !perLayer {
+			return flat + gg.DevicePtr(4*m.off[l]), nil
 		}
-		if flat, err = alloc(total); err != nil {
-			return err
+		if m.grads[l] == 0 {
+			var err error
+			m.grads[l], err = alloc(4 * m.layerSize(l))
+			return m.grads[l], err
 		}
+		return m.grads[l], nil
+	}
+	gTop, err := grad(n - 1)
+	if err != nil {
+		return err
+	}
+	if err := launchColSum(s, dZ, bf, gTop+gg.DevicePtr(4*m.out[n-1]*m.in[n-1]), B, cfg.Classes); err != nil {
+		return err
+	}
+	if err := mark(s, "bwd db L%d", n-1); err != nil {
+		return err
 	}
 	for l := n - 1; l >= 0; l-- {
 		in, out := m.in[l], m.out[l]
-		var g gg.DevicePtr
-		if after {
-			g = flat + gg.DevicePtr(4*offs[l])
-		} else if g, err = alloc(m.layerSize(l)); err != nil {
+		g, err := grad(l)
+		if err != nil {
 			return err
 		}
-		if err := gemm(s, true, false, out, in, B, 1, dZ, out, acts[l], in, 0, g, in); err != nil {
+		if err := gemm(s, GEMMArgs{TransA: true, M: out, N: in, K: B, Alpha: 1, A: dZ, LDA: out, B: acts[l], LDB: in,
+			C: g, LDC: in, AType: ty, BType: ty, Math: mth}); err != nil {
 			return err
 		}
 		if err := mark(s, "bwd dW GEMM L%d", l); err != nil {
 			return err
 		}
-		if err := launchColSum(s, dZ, g+gg.DevicePtr(4*out*in), B, out); err != nil {
-			return err
-		}
-		if err := mark(s, "bwd db L%d", l); err != nil {
-			return err
-		}
 		var dA gg.DevicePtr
 		if l > 0 {
-			if dA, err = alloc(B * in); err != nil {
+			if dA, err = alloc(4 * B * in); err != nil {
 				return err
 			}
-			if err := gemm(s, false, false, B, in, out, 1, dZ, out, m.params[l], in, 0, dA, in); err != nil {
+			if err := gemm(s, GEMMArgs{M: B, N: in, K: out, Alpha: 1, A: dZ, LDA: out, B: m.weights(l), LDB: in,
+				C: dA, LDC: in, AType: ty, BType: ty, Math: mth}); err != nil {
 				return err
 			}
 			if err := mark(s, "bwd dA GEMM L%d", l); err != nil {
@@ -406,89 +503,63 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		if err := free(dZ); err != nil {
 			return err
 		}
-		switch {
-		case after:
-		case overlap:
-			// The gradient goes to the sync stream, which syncs it,
-			// applies it and frees it.
-			if err := s.Record(m.syncEv); err != nil {
+		if l == 0 && bf {
+			if err := free(acts[0]); err != nil { // x as bfloat16
 				return err
 			}
-			if err := side.Wait(m.syncEv); err != nil {
-				return err
-			}
-			if err := mark(side, "wait for dW L%d", l); err != nil {
-				return err
-			}
-			if err := m.GradSync(side, g, m.layerSize(l)); err != nil {
-				return err
-			}
-			if err := mark(side, "all-reduce L%d", l); err != nil {
-				return err
-			}
-			if err := m.update(side, l, g); err != nil {
-				return err
-			}
-			if err := mark(side, "update L%d", l); err != nil {
-				return err
-			}
-			if i := slices.Index(m.live, g); i >= 0 {
-				m.live = slices.Delete(m.live, i, i+1)
-			}
-			if err := side.FreeAsync(g); err != nil {
-				return err
-			}
-		default:
-			if m.GradSync != nil {
-				if err := m.GradSync(s, g, m.layerSize(l)); err != nil {
-					return err
-				}
-				if err := mark(s, "all-reduce L%d", l); err != nil {
-					return err
-				}
-			}
-			if err := m.update(s, l, g); err != nil {
-				return err
-			}
-			if err := mark(s, "update L%d", l); err != nil {
-				return err
-			}
-			if err := free(g); err != nil {
+		}
+		if perLayer {
+			if err := m.syncLayer(s, l, g, l == n-1, forget, mark); err != nil {
 				return err
 			}
 		}
 		if l > 0 {
-			if err := launchReluBwd(s, dA, acts[l], B*in); err != nil {
+			// The layer below's dZ, and its bias gradient.
+			gb, err := grad(l - 1)
+			if err != nil {
 				return err
 			}
-			if err := mark(s, "bwd ReLU' L%d", l-1); err != nil {
+			dz := dA
+			if bf {
+				if dz, err = alloc(2 * B * in); err != nil {
+					return err
+				}
+			}
+			if err := launchReluBwdDB(s, dA, acts[l], bf, dz, bf, gb+gg.DevicePtr(4*in*m.in[l-1]), B, in); err != nil {
 				return err
+			}
+			if err := mark(s, "bwd ReLU'+db L%d", l-1); err != nil {
+				return err
+			}
+			if dz != dA {
+				if err := free(dA); err != nil {
+					return err
+				}
 			}
 			if err := free(acts[l]); err != nil {
 				return err
 			}
-			dZ = dA
+			dZ = dz
 		}
 	}
-	switch {
-	case after:
-		total := offs[n-1] + m.layerSize(n-1)
-		if err := m.GradSync(s, flat, total); err != nil {
-			return err
-		}
-		if err := mark(s, "all-reduce all"); err != nil {
-			return err
-		}
-		for l := range n {
-			if err := m.update(s, l, flat+gg.DevicePtr(4*offs[l])); err != nil {
+	if !perLayer {
+		if m.GradSync != nil { // SyncAfter
+			if err := m.GradSync(s, flat, P); err != nil {
 				return err
 			}
-			if err := mark(s, "update L%d", l); err != nil {
+			if err := mark(s, "all-reduce all"); err != nil {
 				return err
 			}
+		}
+		if err := m.update(s, 0, P, flat, true); err != nil {
+			return err
+		}
+		if err := mark(s, "update"); err != nil {
+			return err
 		}
 		return free(flat)
-	case overlap:
+	}
+	if overlap {
 		// The step ends when the sync stream has applied every layer.
 		if err := side.Record(m.syncEv); err != nil {
 			return err
@@ -501,62 +572,134 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	return nil
 }
 
-// update applies the optimizer to layer l's parameters from gradient g.
-func (m *Model) update(s *gg.Stream, l int, g gg.DevicePtr) error {
-	n := m.layerSize(l)
-	if !m.cfg.adam() {
-		return s.Launch(sgdUpdate, elemGrid(n), gg.Dim1(threads), m.params[l], g, n, m.cfg.LR)
+// syncLayer syncs layer l's gradient g and applies it (SyncInline,
+// SyncOverlap), then frees it: on s, or on the sync stream once s has
+// reached this point. first says whether this is the step's first update
+// (it advances Adam's step count). forget drops g from the buffers Step
+// frees on error once another stream owns it.
+func (m *Model) syncLayer(s *gg.Stream, l int, g gg.DevicePtr, first bool, forget func(gg.DevicePtr), mark func(*gg.Stream, string, ...any) error) error {
+	on := s
+	if m.SyncMode == SyncOverlap {
+		on = m.SyncStream
+		if err := s.Record(m.syncEv); err != nil {
+			return err
+		}
+		if err := on.Wait(m.syncEv); err != nil {
+			return err
+		}
+		if err := mark(on, "wait for dW L%d", l); err != nil {
+			return err
+		}
 	}
-	mo := m.mom[l]
-	return s.Launch(adamUpdate, elemGrid(n), gg.Dim1(threads), m.params[l], g, mo, mo+gg.DevicePtr(4*n), m.count,
-		n, m.cfg.LR, float32(AdamBeta1), float32(AdamBeta2), float32(AdamEpsilon))
+	if err := m.GradSync(on, g, m.layerSize(l)); err != nil {
+		return err
+	}
+	if err := mark(on, "all-reduce L%d", l); err != nil {
+		return err
+	}
+	if err := m.update(on, m.off[l], m.layerSize(l), g, first); err != nil {
+		return err
+	}
+	if err := mark(on, "update L%d", l); err != nil {
+		return err
+	}
+	forget(g)
+	return on.FreeAsync(g)
 }
 
-// StepOps returns what one Step issues: kernels (GEMMs counted as one
-// launch each, as KernelGEMM makes them), and MallocAsync calls (each
-// matched by a FreeAsync). Captured, a step is a graph of
-// kernels+2·allocs nodes.
+// update applies the optimizer to the count parameters from lo (in the
+// flat layout), from the gradient at g, writing the shadow too in BF16
+// precision; tick advances Adam's step count (the step's first update).
+func (m *Model) update(s *gg.Stream, lo, count int, g gg.DevicePtr, tick bool) error {
+	w := m.params + gg.DevicePtr(4*lo)
+	var sh gg.DevicePtr
+	if m.shadow != 0 {
+		sh = m.shadow + gg.DevicePtr(2*lo)
+	}
+	if !m.cfg.adam() {
+		return s.Launch(sgdUpdate, elemGrid(count), gg.Dim1(threads), w, g, sh, count, m.cfg.LR)
+	}
+	P := m.NumParams()
+	mo, v := m.mom+gg.DevicePtr(4*lo), m.mom+gg.DevicePtr(4*(P+lo))
+	return s.Launch(adamUpdate, elemGrid(count), gg.Dim1(threads), w, g, mo, v, m.state+4*stateAdamStep, sh,
+		count, m.cfg.LR, float32(AdamBeta1), float32(AdamBeta2), float32(AdamEpsilon), b2i(tick))
+}
+
+// StepOps returns what one Step issues without GradSync (or with
+// SyncAfter): kernels (GEMMs counted as one launch each, as KernelGEMM
+// makes them), and MallocAsync calls (each matched by a FreeAsync).
+// Captured, a step is a graph of kernels+2·allocs nodes. With n linear
+// layers: per layer a forward GEMM and bias+ReLU; the loss; the output
+// layer's bias gradient; per layer a dW GEMM; per layer but the first a dA
+// GEMM and the ReLU with the bias gradient of the layer below; one update:
+// 5n+1 kernels, and in BF16 one more, the batch's cast. SyncInline and
+// SyncOverlap update each layer on its own: n-1 more.
 func (c Config) StepOps() (kernels, allocs int) {
 	n := c.Layers + 1
-	// forward: GEMM and bias per layer; the loss; backward: dW, db and the
-	// update per layer, dA and the ReLU mask per layer but the first.
-	kernels = 2*n + 1 + 3*n + 2*(n-1)
-	if c.adam() {
+	kernels = 2*n + 1 + 1 + n + 2*(n-1) + 1
+	allocs = n + 1 + (n - 1) // GEMM outputs, the gradients, dA
+	if c.bf16() {
 		kernels++
+		// x, the hidden layers' outputs, the loss gradient and the dZs
+		// below it as bfloat16
+		allocs += 1 + (n - 1) + 1 + (n - 1)
 	}
-	return kernels, n + n + (n - 1) // activations, gradients, dA
+	return kernels, allocs
 }
 
-// StepBytes returns the peak of the bytes a Step holds in its own
-// allocations (the sizes asked of MallocAsync, before any rounding), and
-// the total it allocates over the step.
+// StepBytes returns the peak of the bytes a Step without GradSync (or
+// with SyncAfter) holds in its own allocations (the sizes asked of
+// MallocAsync, before any rounding), and the total it allocates over the
+// step. It follows Step's allocations and frees one by one.
 func (c Config) StepBytes() (peak, total int) {
 	in, out := c.dims()
-	n, B := len(in), c.Batch
+	n, B, bf := len(in), c.Batch, c.bf16()
 	cur := 0
-	alloc := func(floats int) int {
-		cur += 4 * floats
-		total += 4 * floats
+	alloc := func(bytes int) int {
+		cur += bytes
+		total += bytes
 		peak = max(peak, cur)
-		return 4 * floats
+		return bytes
 	}
+	free := func(bytes int) { cur -= bytes }
 	acts := make([]int, n+1)
+	if bf {
+		acts[0] = alloc(2 * B * c.In)
+	}
 	for l := range n {
-		acts[l+1] = alloc(B * out[l])
+		h := alloc(4 * B * out[l])
+		acts[l+1] = h
+		if bf && l < n-1 {
+			acts[l+1] = alloc(2 * B * out[l])
+			free(h)
+		}
 	}
 	dZ := acts[n]
+	if bf {
+		dZ = alloc(2 * B * c.Classes)
+		free(acts[n])
+	}
+	grads := alloc(4 * c.NumParams())
 	for l := n - 1; l >= 0; l-- {
-		g := alloc(out[l]*in[l] + out[l])
 		dA := 0
 		if l > 0 {
-			dA = alloc(B * in[l])
+			dA = alloc(4 * B * in[l])
 		}
-		cur -= dZ + g
+		free(dZ)
+		if l == 0 {
+			free(acts[0])
+		}
 		if l > 0 {
-			cur -= acts[l]
-			dZ = dA
+			dz := dA
+			if bf {
+				dz = alloc(2 * B * in[l])
+				free(dA)
+			}
+			free(acts[l])
+			dZ = dz
 		}
 	}
+	free(grads)
 	return peak, total
 }
 

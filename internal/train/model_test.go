@@ -208,15 +208,22 @@ func mean(v []float32) float32 {
 // TestGraphMatchesStream trains twice from the same initialization, op by
 // op and by replaying one captured step, and compares every step's loss
 // and the final parameters.
+//
+// It also checks that the captured graph is the step StepOps describes,
+// node for node, in every precision with either optimizer.
 func TestGraphMatchesStream(t *testing.T) {
-	for _, opt := range []string{SGD, Adam} {
-		t.Run(opt, func(t *testing.T) {
+	for _, pc := range [][2]string{{SGD, FP32}, {Adam, FP32}, {SGD, TF32}, {Adam, TF32}, {SGD, BF16}, {Adam, BF16}} {
+		opt, prec := pc[0], pc[1]
+		t.Run(opt+"/"+prec, func(t *testing.T) {
 			cfg := Small()
-			cfg.Optimizer = opt
+			cfg.Optimizer, cfg.Precision = opt, prec
 			if opt == Adam {
 				cfg.LR = 1e-3
 			}
 			steps := 30
+			if prec != FP32 {
+				steps = 10
+			}
 			_, s := openHost(t)
 			ds, err := NewDataset(cfg, 4)
 			ok(t, err)
@@ -237,7 +244,7 @@ func TestGraphMatchesStream(t *testing.T) {
 				}
 				exact = exact && ps[i] == pg[i]
 			}
-			t.Logf("%s: loss %.4f -> %.4f, parameters bit-identical: %v", opt, ls[0], ls[steps-1], exact)
+			t.Logf("%s %s: loss %.4f -> %.4f, parameters bit-identical: %v", opt, prec, ls[0], ls[steps-1], exact)
 
 			// The graph is the step, node for node.
 			nodes, err := g.Nodes()
@@ -258,8 +265,15 @@ func TestGraphMatchesStream(t *testing.T) {
 // says (the pool counts requested bytes), that the step frees everything it
 // allocates, and that op by op the pool serves later steps from cache.
 func TestStepMemory(t *testing.T) {
-	for _, cfg := range []Config{tiny(SGD), Small(), {In: 33, Hidden: 65, Layers: 3, Classes: 7, Batch: 19, LR: 0.1, Optimizer: Adam},
-		{In: 9, Hidden: 1, Layers: 0, Classes: 4, Batch: 3, LR: 0.1}} {
+	cfgs := []Config{tiny(SGD), Small(), {In: 33, Hidden: 65, Layers: 3, Classes: 7, Batch: 19, LR: 0.1, Optimizer: Adam},
+		{In: 9, Hidden: 1, Layers: 0, Classes: 4, Batch: 3, LR: 0.1}}
+	for _, p := range []string{TF32, BF16} {
+		for _, c := range cfgs[1:4] {
+			c.Precision = p
+			cfgs = append(cfgs, c)
+		}
+	}
+	for _, cfg := range cfgs {
 		d, s := openHost(t)
 		pool := d.DefaultMemPool()
 		ds, err := NewDataset(cfg, 2)
@@ -314,7 +328,13 @@ func TestStepMemory(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	for _, c := range []Config{Small(), Reference(), tiny(SGD), tiny(Adam), {In: 1, Hidden: 1, Layers: 0, Classes: 2, Batch: 1, LR: 1}} {
+	good := []Config{Small(), Reference(), Large(), tiny(SGD), tiny(Adam), {In: 1, Hidden: 1, Layers: 0, Classes: 2, Batch: 1, LR: 1}}
+	for _, p := range Precisions {
+		c := Small()
+		c.Precision = p
+		good = append(good, c)
+	}
+	for _, c := range good {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%v: %v", c, err)
 		}
@@ -328,6 +348,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.LR = 0 },
 		func(c *Config) { c.LR = float32(math.NaN()) },
 		func(c *Config) { c.Optimizer = "lbfgs" },
+		func(c *Config) { c.Precision = "fp16" },
+		func(c *Config) { c.Precision = "BF16" },
 		func(c *Config) { c.Hidden = 1 << 16 },
 	}
 	for i, f := range bad {
@@ -358,11 +380,11 @@ func TestStepRejects(t *testing.T) {
 	}
 	// A failing GEMM part way through: the step frees what it allocated.
 	calls := 0
-	m.GEMM = func(s *gg.Stream, tA, tB bool, mm, n, k int, alpha float32, a gg.DevicePtr, lda int, b gg.DevicePtr, ldb int, beta float32, c gg.DevicePtr, ldc int) error {
+	m.GEMM = func(s *gg.Stream, g GEMMArgs) error {
 		if calls++; calls == 4 {
 			return &gg.Error{Op: "test", Code: gg.ErrInvalidValue}
 		}
-		return KernelGEMM(s, tA, tB, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return KernelGEMM(s, g)
 	}
 	if err := m.Step(s, st.X, st.Y, st.Loss); !errors.Is(err, gg.ErrInvalidValue) {
 		t.Fatalf("Step with a failing GEMM: %v", err)

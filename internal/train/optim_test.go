@@ -8,8 +8,8 @@ import (
 )
 
 // TestOptimizerKernels checks SGD and three Adam steps (the step count
-// read from device memory, incremented by adamTick) against float64
-// references.
+// read from device memory and advanced by the launch that ticks) against
+// float64 references, and the bfloat16 shadow both write.
 func TestOptimizerKernels(t *testing.T) {
 	_, s := openHost(t)
 	r := newRand(5, 6)
@@ -20,9 +20,11 @@ func TestOptimizerKernels(t *testing.T) {
 		grads[0][i], grads[1][i], grads[2][i] = 1e-7, -1e-7, 0
 	}
 
-	// SGD.
+	// SGD, with a shadow.
 	w, g := upload(t, s, w0), upload(t, s, grads[0])
-	ok(t, s.Launch(sgdUpdate, elemGrid(n), gg.Dim1(threads), w, g, n, float32(0.3)))
+	sh, err := s.MallocAsync(2 * n)
+	ok(t, err)
+	ok(t, s.Launch(sgdUpdate, elemGrid(n), gg.Dim1(threads), w, g, sh, n, float32(0.3)))
 	got := download(t, s, w, n)
 	for i := range got {
 		want := float64(w0[i]) - 0.3*float64(grads[0][i])
@@ -30,21 +32,28 @@ func TestOptimizerKernels(t *testing.T) {
 			t.Fatalf("sgd: w[%d] = %v, want %v", i, got[i], want)
 		}
 	}
+	checkShadow(t, s, "sgd", got, sh)
 
 	// Adam.
 	const lr, b1, b2, eps = 0.01, AdamBeta1, AdamBeta2, AdamEpsilon
 	ok(t, s.Memcpy(gg.HtoD(w, gg.Bytes(w0))))
 	mom := upload(t, s, make([]float32, 2*n))
-	count := upload(t, s, make([]float32, 1)) // int32 zero
+	state := upload(t, s, make([]float32, 2)) // int32 zeros: the count and the arrivals
 	rw, rm, rv := make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, v := range w0 {
 		rw[i] = float64(v)
 	}
 	for step, gs := range grads {
 		ok(t, s.Memcpy(gg.HtoD(g, gg.Bytes(gs))))
-		ok(t, s.Launch(adamTick, gg.Dim1(1), gg.Dim1(1), count))
-		ok(t, s.Launch(adamUpdate, elemGrid(n), gg.Dim1(threads), w, g, mom, mom+4*n, count,
-			n, float32(lr), float32(b1), float32(b2), float32(eps)))
+		// Two launches over halves of the parameters, as data-parallel
+		// training updates layer by layer: the first ticks, the second
+		// reads the count it left. The first with a shadow.
+		h := n / 2
+		ok(t, s.Launch(adamUpdate, gg.Dim1(3), gg.Dim1(threads), w, g, mom, mom+4*n, state, sh,
+			h, float32(lr), float32(b1), float32(b2), float32(eps), 1))
+		ok(t, s.Launch(adamUpdate, gg.Dim1(2), gg.Dim1(threads), w+4*gg.DevicePtr(h), g+4*gg.DevicePtr(h),
+			mom+4*gg.DevicePtr(h), mom+4*gg.DevicePtr(n+h), state, gg.DevicePtr(0),
+			n-h, float32(lr), float32(b1), float32(b2), float32(eps), 0))
 		tt := float64(step + 1)
 		for i := range rw {
 			gi := float64(gs[i])
@@ -59,10 +68,24 @@ func TestOptimizerKernels(t *testing.T) {
 			}
 		}
 	}
-	var c [1]int32
-	ok(t, s.Memcpy(gg.DtoH(gg.Bytes(c[:]), count)))
+	checkShadow(t, s, "adam", download(t, s, w, n)[:n/2], sh)
+	var c [2]int32
+	ok(t, s.Memcpy(gg.DtoH(gg.Bytes(c[:]), state)))
 	ok(t, s.Synchronize())
-	if c[0] != int32(len(grads)) {
-		t.Errorf("step count %d, want %d", c[0], len(grads))
+	if c != [2]int32{int32(len(grads)), 0} {
+		t.Errorf("step count and arrivals %v, want [%d 0]", c, len(grads))
+	}
+}
+
+// checkShadow checks the bfloat16 shadow at sh against the weights w.
+func checkShadow(t *testing.T, s *gg.Stream, what string, w []float32, sh gg.DevicePtr) {
+	t.Helper()
+	h := make([]uint16, len(w))
+	ok(t, s.Memcpy(gg.DtoH(gg.Bytes(h), sh)))
+	ok(t, s.Synchronize())
+	for i, v := range w {
+		if h[i] != toBF16(v) {
+			t.Fatalf("%s: shadow[%d] = %#04x, want bf16(%v) = %#04x", what, i, h[i], v, toBF16(v))
+		}
 	}
 }
