@@ -39,18 +39,13 @@ const (
 	ltHeurResultBytes = 96
 )
 
-// DataType is a cudaDataType_t (library_types.h).
-type DataType int32
+// DataType and ComputeType (gemmex.go) are shared with GemmEx; LtMatmul
+// takes the types ltSize gives a size, and Compute32F or
+// Compute32FFastTF32.
 
-// The cudaDataType_t values LtMatmul takes.
-const (
-	R32F  DataType = 0  // CUDA_R_32F: float32
-	R16BF DataType = 14 // CUDA_R_16BF: bfloat16
-)
-
-// Size returns the size of an element in bytes (0 for a type LtMatmul does
-// not take).
-func (t DataType) Size() int {
+// ltSize returns the size in bytes of an element of a type LtMatmul takes
+// (float32, bfloat16), or 0.
+func ltSize(t DataType) int {
 	switch t {
 	case R32F:
 		return 4
@@ -58,40 +53,6 @@ func (t DataType) Size() int {
 		return 2
 	}
 	return 0
-}
-
-func (t DataType) String() string {
-	switch t {
-	case R32F:
-		return "CUDA_R_32F"
-	case R16BF:
-		return "CUDA_R_16BF"
-	}
-	return fmt.Sprintf("cudaDataType(%d)", int32(t))
-}
-
-// ComputeType is a cublasComputeType_t (cublas_api.h).
-type ComputeType int32
-
-// The cublasComputeType_t values LtMatmul takes. Both accumulate in FP32
-// and take float32 alpha and beta (scale type CUDA_R_32F).
-const (
-	// Compute32F: FP32 arithmetic; with bfloat16 inputs, BF16 tensor cores
-	// with FP32 accumulation.
-	Compute32F ComputeType = 68 // CUBLAS_COMPUTE_32F
-	// Compute32FFastTF32: float32 inputs may be rounded to TF32 (10-bit
-	// mantissa) for the tensor cores.
-	Compute32FFastTF32 ComputeType = 77 // CUBLAS_COMPUTE_32F_FAST_TF32
-)
-
-func (c ComputeType) String() string {
-	switch c {
-	case Compute32F:
-		return "CUBLAS_COMPUTE_32F"
-	case Compute32FFastTF32:
-		return "CUBLAS_COMPUTE_32F_FAST_TF32"
-	}
-	return fmt.Sprintf("cublasComputeType(%d)", int32(c))
 }
 
 // Epilogue is a cublasLtEpilogue_t (cublasLt.h): what cuBLASLt does to the
@@ -279,7 +240,7 @@ func (m LtMatmul) validate() error {
 		name string
 		t    DataType
 	}{{"ABType", m.ABType}, {"CDType", m.CDType}, {"BiasType", m.BiasType}} {
-		if t.t.Size() == 0 {
+		if ltSize(t.t) == 0 {
 			return ltInvalid("%s %v: want CUDA_R_32F or CUDA_R_16BF", t.name, t.t)
 		}
 	}

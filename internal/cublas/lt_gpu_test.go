@@ -110,7 +110,7 @@ func encode(x []float64, typ cublas.DataType) []byte {
 }
 
 func decode(b []byte, typ cublas.DataType) []float64 {
-	x := make([]float64, len(b)/typ.Size())
+	x := make([]float64, len(b)/cublas.LtSize(typ))
 	for i := range x {
 		if typ == cublas.R16BF {
 			x[i] = float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16))
@@ -297,7 +297,7 @@ func (g *ltGPU) ltCheck(t *testing.T, name string, m cublas.LtMatmul, alpha, bet
 		return
 	}
 	tol := tolFor(m)
-	gotD := decode(g.get(t, d, len(C)*m.CDType.Size()), m.CDType)
+	gotD := decode(g.get(t, d, len(C)*cublas.LtSize(m.CDType)), m.CDType)
 	tolD := make([]float64, len(gotD))
 	bad := 0
 	for i, w := range wantD {
@@ -313,7 +313,7 @@ func (g *ltGPU) ltCheck(t *testing.T, name string, m cublas.LtMatmul, alpha, bet
 		}
 	}
 	if wantB != nil {
-		gotB := decode(g.get(t, biasP, m.BiasLen()*m.BiasType.Size()), m.BiasType)
+		gotB := decode(g.get(t, biasP, m.BiasLen()*cublas.LtSize(m.BiasType)), m.BiasType)
 		for j, w := range wantB {
 			tb := (tol.inRel+tol.accRel)*magB[j] + tol.biasOutRel*math.Abs(w) + 1e-6
 			if e == cublas.EpilogueDReluBGrad { // a sum of D's column

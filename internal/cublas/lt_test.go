@@ -123,7 +123,7 @@ func TestLtValidate(t *testing.T) {
 		{"LDB short, B transposed", func(m *LtMatmul) { m.LDB = 63 }, "LDB 63 < 64"},
 		{"LDB short", func(m *LtMatmul) { m.TransB, m.LDB = false, 95 }, "LDB 95 < 96"},
 		{"LDC short", func(m *LtMatmul) { m.LDC = 95 }, "LDC 95 < N"},
-		{"fp16 A", func(m *LtMatmul) { m.ABType = 2 }, "ABType cudaDataType(2)"},
+		{"fp16 A", func(m *LtMatmul) { m.ABType = 2 }, "ABType CUDA_R_16F"},
 		{"fp64 D", func(m *LtMatmul) { m.CDType = 1 }, "CDType"},
 		{"int8 bias", func(m *LtMatmul) { m.BiasType = 3 }, "BiasType"},
 		{"fp32 bias of bf16 D", func(m *LtMatmul) { m.ABType, m.CDType = R16BF, R16BF }, "BiasType CUDA_R_32F differs from CDType CUDA_R_16BF"},
