@@ -71,10 +71,10 @@ const (
 	EpilogueBias        Epilogue = 4   // CUBLASLT_EPILOGUE_BIAS: adds the bias vector
 	EpilogueReluBias    Epilogue = 6   // CUBLASLT_EPILOGUE_RELU_BIAS = RELU | BIAS: bias, then ReLU
 	EpilogueReluAuxBias Epilogue = 134 // CUBLASLT_EPILOGUE_RELU_AUX_BIAS = RELU_AUX | BIAS: bias, ReLU, bitmask to aux
-	EpilogueDRelu       Epilogue = 136 // CUBLASLT_EPILOGUE_DRELU = 8 | 128: D = product ⊙ (aux bit), the ReLU gradient
-	EpilogueDReluBGrad  Epilogue = 152 // CUBLASLT_EPILOGUE_DRELU_BGRAD = DRELU | 16: and the bias gradient of D to bias
-	EpilogueBGradA      Epilogue = 256 // CUBLASLT_EPILOGUE_BGRADA: bias gradient of cuBLASLt's A (the row-major B)
-	EpilogueBGradB      Epilogue = 512 // CUBLASLT_EPILOGUE_BGRADB: bias gradient of cuBLASLt's B (the row-major A)
+	EpilogueDRelu       Epilogue = 136 // CUBLASLT_EPILOGUE_DRELU = 8 | 128: D = product ⊙ (aux bit), the ReLU gradient; K ≥ 2 only
+	EpilogueDReluBGrad  Epilogue = 152 // CUBLASLT_EPILOGUE_DRELU_BGRAD = DRELU | 16: and the bias gradient of D to bias; K ≥ 2 only
+	EpilogueBGradA      Epilogue = 256 // CUBLASLT_EPILOGUE_BGRADA: bias gradient of cuBLASLt's A (the row-major B); TransB false only
+	EpilogueBGradB      Epilogue = 512 // CUBLASLT_EPILOGUE_BGRADB: bias gradient of cuBLASLt's B (the row-major A); TransA true only
 )
 
 var epilogueNames = map[Epilogue]string{
@@ -275,6 +275,106 @@ func (m LtMatmul) validate() error {
 	}
 	if m.MaxWorkspace < 0 {
 		return ltInvalid("MaxWorkspace %d is negative", m.MaxWorkspace)
+	}
+	return nil
+}
+
+// LtUnsupportedError is Plan's refusal, before cuBLASLt is asked, of an
+// LtMatmul that is well formed but that cuBLASLt does not run: an epilogue
+// with transposes it has no kernel for, or a size it fails on (see
+// CheckSupported). errors.Is(err, StatusNotSupported) holds, as it does for
+// the heuristic's own CUBLAS_STATUS_NOT_SUPPORTED.
+type LtUnsupportedError struct {
+	Matmul LtMatmul
+	// Layouts are the row-major transposes the epilogue takes, each
+	// "NN", "NT", "TN" or "TT" (TransA's letter, then TransB's), when the
+	// refusal is of the transposes; nil for a refusal of another kind.
+	Layouts []string
+	// Reason says what cuBLASLt does not do, in row-major terms.
+	Reason string
+}
+
+func (e *LtUnsupportedError) Error() string {
+	return fmt.Sprintf("cublas: LtHandle.Plan: %v (%d): %s: %v", StatusNotSupported, int32(StatusNotSupported), e.Reason, e.Matmul)
+}
+
+// Is makes errors.Is(err, cublas.StatusNotSupported) hold.
+func (e *LtUnsupportedError) Is(target error) bool {
+	s, ok := target.(Status)
+	return ok && s == StatusNotSupported
+}
+
+// ltLayoutName is the row-major layout's name: TransA's letter, then
+// TransB's.
+func ltLayoutName(transA, transB bool) string {
+	l := func(t bool) string {
+		if t {
+			return "T"
+		}
+		return "N"
+	}
+	return l(transA) + l(transB)
+}
+
+// ltBGradKMinVersion is the first cuBLASLt that takes K = 1 with BGRADA and
+// BGRADB (nvmath-python's epilog_protocol.py refuses it below 12.3.4).
+const ltBGradKMinVersion = 120304
+
+// CheckSupported reports, without a GPU, whether cuBLASLt runs m's
+// epilogue with m's transposes and sizes, for cuBLASLt version (LtLib's
+// Version; 0, unknown, applies every rule): nil, or an
+// *LtUnsupportedError saying what the epilogue takes. Plan calls it
+// before the heuristic. It assumes m is valid (Plan validates first).
+//
+// The rules, in row-major terms (lt_linux.go's comment: cuBLASLt's A is the
+// row-major B with TransB, its B the row-major A with TransA):
+//
+//   - BGRADA takes only TransB false (layouts NN, TN), BGRADB only TransA
+//     true (TN, TT): in cuBLASLt's terms BGRADA wants transa = CUBLAS_OP_N
+//     and BGRADB transb = CUBLAS_OP_T, so that the operand reduced over k
+//     is stored with k along its columns (column-major), which in row-major
+//     terms is: the reduced operand (op(B) for BGRADA, op(A) for BGRADB) is
+//     stored with K rows, and the bias gradient sums those rows, as a
+//     layer's db = Σ_batch dY does. Sources: a GPU run
+//     (docs/gpu-runs/2026-11-26-cublaslt: cuBLASLt 130100, driver 580,
+//     H200; TestGPULtEpilogues, every type combination) had
+//     cublasLtMatmulAlgoGetHeuristic answer
+//     CUBLAS_STATUS_NOT_SUPPORTED for BGRADA in NT and TT and for BGRADB in
+//     NN and NT, and computed the other four correctly; NVIDIA's
+//     nvmath-python (nvmath/linalg/advanced/matmulmod.py) transposes B
+//     itself for BGRADB "since this epilog requires B to be transposed"
+//     (transb = OP_T), and its tests give BGRADA a column-major A with
+//     transa = OP_N. cublasLt.h's text of the two epilogues says only that
+//     the bias has one element per row (BGRADA) or column (BGRADB) of D and
+//     that the reduction is over k; no transpose rule was found in the
+//     cuBLAS documentation searched, which is why the heuristic was asked
+//     until now. A later cuBLASLt that lifts the rule is seen by
+//     TestGPULtEpilogues, which asks the heuristic past this check.
+//   - DRELU and DRELU_BGRAD take only K ≥ 2: nvmath-python refuses K = 1
+//     for them in every version ("K=1 is not supported by cuBLAS",
+//     nvmath/linalg/_internal/epilog_protocol.py), and the heuristic does
+//     not: it gave an algorithm for ExampleLtHandle_Plan's K = 1 DRELU_BGRAD,
+//     whose capture then failed with CUBLAS_STATUS_EXECUTION_FAILED on the
+//     same GPU run (not yet shown to be the K = 1 call: TestGPULtTinyLayer
+//     runs it past this check, captured and not, next to K = 2).
+//   - BGRADA and BGRADB take K = 1 only from cuBLASLt 12.3.4 (120304),
+//     below which nvmath-python refuses it.
+func (m LtMatmul) CheckSupported(version int) error {
+	e := m.epilogue()
+	refuse := func(layouts []string, format string, args ...any) error {
+		return &LtUnsupportedError{Matmul: m, Layouts: layouts, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case e == EpilogueBGradA && m.TransB:
+		return refuse([]string{"NN", "TN"}, "%v takes the row-major layouts NN and TN only (TransB false: op(B) stored K×N, summed over its K rows; cuBLASLt's transa = CUBLAS_OP_N), not %s",
+			e, ltLayoutName(m.TransA, m.TransB))
+	case e == EpilogueBGradB && !m.TransA:
+		return refuse([]string{"TN", "TT"}, "%v takes the row-major layouts TN and TT only (TransA true: op(A) stored K×M, summed over its K rows; cuBLASLt's transb = CUBLAS_OP_T), not %s",
+			e, ltLayoutName(m.TransA, m.TransB))
+	case (e == EpilogueDRelu || e == EpilogueDReluBGrad) && m.K < 2:
+		return refuse(nil, "%v takes K ≥ 2 only (nvmath-python: \"K=1 is not supported by cuBLAS\"), not K = %d", e, m.K)
+	case (e == EpilogueBGradA || e == EpilogueBGradB) && m.K < 2 && version < ltBGradKMinVersion:
+		return refuse(nil, "%v takes K = 1 only from cuBLASLt %d, and this is %d", e, ltBGradKMinVersion, version)
 	}
 	return nil
 }

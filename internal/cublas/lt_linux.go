@@ -36,8 +36,13 @@
 //	RELU_AUX, RELU_AUX_BIAS:         also write mask[i][j] = (the value before ReLU > 0)
 //	DRELU:                           D[i][j] = (alpha·(op(A)·op(B))[i][j] + beta·C[i][j]) · mask[i][j]
 //	DRELU_BGRAD:                     DRELU, and bias[j] = Σ_i D[i][j] (N elements: summed over the rows)
-//	BGRADA (cuBLASLt's A = our B):   bias[j] = Σ_k op(B)[k][j]   N elements
-//	BGRADB (cuBLASLt's B = our A):   bias[i] = Σ_k op(A)[i][k]   M elements
+//	BGRADA (cuBLASLt's A = our B):   bias[j] = Σ_k op(B)[k][j]   N elements; TransB false only
+//	BGRADB (cuBLASLt's B = our A):   bias[i] = Σ_k op(A)[i][k]   M elements; TransA true only
+//
+// The last two reduce an operand stored with K rows: cuBLASLt has no
+// kernel for them otherwise, and DRELU and DRELU_BGRAD fail with K = 1
+// (LtMatmul.CheckSupported says where each rule is from; Plan refuses
+// these up front).
 //
 // The ReLU bitmask (aux) is cuBLASLt's N×M column-major bit matrix with
 // leading dimension AuxLD bits, so in row-major terms M rows of AuxLD
@@ -280,12 +285,18 @@ func (h *LtHandle) Destroy() error {
 }
 
 // Plan returns the plan of m, making it on first use: it validates m
-// (CUBLAS_STATUS_INVALID_VALUE with the reason), creates the descriptor
-// and layouts of the column-major problem (see the file comment), and asks
+// (CUBLAS_STATUS_INVALID_VALUE with the reason), refuses what cuBLASLt is
+// known not to run (an *LtUnsupportedError from m.CheckSupported, before
+// any cuBLASLt call: BGRADA takes only TransB false, BGRADB only TransA
+// true, DRELU and DRELU_BGRAD only K ≥ 2), creates the descriptor and
+// layouts of the column-major problem (see the file comment), and asks
 // cuBLASLt's heuristic for the best algorithm that fits m.MaxWorkspace
 // (CUBLAS_STATUS_NOT_SUPPORTED if there is none for this combination of
-// types, epilogue and device). Later calls with an equal LtMatmul return
-// the same plan without calling cuBLASLt. A failure caches nothing.
+// types, epilogue and device). Both refusals satisfy
+// errors.Is(err, StatusNotSupported); errors.As with an
+// *LtUnsupportedError tells ours, which names the layouts the epilogue
+// takes. Later calls with an equal LtMatmul return the same plan without
+// calling cuBLASLt. A failure caches nothing.
 //
 // The algorithm is chosen for device pointers aligned as cudaMalloc
 // aligns them (256 bytes); bias and aux pointers are not known yet and
@@ -302,6 +313,9 @@ func (h *LtHandle) Plan(m LtMatmul) (*LtPlan, error) {
 	m.Epilogue = m.epilogue() // one key for 0 and EpilogueDefault
 	if p, ok := h.plans[m]; ok {
 		return p, nil
+	}
+	if err := m.CheckSupported(h.lib.Version()); err != nil {
+		return nil, err
 	}
 	p, err := h.build(m)
 	if err != nil {

@@ -156,6 +156,84 @@ func TestLtValidate(t *testing.T) {
 	}
 }
 
+// TestLtCheckSupported: BGRADA takes the row-major layouts NN and TN,
+// BGRADB TN and TT (what the H200 run of docs/gpu-runs/2026-11-26-cublaslt
+// found), DRELU and DRELU_BGRAD K ≥ 2, BGRADA and BGRADB K = 1 from
+// cuBLASLt 12.3.4; every other epilogue takes every layout and size; the
+// refusal is an *LtUnsupportedError that errors.Is StatusNotSupported and
+// names the layouts the epilogue takes.
+func TestLtCheckSupported(t *testing.T) {
+	const version = 130100
+	takes := map[Epilogue][]string{EpilogueBGradA: {"NN", "TN"}, EpilogueBGradB: {"TN", "TT"}}
+	for _, e := range []Epilogue{EpilogueDefault, EpilogueRelu, EpilogueReluAux, EpilogueBias, EpilogueReluBias,
+		EpilogueReluAuxBias, EpilogueDRelu, EpilogueDReluBGrad, EpilogueBGradA, EpilogueBGradB} {
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			m := LtMatmul{TransA: tr[0], TransB: tr[1], M: 64, N: 96, K: 80, Epilogue: e}
+			layout := ltLayoutName(tr[0], tr[1])
+			err := m.CheckSupported(version)
+			want, restricted := takes[e]
+			if !restricted || slices.Contains(want, layout) {
+				if err != nil {
+					t.Errorf("%v %s: %v", e, layout, err)
+				}
+				continue
+			}
+			var ue *LtUnsupportedError
+			if !errors.As(err, &ue) || !errors.Is(err, StatusNotSupported) || errors.Is(err, StatusInvalidValue) {
+				t.Errorf("%v %s: got %v, want an *LtUnsupportedError", e, layout, err)
+				continue
+			}
+			if !slices.Equal(ue.Layouts, want) || ue.Matmul != m {
+				t.Errorf("%v %s: Layouts %q Matmul %v, want %q and the LtMatmul", e, layout, ue.Layouts, ue.Matmul, want)
+			}
+			msg := err.Error()
+			for _, part := range []string{e.String(), "CUBLAS_STATUS_NOT_SUPPORTED", want[0] + " and " + want[1] + " only", "not " + layout, "row-major " + layout} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("%v %s: %q does not say %q", e, layout, msg, part)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		m       LtMatmul
+		version int
+		refused bool
+	}{
+		{"DRELU K=1", LtMatmul{M: 2, N: 2, K: 1, Epilogue: EpilogueDRelu}, version, true},
+		{"DRELU_BGRAD K=1 (the first example's backward)", LtMatmul{M: 2, N: 2, K: 1, Epilogue: EpilogueDReluBGrad}, version, true},
+		{"DRELU_BGRAD K=2", LtMatmul{M: 2, N: 2, K: 2, Epilogue: EpilogueDReluBGrad}, version, false},
+		{"RELU_AUX_BIAS K=1", LtMatmul{M: 2, N: 2, K: 1, Epilogue: EpilogueReluAuxBias}, version, false},
+		{"DEFAULT K=1", LtMatmul{M: 2, N: 2, K: 1}, version, false},
+		{"BGRADA K=1", LtMatmul{M: 2, N: 2, K: 1, Epilogue: EpilogueBGradA}, version, false},
+		{"BGRADB K=1", LtMatmul{TransA: true, M: 2, N: 2, K: 1, Epilogue: EpilogueBGradB}, 120304, false},
+		{"BGRADB K=1 before 12.3.4", LtMatmul{TransA: true, M: 2, N: 2, K: 1, Epilogue: EpilogueBGradB}, 120303, true},
+		{"BGRADA K=1, version unknown", LtMatmul{M: 2, N: 2, K: 1, Epilogue: EpilogueBGradA}, 0, true},
+		{"BGRADA K=2, version unknown", LtMatmul{M: 2, N: 2, K: 2, Epilogue: EpilogueBGradA}, 0, false},
+	} {
+		err := tc.m.CheckSupported(tc.version)
+		var ue *LtUnsupportedError
+		switch {
+		case !tc.refused && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.refused && (!errors.As(err, &ue) || ue.Layouts != nil || !strings.Contains(err.Error(), "K")):
+			t.Errorf("%s: got %v, want an *LtUnsupportedError about K", tc.name, err)
+		}
+	}
+	// The training step of lt_linux.go's comment (B = 32, in = 64, out = 96,
+	// out2 = 10) is supported, each call in the layout the comment gives.
+	for _, m := range []LtMatmul{
+		{TransB: true, M: 32, N: 96, K: 64, Epilogue: EpilogueReluAuxBias},
+		{M: 32, N: 96, K: 10, Epilogue: EpilogueDReluBGrad},
+		{TransA: true, M: 10, N: 96, K: 32, Epilogue: EpilogueBGradB}, // dW2 = dY2ᵀ·Y, db2
+		{TransA: true, M: 96, N: 10, K: 32, Epilogue: EpilogueBGradA}, // dW2ᵀ = Yᵀ·dY2, db2
+	} {
+		if err := m.CheckSupported(0); err != nil {
+			t.Errorf("the training step: %v", err)
+		}
+	}
+}
+
 func TestLtCheckArgs(t *testing.T) {
 	const ws = 0x7000
 	ok := LtArgs{Alpha: 1, A: 0x1000, B: 0x2000, D: 0x3000, Bias: 0x4000, Aux: 0x5000}
