@@ -24,8 +24,13 @@ import (
 type ltGPU struct {
 	*gpu
 	lt      *cublas.LtHandle
+	version int // cuBLASLt's, for CheckSupported
 	ws      gg.DevicePtr
 	wsBytes int
+	// refused counts the LtMatmuls ltCheck saw Plan refuse up front;
+	// confirmed those the heuristic, asked past the refusal, has no
+	// algorithm for either.
+	refused, confirmed int
 }
 
 // setupLt opens the cuda backend and cuBLASLt, as setupGPU does cuBLAS, or
@@ -78,7 +83,7 @@ func setupLt(t *testing.T) *ltGPU {
 		t.Fatal(err)
 	}
 	t.Logf("%s: cuBLASLt %d on %s", lib.Path, lib.Version(), d.Properties().Name)
-	return &ltGPU{gpu: &gpu{d: d, s: s}, lt: h, ws: ws, wsBytes: wsBytes}
+	return &ltGPU{gpu: &gpu{d: d, s: s}, lt: h, version: lib.Version(), ws: ws, wsBytes: wsBytes}
 }
 
 // round rounds each value to the nearest of type typ (bfloat16: to
@@ -215,9 +220,15 @@ func ltShapes(m cublas.LtMatmul) (aRows, bRows int) {
 // ltCheck runs m once on random data on the GPU and compares D, the bias
 // gradient and the bitmask with the host reference. Every combination the
 // tests make is in cublasLtMatmul's table of supported types, which lists
-// epilogues as supported for all of them: no algorithm is a failure.
+// epilogues as supported for all of them: no algorithm is a failure,
+// except for what m.CheckSupported refuses, which Plan must refuse up front
+// (checkRefusal).
 func (g *ltGPU) ltCheck(t *testing.T, name string, m cublas.LtMatmul, alpha, beta float64, seed uint64) {
 	t.Helper()
+	if refusal := m.CheckSupported(g.version); refusal != nil {
+		g.checkRefusal(t, name, m, refusal)
+		return
+	}
 	plan, err := g.lt.Plan(m)
 	if errors.Is(err, cublas.StatusNotSupported) {
 		t.Errorf("%s: cuBLASLt has no algorithm for a combination its documentation lists: %v", name, err)
@@ -354,6 +365,33 @@ func (g *ltGPU) ltCheck(t *testing.T, name string, m cublas.LtMatmul, alpha, bet
 	}
 }
 
+// checkRefusal checks that Plan refuses m, which CheckSupported refuses,
+// with the *LtUnsupportedError, then asks cuBLASLt's heuristic past the
+// refusal (PlanUnchecked) and logs it if the heuristic now has an
+// algorithm: the rule may then be lifted for this version (run the case
+// through the host reference before lifting it).
+func (g *ltGPU) checkRefusal(t *testing.T, name string, m cublas.LtMatmul, refusal error) {
+	t.Helper()
+	g.refused++
+	_, err := g.lt.Plan(m)
+	var ue *cublas.LtUnsupportedError
+	if !errors.As(err, &ue) || err.Error() != refusal.Error() || !errors.Is(err, cublas.StatusNotSupported) {
+		t.Errorf("%s: Plan gave %v, want the refusal %v", name, err, refusal)
+		return
+	}
+	p, release, err := g.lt.PlanUnchecked(m)
+	switch {
+	case errors.Is(err, cublas.StatusNotSupported):
+		g.confirmed++
+	case err != nil:
+		t.Logf("%s: refused up front; the heuristic, asked past the refusal, answered %v", name, err)
+	default:
+		release()
+		t.Logf("%s: refused up front (%s), but cuBLASLt %d's heuristic has an algorithm for it (workspace %d): the rule may be lifted for this version",
+			name, ue.Reason, g.version, p.Workspace())
+	}
+}
+
 var ltEpilogues = []cublas.Epilogue{
 	cublas.EpilogueDefault, cublas.EpilogueRelu, cublas.EpilogueReluAux, cublas.EpilogueBias,
 	cublas.EpilogueReluBias, cublas.EpilogueReluAuxBias, cublas.EpilogueDRelu, cublas.EpilogueDReluBGrad,
@@ -373,8 +411,11 @@ var ltTypes = []struct {
 }
 
 // TestGPULtEpilogues runs every epilogue, type combination and transpose
-// against the host reference; the sizes are a layer's (batch M = 64,
-// N = 96 outputs, K = 80 inputs), the leading dimensions padded.
+// against the host reference, and checks that Plan refuses up front the
+// transposes BGRADA and BGRADB do not take (CheckSupported; the heuristic
+// is asked past the refusal, and the log says if it disagrees); the sizes
+// are a layer's (batch M = 64, N = 96 outputs, K = 80 inputs), the
+// leading dimensions padded.
 func TestGPULtEpilogues(t *testing.T) {
 	g := setupLt(t)
 	seed := uint64(0)
@@ -407,18 +448,50 @@ func TestGPULtEpilogues(t *testing.T) {
 			}
 		}
 	}
+	// 4 types × (BGRADA in NT and TT, BGRADB in NN and NT).
+	if g.refused != 16 {
+		t.Errorf("Plan refused %d combinations up front, want 16", g.refused)
+	}
+	t.Logf("%d combinations refused up front; the heuristic, asked past the refusal, has no algorithm for %d of them", g.refused, g.confirmed)
 }
 
-// TestGPULtOddSizes: sizes that are no multiple of anything, fp32.
+// TestGPULtOddSizes: sizes that are no multiple of anything, fp32, in the
+// layout NT (a layer's forward), or for an epilogue that does not take NT
+// (BGRADA, BGRADB), checked refused there and run in the first layout its
+// refusal names.
 func TestGPULtOddSizes(t *testing.T) {
 	g := setupLt(t)
-	for i, e := range ltEpilogues {
-		m := cublas.LtMatmul{TransB: true, M: 67, N: 45, K: 131, LDA: 131 + 3, LDB: 131 + 1, LDC: 45 + 2,
+	odd := func(ta, tb bool, e cublas.Epilogue) cublas.LtMatmul {
+		m := cublas.LtMatmul{TransA: ta, TransB: tb, M: 67, N: 45, K: 131, LDA: 131 + 3, LDB: 45 + 1, LDC: 45 + 2,
 			ABType: cublas.R32F, CDType: cublas.R32F, Compute: cublas.Compute32F, Epilogue: e, MaxWorkspace: g.wsBytes}
+		if ta {
+			m.LDA = 67 + 3
+		}
+		if tb {
+			m.LDB = 131 + 1
+		}
+		if e.UsesBias() {
+			m.BiasType = cublas.R32F
+		}
 		if e.UsesAux() {
 			m.AuxLD = cublas.LtAuxLD(m.N)
 		}
-		g.ltCheck(t, "odd "+e.String(), m, 1, 0, uint64(100+i))
+		return m
+	}
+	for i, e := range ltEpilogues {
+		m := odd(false, true, e)
+		name := "odd " + e.String() + " NT"
+		var ue *cublas.LtUnsupportedError
+		if err := m.CheckSupported(g.version); errors.As(err, &ue) && len(ue.Layouts) > 0 {
+			g.ltCheck(t, name, m, 1, 0, uint64(100+i)) // the refusal
+			l := ue.Layouts[0]
+			m = odd(l[0] == 'T', l[1] == 'T', e)
+			name = "odd " + e.String() + " " + l
+		}
+		g.ltCheck(t, name, m, 1, 0, uint64(100+i))
+	}
+	if g.refused != 2 {
+		t.Errorf("Plan refused %d LtMatmuls up front, want 2 (BGRADA and BGRADB in NT)", g.refused)
 	}
 }
 
@@ -727,3 +800,4 @@ func TestGPULtExample(t *testing.T) {
 		t.Fatalf("the example printed\n%s\nwant\n%s", out, want)
 	}
 }
+
