@@ -13,8 +13,10 @@ import (
 // output gradient dH = dY2·W2 also applies the mask, dZ = dH ⊙ mask, and
 // sums the bias gradient db over the batch (DRELU_BGRAD). The sizes are
 // TestGPULtTrainingStep's (batch 48, 40 inputs, 72 units, 24 outputs of
-// the next layer), and the calls run once before they are captured, as in
-// TestGPULtCapture. Without a GPU it prints why and returns; it is
+// the next layer; a next layer of one output, K = 1 for DRELU_BGRAD, Plan
+// refuses: see LtMatmul.CheckSupported), and the calls run once before
+// they are captured, as in TestGPULtCapture. Without a GPU it prints why
+// and returns; it is
 // compiled, not run, by go test (TestGPULtExample runs it on the GPU
 // machine).
 //
