@@ -192,7 +192,7 @@ func run(args []string, out io.Writer) error {
 }
 
 func describe(out io.Writer, mi ModelInfo) {
-	fmt.Fprintf(out, "model %s on %s, %s, batches of at most %d rows\n", mi.Model, mi.Backend, mi.Mode, mi.MaxBatch)
+	fmt.Fprintf(out, "model %s on %s, %s, batches of at most %d rows; GEMM %s\n", mi.Model, mi.Backend, mi.Mode, mi.MaxBatch, mi.GEMM)
 	if mi.Mode == "graphs" {
 		fmt.Fprintf(out, "graph set: %d batch sizes captured in %.1f ms; graph memory %s (the largest graph's; %s if each had its own), output buffer %s\n",
 			len(mi.Keys), mi.CaptureMS, mib(mi.GraphBytes), mib(mi.SumGraphBytes), mib(mi.OutputBytes))

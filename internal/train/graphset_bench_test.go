@@ -25,6 +25,7 @@ func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream
 	m, err := NewModel(s, Reference())
 	ok(b, err)
 	defer m.Destroy()
+	useCuBLAS(b, d, m)
 	keys := ServeKeys(512)
 	x, err := d.Malloc(4 * 512 * m.Config().In)
 	ok(b, err)
@@ -75,6 +76,7 @@ func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)
 				m, err := NewModel(s, cfg)
 				ok(b, err)
 				defer m.Destroy()
+				useCuBLAS(b, d, m)
 				x, err := d.Malloc(4 * rows * cfg.In)
 				ok(b, err)
 				defer d.Free(x)
@@ -104,6 +106,20 @@ func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)
 			})
 		}
 	}
+}
+
+// useCuBLAS gives m cuBLAS's GEMM on the cuda backend, as examples/serve
+// and PyTorch use (the package's tiled kernel runs a handful of blocks at
+// small batches).
+func useCuBLAS(b *testing.B, d *gg.Device, m *Model) {
+	if d.Properties().Backend != gg.BackendCUDA {
+		return
+	}
+	g, desc, closeFn, err := CuBLAS(d, FP32)
+	ok(b, err)
+	b.Cleanup(closeFn)
+	m.GEMM = g
+	b.Log(desc)
 }
 
 func itoa(n int) string {

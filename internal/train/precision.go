@@ -33,17 +33,18 @@ func (c Config) precision() string {
 func (c Config) bf16() bool { return c.Precision == BF16 }
 
 // roundTF32 rounds x to TF32 (float32's 8 exponent bits and the top 10 of
-// its 23 mantissa bits; the 13 low bits become zero) to nearest, ties away
-// from zero, which is what cvt.rna.tf32.f32 does. Infinities stay, NaN
-// stays NaN (quiet), and a finite value past TF32's largest rounds to
-// infinity. Denormals round like any other value.
-//
-// Which rounding cuBLAS's TF32 tensor-core GEMMs apply to their float32
-// inputs is not documented (truncation, to nearest even and to nearest
-// away are all in use); tools/probe/tf32round.cu asks a GPU, and its answer
-// decides this function. round_tf32 in tf32CUDA is its CUDA twin: change
-// both together (TestCUDABodiesOnCPU and TestCUDAPrecision check that
-// they agree bit for bit).
+// its 23 mantissa bits; the 13 low bits become zero) to nearest, ties to
+// even, as cuBLAS's TF32 tensor-core GEMMs round their float32 inputs:
+// tools/probe/tf32round.cu on an H100 (cuBLAS 130100, driver 580,
+// 2026-11-26) matched nearest-even on 20 of 20 inputs for both
+// cublasSgemm under CUBLAS_TF32_TENSOR_OP_MATH and cublasGemmEx with
+// CUBLAS_COMPUTE_32F_FAST_TF32, against 17 for ties-away and 10 for
+// truncation (a one-term product, k = 1, is computed without TF32 at all).
+// Infinities stay, NaN stays NaN (quiet), and a finite value past TF32's
+// largest rounds to infinity. Denormals round like any other value.
+// round_tf32 in precCUDA is its CUDA twin: change both together
+// (TestCUDABodiesOnCPU and TestCUDAPrecision check that they agree bit
+// for bit).
 func roundTF32(x float32) float32 {
 	u := math.Float32bits(x)
 	if u&0x7f800000 == 0x7f800000 { // Inf or NaN
@@ -52,7 +53,7 @@ func roundTF32(x float32) float32 {
 		}
 		return x
 	}
-	return math.Float32frombits((u + 0x1000) &^ 0x1fff)
+	return math.Float32frombits((u + 0xfff + (u>>13)&1) &^ 0x1fff)
 }
 
 // toBF16 rounds x to bfloat16 (float32's upper 16 bits) to nearest, ties
@@ -82,7 +83,7 @@ static __device__ __forceinline__ float round_tf32(float x) {
     unsigned u = __float_as_uint(x);
     if ((u & 0x7f800000u) == 0x7f800000u)
         return (u & 0x007fffffu) ? __uint_as_float((u | 0x00400000u) & ~0x1fffu) : x;
-    return __uint_as_float((u + 0x1000u) & ~0x1fffu);
+    return __uint_as_float((u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu);
 }
 static __device__ __forceinline__ bf16_t f32_to_bf16(float x) {
     unsigned u = __float_as_uint(x);

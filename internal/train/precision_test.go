@@ -17,9 +17,9 @@ func TestRoundTF32(t *testing.T) {
 		{"one", 0x3f800000, 0x3f800000},
 		{"exact tf32", 0x3f802000, 0x3f802000},
 		{"below half: down", 0x3f800fff, 0x3f800000},
-		{"tie: away from zero", 0x3f801000, 0x3f802000},
-		{"tie on odd: away from zero", 0x3f803000, 0x3f804000},
-		{"negative tie: away from zero", 0xbf801000, 0xbf802000},
+		{"tie to even: down", 0x3f801000, 0x3f800000},
+		{"tie on odd: up to even", 0x3f803000, 0x3f804000},
+		{"negative tie to even", 0xbf801000, 0xbf800000},
 		{"above half: up", 0x3f801001, 0x3f802000},
 		{"carry into the exponent", 0x3fffffff, 0x40000000},
 		{"largest float: infinity", 0x7f7fffff, 0x7f800000},
@@ -28,7 +28,7 @@ func TestRoundTF32(t *testing.T) {
 		{"infinity", 0x7f800000, 0x7f800000},
 		{"minus infinity", 0xff800000, 0xff800000},
 		{"smallest denormal: zero", 0x00000001, 0x00000000},
-		{"denormal tie: up", 0x00001000, 0x00002000},
+		{"denormal tie to even: down", 0x00001000, 0x00000000},
 		{"largest denormal: smallest normal", 0x007fffff, 0x00800000},
 	} {
 		if got := math.Float32bits(roundTF32(f(c.in))); got != c.out {
