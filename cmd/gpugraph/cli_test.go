@@ -73,7 +73,7 @@ var cliCases = []cliCase{
 	{args: "train --devices 2 --save <dir>/m.ckpt", code: 2, stderr: "--save does not apply with --devices 2"},
 	{args: "train --devices 1 --optimizer adam " + small, code: 0, stdout: "adam"},
 	{args: "train --precision bf16 " + small, code: 0, stdout: "precision: bf16 ("},
-	{args: "train --precision tf32 --optimizer adam --modes graph " + small, code: 0, stdout: "kernels per step: 16"},
+	{args: "train --precision tf32 --optimizer adam --modes graph " + small, code: 0, stdout: "kernels per step: 18"},
 	{args: "train --precision fp32 --devices 2 --sync inline " + small, code: 0, stdout: "precision: fp32"},
 	{args: "train --precision bf16 --optimizer adam --devices 2 --sync overlap,inline,after " + small, code: 0, stdout: "2 ranks train as one device"},
 	{args: "train --devices 2 --sync inline,after --timeout 10s " + small, code: 0, stdout: "2 ranks train as one device"},

@@ -88,9 +88,9 @@ func TestCUDABodiesOnCPU(t *testing.T) {
 		tc{"cast_bf16", castBF16, gg.Dim1(2), gg.Dim1(threads), []any{roundingValues(1000), make([]uint16, 1000), 1000}},
 		tc{"col_sum", colSum, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{seq(37 * 70), 0, seq(70), 37, 70}},
 		tc{"col_sum/bf16", colSum, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{bf16s(seq(37 * 70)), 1, seq(70), 37, 70}},
-		tc{"relu_bwd_db", reluBwdDB, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{seq(41 * 70), seq(41 * 70), 0, seq(41 * 70), 0, seq(70), 41, 70}},
-		tc{"relu_bwd_db/bf16", reluBwdDB, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{seq(41 * 70), bf16s(seq(41 * 70)), 1, make([]uint16, 41*70), 1, seq(70), 41, 70}},
-		tc{"relu_bwd_db/f32 act,bf16 dz", reluBwdDB, gg.Dim1(1), gg.Dim1(colBlock * 8), []any{seq(9 * 30), seq(9 * 30), 0, make([]uint16, 9*30), 1, seq(30), 9, 30}},
+		tc{"relu_bwd", reluBwd, gg.Dim1(3), gg.Dim1(64), []any{seq(41 * 70), seq(41 * 70), 0, seq(41 * 70), 0, 41 * 70}},
+		tc{"relu_bwd/bf16", reluBwd, gg.Dim1(3), gg.Dim1(64), []any{seq(41 * 70), bf16s(seq(41 * 70)), 1, make([]uint16, 41*70), 1, 41 * 70}},
+		tc{"relu_bwd/f32 act,bf16 dz", reluBwd, gg.Dim1(1), gg.Dim1(32), []any{seq(9 * 30), seq(9 * 30), 0, make([]uint16, 9*30), 1, 9 * 30}},
 		tc{"sgd", sgdUpdate, elemGrid(777), gg.Dim1(threads), []any{seq(777), seq(777), gg.DevicePtr(0), 777, float32(0.1)}},
 		tc{"sgd/shadow", sgdUpdate, gg.Dim1(2), gg.Dim1(threads), []any{seq(777), seq(777), make([]uint16, 777), 777, float32(0.1)}},
 	)
@@ -307,7 +307,7 @@ func runEmulated(t *testing.T, bin string, k *gg.Kernel, grid, block gg.Dim3, ar
 }
 
 // emuKernels are the kernels the emulator holds.
-var emuKernels = []*gg.Kernel{gemmKernel, biasAct, castBF16, colSum, reluBwdDB, softmaxXent, sgdUpdate, adamUpdate}
+var emuKernels = []*gg.Kernel{gemmKernel, biasAct, castBF16, colSum, reluBwd, softmaxXent, sgdUpdate, adamUpdate}
 
 const emuPrelude = `#include <algorithm>
 #include <barrier>

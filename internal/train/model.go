@@ -631,12 +631,12 @@ func (m *Model) update(s *gg.Stream, lo, count int, g gg.DevicePtr, tick bool) e
 // Captured, a step is a graph of kernels+2·allocs nodes. With n linear
 // layers: per layer a forward GEMM and bias+ReLU; the loss; the output
 // layer's bias gradient; per layer a dW GEMM; per layer but the first a dA
-// GEMM and the ReLU with the bias gradient of the layer below; one update:
-// 5n+1 kernels, and in BF16 one more, the batch's cast. SyncInline and
+// GEMM, the ReLU and the bias gradient of the layer below; one update:
+// 6n kernels, and in BF16 one more, the batch's cast. SyncInline and
 // SyncOverlap update each layer on its own: n-1 more.
 func (c Config) StepOps() (kernels, allocs int) {
 	n := c.Layers + 1
-	kernels = 2*n + 1 + 1 + n + 2*(n-1) + 1
+	kernels = 2*n + 1 + 1 + n + 3*(n-1) + 1
 	allocs = n + 1 + (n - 1) // GEMM outputs, the gradients, dA
 	if c.bf16() {
 		kernels++
