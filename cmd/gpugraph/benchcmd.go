@@ -138,9 +138,11 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 			return usagef("--threads %q: no worker counts", *threads)
 		}
 	}
-	// The sides report what they are doing on stderr, on a terminal.
+	// The sides report what they are doing on stderr, on a terminal; the
+	// PyTorch side's runs take minutes each, so it reports each run's
+	// result there in any case (unless --quiet).
 	notes := io.Discard
-	if showProgress(stderr, *quiet) {
+	if showProgress(stderr, *quiet) || (*vs == "torch" && !*quiet) {
 		notes = stderr
 	}
 	for _, s := range sides {

@@ -286,12 +286,19 @@ func Torch(cfg TorchConfig, progress io.Writer) (*TorchReport, error) {
 	for i := range cfg.Reps {
 		for _, c := range rep.cases {
 			for k := range nSides {
-				if err := run(c, (i+k)%nSides); err != nil {
+				side := (i + k) % nSides
+				t0 := time.Now()
+				if err := run(c, side); err != nil {
 					return nil, err
 				}
+				// Each run as it ends: a run of the three sides takes a
+				// minute or more (PyTorch's compile), and a log cut short
+				// keeps what was measured.
+				r := c.runs[side][len(c.runs[side])-1]
+				fmt.Fprintf(progress, "bench: torch rep %d/%d %s %s %-13s step %.1f µs, GPU %.1f µs (%.0f s)\n",
+					i+1, cfg.Reps, c.model, c.precision, sideNames[side], r.wall, r.gpu, time.Since(t0).Seconds())
 			}
 		}
-		fmt.Fprintf(progress, "bench: torch run %d/%d done\n", i+1, cfg.Reps)
 	}
 	return rep, nil
 }
