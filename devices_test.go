@@ -137,3 +137,49 @@ func TestHostKernelPeerAccessChecked(t *testing.T) {
 		t.Fatalf("the kernel with access did not write: %v", buf)
 	}
 }
+
+// TestBodyNodeOfAnotherDevice: a conditional body, and a graph nested in
+// one, hold only nodes of the conditional node's device; a node of another
+// device there is refused at instantiation, naming it, with
+// InstantiateMultipleDevicesNotSupported. At the top level it is accepted.
+func TestBodyNodeOfAnotherDevice(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	k := gg.KernelParams{Kernel: kA, Grid: one, Block: one}
+	for _, where := range []string{"top", "body", "child in body", "nested body"} {
+		t.Run(where, func(t *testing.T) {
+			g := must[*gg.Graph](t)(d0.NewGraph())
+			defer g.Destroy()
+			h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			cond := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+			body := must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+			must[*gg.Node](t)(body.AddNode(k))
+			var bad *gg.Node
+			switch where {
+			case "top":
+				must[*gg.Node](t)(g.AddNodeOn(d1, k))
+			case "body":
+				bad = must[*gg.Node](t)(body.AddNodeOn(d1, k))
+			case "child in body":
+				c := must[*gg.Graph](t)(d0.NewGraph())
+				must[*gg.Node](t)(c.AddNodeOn(d1, k))
+				ch := must[*gg.Node](t)(body.AddChildGraphNode(c))
+				bad = must[[]*gg.Node](t)(must[*gg.Graph](t)(ch.ChildGraph()).Nodes())[0]
+			case "nested body":
+				h2 := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+				inner := must[*gg.Node](t)(body.AddNode(gg.ConditionalParams{Handle: h2, Type: gg.ConditionalWhile, Size: 1}))
+				bad = must[*gg.Node](t)(must[[]*gg.Graph](t)(inner.ConditionalBodies())[0].AddNodeOn(d1, k))
+			}
+			p := &gg.InstantiateParams{}
+			e, err := g.InstantiateWithParams(p)
+			if bad == nil {
+				ok(t, err)
+				ok(t, e.Destroy())
+				return
+			}
+			isCode(t, err, gg.ErrInvalidValue)
+			if p.Result != gg.InstantiateMultipleDevicesNotSupported || p.ErrNode != bad {
+				t.Fatalf("result %v naming %v, want %v naming %v", p.Result, p.ErrNode, gg.InstantiateMultipleDevicesNotSupported, bad)
+			}
+		})
+	}
+}

@@ -84,6 +84,12 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		return nil, err
 	}
 	e := &Exec{dev: g.dev, src: g, mem: g.memNodes > 0, cond: g.hasCondLocked()}
+	if e.cond {
+		if err := g.condDeviceRuleLocked(opName); err != nil {
+			g.mu.Unlock()
+			return nil, p.fail(InstantiateMultipleDevicesNotSupported, err)
+		}
+	}
 	e.setRecords(g.recordEventsLocked(nil, nil))
 	g.mu.Unlock()
 	var upload backend.Stream

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"testing"
 
@@ -43,6 +44,7 @@ var deviceScenarios = []struct {
 	{"MultiDeviceGraph", 2, multiDeviceGraph},
 	{"CrossDeviceEventWait", 2, crossDeviceEventWait},
 	{"CaptureAcrossDevices", 2, captureAcrossDevices},
+	{"CaptureAcrossDevicesIntoBody", 2, captureAcrossDevicesIntoBody},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -368,5 +370,86 @@ func captureAcrossDevices(t *testing.T, backend string, count int, open OpenOrdi
 	}
 	if devs[gg.NodeMemset] != 0 || devs[gg.NodeMemcpy] != 1 || devs[gg.NodeKernel] != 1 {
 		t.Fatalf("the graph ran right, but its captured nodes name the wrong devices (memset, memcpy, kernel want 0, 1, 1): %v", devs)
+	}
+}
+
+// readU32s reads n uint32s at p of d.
+func readU32s(t *testing.T, d *gg.Device, p gg.DevicePtr, n int) []uint32 {
+	t.Helper()
+	b := make([]byte, 4*n)
+	OK(t, d.Memcpy(gg.DtoH(b, p)))
+	v := make([]uint32, n)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return v
+}
+
+// wantU32s fails the test unless every one of the n uint32s at p of d is
+// want.
+func wantU32s(t *testing.T, what string, d *gg.Device, p gg.DevicePtr, n int, want uint32) {
+	t.Helper()
+	for i, v := range readU32s(t, d, p, n) {
+		if v != want {
+			t.Fatalf("%s: element %d is %d, want %d", what, i, v, want)
+		}
+	}
+}
+
+// captureAcrossDevicesIntoBody: a capture into a conditional body, begun in
+// a stream of device 0, forks onto a stream of device 1: the work captured
+// there becomes a node of device 1 in the body. The body's nodes must all
+// be the conditional node's device's: CUDA_CONDITIONAL_NODE_PARAMS.ctx
+// "must match context used to create the handle and all body nodes", and
+// the driver refuses a body copy of pageable memory at instantiation with
+// "multiple devices not supported" (docs/driver-conditional.txt); so the
+// graph is refused at instantiation, with ErrInvalidValue naming the node.
+// Evidence still needed: the driver's answer to this scenario on two GPUs
+// (whether it refuses the capture, the instantiation, or neither).
+func captureAcrossDevicesIntoBody(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	g := NewGraph(t, d0)
+	h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+	cond := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+	body := Must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+	OK(t, s0.BeginCaptureToGraph(body, nil, gg.CaptureModeGlobal))
+	OK(t, s0.Memset(gg.Memset32(a, 30, n)))
+	OK(t, s0.Record(fork))
+	if err := s1.Wait(fork); err != nil {
+		t.Fatalf("device 1's stream cannot join a capture into a body (%v): the host backend lets it", err)
+	}
+	if err := s1.Launch(AddOne, gg.Dim1(n/256), gg.Dim1(256), b, c, n); err != nil {
+		t.Fatalf("a kernel of device 1 captured into a body of device 0 is refused at capture (%v): the host backend refuses it at instantiation", err)
+	}
+	OK(t, s1.Record(join))
+	OK(t, s0.Wait(join))
+	if got := EndOK(t, s0); got != body {
+		t.Fatalf("EndCapture returned %p, not the body %p", got, body)
+	}
+	var k *gg.Node
+	for _, nd := range Must[[]*gg.Node](t)(body.Nodes()) {
+		want := d0
+		if nd.Type() == gg.NodeKernel {
+			want, k = d1, nd
+		}
+		if nd.Device() != want {
+			t.Fatalf("%v of the body runs on device %d, want %d", nd, nd.Device().Properties().Ordinal, want.Properties().Ordinal)
+		}
+	}
+	if k == nil {
+		t.Fatal("the body has no kernel node")
+	}
+	_, err := g.Instantiate(0)
+	IsCode(t, err, gg.ErrInvalidValue)
+	var e *gg.Error
+	if errors.As(err, &e) && e.Node != k {
+		t.Fatalf("the instantiation's error names %v, want the kernel node of device 1 %v: %v", e.Node, k, err)
 	}
 }
