@@ -3,6 +3,7 @@ package backendtest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -44,6 +45,8 @@ var deviceScenarios = []struct {
 	{"MultiDeviceGraph", 2, multiDeviceGraph},
 	{"CrossDeviceEventWait", 2, crossDeviceEventWait},
 	{"CaptureAcrossDevices", 2, captureAcrossDevices},
+	{"CaptureAcrossDevicesCondChild", 2, captureAcrossDevicesCondChild},
+	{"CaptureAcrossDevicesChildGraph", 2, captureAcrossDevicesChildGraph},
 	{"CaptureAcrossDevicesIntoBody", 2, captureAcrossDevicesIntoBody},
 }
 
@@ -393,6 +396,143 @@ func wantU32s(t *testing.T, what string, d *gg.Device, p gg.DevicePtr, n int, wa
 		if v != want {
 			t.Fatalf("%s: element %d is %d, want %d", what, i, v, want)
 		}
+	}
+}
+
+// captureAcrossDevicesCondChild: the calls of the differential test's
+// two-device capture programs (fuzz_diff_test.go: build, captureNode,
+// captureGraphNode, condNode). A capture begun in a stream of device 0
+// forks onto a stream of device 1, which captures a copy; the node
+// CaptureInfo of device 1's stream returns is a node of the capture's
+// graph, the one device 0's stream reports, so a conditional node and a
+// child graph node added to that graph may depend on it. The bodies are
+// captured in another stream of device 0 (BeginCaptureToGraph). In every
+// capture mode.
+func captureAcrossDevicesCondChild(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	x := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	s0, sb, s1 := NewStream(t, d0), NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	add := func(in, out gg.DevicePtr) gg.KernelParams {
+		return gg.KernelParams{Kernel: AddOne, Grid: gg.Dim1(n / 256), Block: gg.Dim1(256), Args: []any{in, out, n}}
+	}
+	for _, mode := range []gg.CaptureMode{gg.CaptureModeGlobal, gg.CaptureModeThreadLocal, gg.CaptureModeRelaxed} {
+		t.Run(fmt.Sprintf("mode %d", mode), func(t *testing.T) {
+			OK(t, d0.Memset(gg.Memset32(a, 4, n)))
+			OK(t, s0.BeginCapture(mode))
+			top := Must[gg.CaptureInfo](t)(s0.CaptureInfo()).Graph
+			h := Must[gg.ConditionalHandle](t)(top.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			OK(t, s0.Record(fork))
+			OK(t, s1.Wait(fork))
+			OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+			ci1 := Must[gg.CaptureInfo](t)(s1.CaptureInfo())
+			if ci1.Graph != top || len(ci1.Dependencies) != 1 {
+				t.Fatalf("device 1's stream reports graph %p with %d dependencies, want the capture's graph %p with 1", ci1.Graph, len(ci1.Dependencies), top)
+			}
+			cp := ci1.Dependencies[0]
+			if cp.Graph() != top || cp.Type() != gg.NodeMemcpy {
+				t.Fatalf("the copy captured in device 1's stream is %v of graph %p, want a memcpy node of %p", cp, cp.Graph(), top)
+			}
+
+			// A conditional node after the copy, its body captured.
+			OK(t, s0.UpdateCaptureDependencies([]*gg.Node{cp}, gg.SetCaptureDependencies))
+			g := Must[gg.CaptureInfo](t)(s0.CaptureInfo()).Graph
+			cond := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}, cp))
+			body := Must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+			OK(t, sb.BeginCaptureToGraph(body, nil, mode))
+			OK(t, sb.LaunchKernel(add(a, c)))
+			EndOK(t, sb)
+
+			// A child graph node after the copy.
+			child := NewGraph(t, d0)
+			Must[*gg.Node](t)(child.AddKernelNode(add(c, x)))
+			ch := Must[*gg.Node](t)(g.AddChildGraphNode(child, cp, cond))
+			OK(t, s0.UpdateCaptureDependencies([]*gg.Node{ch}, gg.SetCaptureDependencies))
+
+			OK(t, s1.Record(join))
+			OK(t, s0.Wait(join))
+			got := EndOK(t, s0)
+			if got != top {
+				t.Fatalf("EndCapture returned graph %p, CaptureInfo %p", got, top)
+			}
+			nodes := Must[[]*gg.Node](t)(got.Nodes())
+			if len(nodes) != 3 {
+				t.Fatalf("the graph has %d nodes, want 3 (copy, conditional, child graph)", len(nodes))
+			}
+			for _, nd := range []*gg.Node{cp, cond, ch} {
+				if !slices.Contains(nodes, nd) {
+					t.Fatalf("%v is not a node of the captured graph", nd)
+				}
+			}
+			if cp.Device() != d1 || cond.Device() != d0 || ch.Device() != d0 {
+				t.Fatalf("devices: copy %d, conditional %d, child graph %d; want 1, 0, 0",
+					cp.Device().Properties().Ordinal, cond.Device().Properties().Ordinal, ch.Device().Properties().Ordinal)
+			}
+			e := Must[*gg.Exec](t)(got.Instantiate(0))
+			defer e.Destroy()
+			OK(t, e.Launch(s0))
+			OK(t, s0.Synchronize())
+			wantU32s(t, "the copy on device 1", d1, b, n, 4)
+			wantU32s(t, "the conditional body", d0, c, n, 5)
+			wantU32s(t, "the child graph", d0, x, n, 6)
+			OK(t, got.Destroy())
+		})
+	}
+}
+
+// captureAcrossDevicesChildGraph: a graph captured across two devices,
+// embedded in a child graph node, keeps its nodes' devices in the
+// embedded graph and in a clone of the parent, and runs.
+func captureAcrossDevicesChildGraph(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s0.Memset(gg.Memset32(a, 20, n)))
+	OK(t, s0.Record(fork))
+	OK(t, s1.Wait(fork))
+	OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+	OK(t, s1.Launch(AddOne, gg.Dim1(n/256), gg.Dim1(256), b, c, n))
+	OK(t, s1.Record(join))
+	OK(t, s0.Wait(join))
+	captured := EndOK(t, s0)
+	defer captured.Destroy()
+
+	devices := func(what string, g *gg.Graph) {
+		t.Helper()
+		devs := map[gg.NodeType]int{}
+		for _, nd := range Must[[]*gg.Node](t)(g.Nodes()) {
+			devs[nd.Type()] = nd.Device().Properties().Ordinal
+		}
+		if devs[gg.NodeMemset] != 0 || devs[gg.NodeMemcpy] != 1 || devs[gg.NodeKernel] != 1 {
+			t.Fatalf("%s: the nodes captured name the wrong devices (memset, memcpy, kernel want 0, 1, 1): %v", what, devs)
+		}
+	}
+	devices("the captured graph", captured)
+	parent := NewGraph(t, d0)
+	ch := Must[*gg.Node](t)(parent.AddChildGraphNode(captured))
+	devices("the child graph node's graph", Must[*gg.Graph](t)(ch.ChildGraph()))
+	cl := Must[*gg.Graph](t)(parent.Clone())
+	defer cl.Destroy()
+	clch := Must[*gg.Node](t)(cl.ClonedNode(ch))
+	devices("the clone's child graph", Must[*gg.Graph](t)(clch.ChildGraph()))
+	for _, g := range []*gg.Graph{parent, cl} {
+		OK(t, d1.Memset(gg.Memset32(c, 0, n)))
+		e := Must[*gg.Exec](t)(g.Instantiate(0))
+		OK(t, e.Launch(s0))
+		OK(t, s0.Synchronize())
+		wantU32s(t, "the child graph's kernel on device 1", d1, c, n, 21)
+		OK(t, e.Destroy())
 	}
 }
 
