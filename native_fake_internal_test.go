@@ -70,6 +70,21 @@ func (d *fakeDev) NewEvent(f backend.EventFlags) (backend.Event, error) {
 
 func (d *fakeDev) NewGraph() (backend.Graph, error) { return newFakeGraph(), nil }
 
+// Peer access is the host devices'.
+
+func (d *fakeDev) CanAccessPeer(p backend.Device) (bool, error) {
+	return d.Device.CanAccessPeer(p.(*fakeDev).Device)
+}
+func (d *fakeDev) EnablePeerAccess(p backend.Device) error {
+	return d.Device.EnablePeerAccess(p.(*fakeDev).Device)
+}
+func (d *fakeDev) DisablePeerAccess(p backend.Device) error {
+	return d.Device.DisablePeerAccess(p.(*fakeDev).Device)
+}
+
+// OpenFakeNative is openFakeNative for the external tests (fuzz_diff_native_test.go).
+func OpenFakeNative(t *testing.T, ordinal int) *Device { return openFakeNative(t, ordinal) }
+
 // fakeMu guards every fake stream, event and graph.
 var fakeMu sync.Mutex
 
