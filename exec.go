@@ -50,6 +50,8 @@ type Exec struct {
 	records atomic.Pointer[[]execRecord]
 
 	users execUserRefs // user object references
+
+	holders execHolders // the devices of its memset and memcpy nodes' memory (memowners.go)
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -91,6 +93,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		}
 	}
 	e.setRecords(g.recordEventsLocked(nil, nil))
+	e.holders = g.memHoldersLocked()
 	g.mu.Unlock()
 	var upload backend.Stream
 	if p.Flags&InstantiateUpload != 0 {

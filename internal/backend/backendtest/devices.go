@@ -48,6 +48,7 @@ var deviceScenarios = []struct {
 	{"CaptureAcrossDevicesCondChild", 2, captureAcrossDevicesCondChild},
 	{"CaptureAcrossDevicesChildGraph", 2, captureAcrossDevicesChildGraph},
 	{"CaptureAcrossDevicesIntoBody", 2, captureAcrossDevicesIntoBody},
+	{"ExecSetParamsAcrossDevices", 2, execSetParamsAcrossDevices},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -592,4 +593,60 @@ func captureAcrossDevicesIntoBody(t *testing.T, backend string, count int, open 
 	if errors.As(err, &e) && e.Node != k {
 		t.Fatalf("the instantiation's error names %v, want the kernel node of device 1 %v: %v", e.Node, k, err)
 	}
+}
+
+// execSetParamsAcrossDevices: an update of an executable graph's memset
+// node keeps its destination in memory of the device that held the
+// original (cudaGraphExecMemsetNodeSetParams: "allocated from the same
+// context as the original destination memory"; the driver answers
+// cudaErrorInvalidValue, measured on two H200s), and a memcpy node each
+// side's (cudaGraphExecMemcpyNodeSetParams). A refused update changes
+// nothing; one within the same devices runs.
+func execSetParamsAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 1024
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	a2 := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	b2 := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0 := NewStream(t, d0)
+	g := NewGraph(t, d0)
+	ms := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(a, 1, n)))
+	cp := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(b, a, 4*n), ms))
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	for _, tc := range []struct {
+		what string
+		n    *gg.Node
+		p    gg.NodeParams
+	}{
+		{"a memset's destination moved to device 1", ms, gg.Memset32(b2, 2, n)},
+		{"a copy's destination moved to device 0", cp, gg.DtoD(a2, a, 4*n)},
+		{"a copy's source moved to device 1", cp, gg.DtoD(b, b2, 4*n)},
+	} {
+		err := e.SetParams(tc.n, tc.p)
+		IsCode(t, err, gg.ErrInvalidValue)
+		var ge *gg.Error
+		if errors.As(err, &ge) && ge.Node != tc.n {
+			t.Fatalf("%s: the error names %v, want %v: %v", tc.what, ge.Node, tc.n, err)
+		}
+	}
+	for _, p := range []gg.DevicePtr{a2, b2} {
+		dev := d0
+		if p == b2 {
+			dev = d1
+		}
+		OK(t, dev.Memset(gg.Memset32(p, 0, n)))
+	}
+	OK(t, e.Launch(s0))
+	OK(t, s0.Synchronize())
+	wantU32s(t, "the copy after the refused updates", d1, b, n, 1)
+	wantU32s(t, "memory no refused update may touch", d1, b2, n, 0)
+
+	OK(t, e.SetParams(ms, gg.Memset32(a2, 3, n)))
+	OK(t, e.SetParams(cp, gg.DtoD(b2, a2, 4*n)))
+	OK(t, e.Launch(s0))
+	OK(t, s0.Synchronize())
+	wantU32s(t, "the copy after the accepted updates", d1, b2, n, 3)
+	wantU32s(t, "the memset's old destination", d0, a, n, 1)
 }
