@@ -309,3 +309,25 @@ func TestExecSetParamsHoldersOneDeviceOpen(t *testing.T) {
 	isCode(t, e.SetParams(nd, gg.Memset8(b, 2, 64)), gg.ErrInvalidValue)
 	ok(t, e.SetParams(nd, gg.Memset8(a, 2, 64)))
 }
+
+// TestDeviceGraphOneDevice: a device graph's nodes all run on its device
+// (the CUDA programming guide's device graph requirements): a node of
+// another device is refused at instantiation for device launch, with
+// InstantiateMultipleDevicesNotSupported; the graph instantiates for host
+// launch.
+func TestDeviceGraphOneDevice(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	g := must[*gg.Graph](t)(d0.NewGraph())
+	defer g.Destroy()
+	k := gg.KernelParams{Kernel: kA, Grid: one, Block: one}
+	a := must[*gg.Node](t)(g.AddNode(k))
+	b := must[*gg.Node](t)(g.AddNodeOn(d1, k, a))
+	p := &gg.InstantiateParams{Flags: gg.InstantiateDeviceLaunch}
+	_, err := g.InstantiateWithParams(p)
+	isCode(t, err, gg.ErrInvalidValue)
+	if p.Result != gg.InstantiateMultipleDevicesNotSupported || p.ErrNode != b {
+		t.Fatalf("result %v naming %v, want %v naming %v", p.Result, p.ErrNode, gg.InstantiateMultipleDevicesNotSupported, b)
+	}
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.Destroy())
+}
