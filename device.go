@@ -170,6 +170,7 @@ func (d *Device) Close() error {
 	}
 	d.closeWatches()
 	d.caps.endDeviceCaptures(d)
+	d.native.endDevice(d)
 	d.uobj.releaseAll()
 	d.releaseHostMemory()
 	return backendErr("Device.Close", d.be.Close())

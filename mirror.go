@@ -66,6 +66,20 @@ func (c *nativeCaptures) end(h uintptr) *Graph {
 	return g
 }
 
+// endDevice forgets the views of the captures into graphs of d, which is
+// closing: the backend ends them, and the views would keep stream work
+// asking the driver about captures (nativeWorkBegin).
+func (c *nativeCaptures) endDevice(d *Device) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, g := range c.views {
+		if g.dev == d {
+			delete(c.views, h)
+		}
+	}
+	c.n.Store(int32(len(c.views)))
+}
+
 func nativeHandle(g backend.Graph) uintptr {
 	if n, ok := g.(backend.Native); ok {
 		return n.Native()

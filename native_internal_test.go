@@ -3,6 +3,8 @@ package gpugraph
 import (
 	"errors"
 	"testing"
+
+	"github.com/gpugraph/gpugraph/internal/host"
 )
 
 // The native capture path (mirror.go) on two devices, with the fake
@@ -175,5 +177,31 @@ func TestNativeCaptureIntoBodyAcrossDevices(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Code != ErrInvalidValue || e.Node != ns[0] {
 		t.Fatalf("Instantiate: %v, want ErrInvalidValue naming %v", err, ns[0])
+	}
+}
+
+// TestNativeCaptureViewsEnd: a capture's view lives from BeginCapture to
+// EndCapture, or to its device's Close: while none is under way, stream
+// work asks the driver nothing more.
+func TestNativeCaptureViewsEnd(t *testing.T) {
+	d0 := openFakeNative(t, 0)
+	d1, err := Open(BackendHost, WithOrdinal(1))
+	nOK(t, err)
+	d1.be = &fakeDev{Device: d1.be.(*host.Device)}
+	d1.caps, d1.native = &capState{}, &fakeCaps
+	s0 := nMust[*Stream](t)(d0.NewStream())
+	s1 := nMust[*Stream](t)(d1.NewStream())
+	if n := fakeCaps.n.Load(); n != 0 {
+		t.Fatalf("%d views before any capture", n)
+	}
+	nOK(t, s0.BeginCapture(CaptureModeGlobal))
+	nOK(t, s1.BeginCapture(CaptureModeGlobal))
+	if n := fakeCaps.n.Load(); n != 2 {
+		t.Fatalf("%d views of two captures", n)
+	}
+	nMust[*Graph](t)(s0.EndCapture())
+	nOK(t, d1.Close()) // with its capture under way
+	if n := fakeCaps.n.Load(); n != 0 {
+		t.Fatalf("%d views after EndCapture and Close", n)
 	}
 }
