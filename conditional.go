@@ -233,6 +233,57 @@ func (g *Graph) hasCondLocked() bool {
 	return false
 }
 
+// condDeviceRuleLocked refuses, at instantiation, a conditional body that
+// holds a node of another device than the conditional node's (its graph's),
+// directly or in a graph nested in the body (a child graph, a body of a
+// conditional node in it), with ErrInvalidValue naming the node. Such a node
+// comes from AddNodeOn, or from a capture into the body that forked onto a
+// stream of another device. The rule is CUDA's: CUDA_CONDITIONAL_NODE_PARAMS'
+// ctx "must match context used to create the handle and all body nodes",
+// and all kernels of a body "must belong to the same CUDA context"; the
+// driver refuses a body's copy of pageable memory, which it runs as work of
+// another device, at instantiation with "multiple devices not supported"
+// (docs/driver-conditional.txt), which this rule answers too. Evidence still
+// needed: the driver's answer to a node of another device in a body
+// (conformance scenario CaptureAcrossDevicesIntoBody on two GPUs). g is
+// locked.
+func (g *Graph) condDeviceRuleLocked(opName string) *Error {
+	var walk func(b *Graph) *Node
+	walk = func(b *Graph) *Node {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, n := range b.nodes {
+			switch {
+			case n.dev != nil && n.dev != g.dev:
+				return n
+			case n.child != nil:
+				if bad := walk(n.child); bad != nil {
+					return bad
+				}
+			case n.conds != nil:
+				for _, c := range n.conds.bodies {
+					if bad := walk(c); bad != nil {
+						return bad
+					}
+				}
+			}
+		}
+		return nil
+	}
+	for _, n := range g.nodes {
+		if n.typ != NodeConditional || n.conds == nil {
+			continue
+		}
+		for _, b := range n.conds.bodies {
+			if bad := walk(b); bad != nil {
+				return nodeErr(opName, bad, ErrInvalidValue, "runs on device %d, in a body of %v of device %d: the nodes of a conditional body run on the conditional node's device",
+					bad.dev.props.Ordinal, n, g.dev.props.Ordinal)
+			}
+		}
+	}
+	return nil
+}
+
 // condChildRule refuses a graph with conditional nodes as a child graph, as
 // the driver does.
 func condChildRule(opName string, c *Graph) error {

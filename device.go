@@ -47,10 +47,10 @@ type Device struct {
 	mallocs mallocTable // live Malloc allocations, for MemoryStats
 	allocs  allocRanges // alloc node ranges of live graphs (graphallocs.go)
 
-	caps    *capState // stream capture: shared by the host backend's devices
-	native  nativeCaptures
-	capOnce sync.Once // creates main
-	main    *Scope    // the scope of calls made without one
+	caps    *capState       // stream capture: shared by the host backend's devices
+	native  *nativeCaptures // the views of native captures: cudaCaptures on cuda, shared by its devices; noCaptures on host (mirror.go)
+	capOnce sync.Once       // creates main
+	main    *Scope          // the scope of calls made without one
 
 	memCheck bool     // graph allocations are inaccessible outside their lifetime
 	defPool  *MemPool // the host backend's default memory pool, once asked for (under mu)
@@ -126,7 +126,7 @@ func Open(backend string, opts ...Option) (*Device, error) {
 		}
 		return nil, newErr("Open", ErrNotSupported, "host device memory: %v", err)
 	}
-	d.be, d.goRun, d.props.TotalMem, d.caps = h, true, h.Mem.Size(), &hostCaps
+	d.be, d.goRun, d.props.TotalMem, d.caps, d.native = h, true, h.Mem.Size(), &hostCaps, &noCaptures
 	return d, nil
 }
 
@@ -170,6 +170,7 @@ func (d *Device) Close() error {
 	}
 	d.closeWatches()
 	d.caps.endDeviceCaptures(d)
+	d.native.endDevice(d)
 	d.uobj.releaseAll()
 	d.releaseHostMemory()
 	return backendErr("Device.Close", d.be.Close())
@@ -240,7 +241,7 @@ const BackendCUDA = "cuda"
 // graph, mirroring what the driver made (capture, clone) through
 // backend.Inspector.
 func openCUDA(ordinal int) (*Device, error) {
-	d := &Device{caps: &capState{}} // the driver's captures are per device
+	d := &Device{caps: &capState{}, native: &cudaCaptures} // the driver's captures are per device; their views, by graph handle, process-wide
 	cd, p, err := cuda.Open(ordinal, func(err error) { d.fail(fromBackend("host function", err).(*Error)) })
 	if err != nil {
 		return nil, fromBackend("Open", err)

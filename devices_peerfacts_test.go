@@ -386,6 +386,24 @@ var peerFactRows = []peerFactRow{
 		ok(t, s1.Synchronize())
 		peerCheck(t, d0, p, 1) // nothing was set
 	}},
+	{"memset by device 1 of 0's memory, peer access 1 -> 0", "issue cudaSuccess, synchronize cudaSuccess", func(t *testing.T) { // memset-peer
+		d0, d1 := peerDevs(t)
+		ok(t, d1.EnablePeerAccess(d0))
+		p := peerFilled(t, d0, 1)
+		s1 := must[*gg.Stream](t)(d1.NewStream())
+		ok(t, s1.Memset(gg.Memset8(p, 7, peerBytes)))
+		ok(t, s1.Synchronize())
+		peerSetTo(t, d0, p, 7)
+	}},
+	{"memset node of device 1 on 0's memory, peer access 1 -> 0", "add cudaSuccess, instantiate cudaSuccess, launch cudaSuccess, synchronize cudaSuccess; written", func(t *testing.T) { // memset-node-peer
+		d0, d1 := peerDevs(t)
+		ok(t, d1.EnablePeerAccess(d0))
+		peerMemsetNode(t, d0, d1)
+	}},
+	{"memset node of device 1 on 0's memory, no peer access", "add cudaSuccess, instantiate cudaSuccess, launch cudaSuccess, synchronize cudaSuccess; written", func(t *testing.T) { // memset-node-no-peer
+		d0, d1 := peerDevs(t)
+		peerMemsetNode(t, d0, d1)
+	}},
 	{"pool memory, peer access 1 -> 0, no pool access", "cudaErrorIllegalAddress at synchronize", func(t *testing.T) { // pool-peer-enabled
 		d0, d1 := peerDevs(t)
 		ok(t, d1.EnablePeerAccess(d0))
@@ -546,6 +564,32 @@ func peerPoolFilled(t *testing.T, d *gg.Device, pool *gg.MemPool, base int) gg.D
 	ok(t, s.LaunchKernel(peerFillParams(p, base)))
 	ok(t, s.Synchronize())
 	return p
+}
+
+// peerSetTo fails t unless every byte of d's memory at p is v.
+func peerSetTo(t *testing.T, d *gg.Device, p gg.DevicePtr, v byte) {
+	t.Helper()
+	buf := make([]byte, peerBytes)
+	ok(t, d.Memcpy(gg.DtoH(buf, p)))
+	if i := slices.IndexFunc(buf, func(b byte) bool { return b != v }); i >= 0 {
+		t.Fatalf("byte %d is %#x, want %#x", i, buf[i], v)
+	}
+}
+
+// peerMemsetNode runs a graph of d1 whose memset node sets memory of d0,
+// and checks it is written.
+func peerMemsetNode(t *testing.T, d0, d1 *gg.Device) {
+	t.Helper()
+	p := peerFilled(t, d0, 1)
+	g := must[*gg.Graph](t)(d1.NewGraph())
+	defer g.Destroy()
+	must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(p, 9, peerBytes)))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	s1 := must[*gg.Stream](t)(d1.NewStream())
+	ok(t, e.Launch(s1))
+	ok(t, s1.Synchronize())
+	peerSetTo(t, d0, p, 9)
 }
 
 // peerCheck fails t unless d's memory at p holds fill(base).
@@ -801,8 +845,8 @@ func checkPeerFactsCoverage(t *testing.T, rows []peerFactRow) {
 			kernelFacts++
 		}
 	}
-	if kernelFacts != 13 {
-		t.Errorf("%d facts of the kernel-read section, want 13", kernelFacts)
+	if kernelFacts != 16 {
+		t.Errorf("%d facts of the kernel-read section, want 16", kernelFacts)
 	}
 }
 

@@ -1,6 +1,8 @@
 package gpugraph_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -136,4 +138,196 @@ func TestHostKernelPeerAccessChecked(t *testing.T) {
 	if buf[0] != 3 {
 		t.Fatalf("the kernel with access did not write: %v", buf)
 	}
+}
+
+// TestBodyNodeOfAnotherDevice: a conditional body, and a graph nested in
+// one, hold only nodes of the conditional node's device; a node of another
+// device there is refused at instantiation, naming it, with
+// InstantiateMultipleDevicesNotSupported. At the top level it is accepted.
+func TestBodyNodeOfAnotherDevice(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	k := gg.KernelParams{Kernel: kA, Grid: one, Block: one}
+	for _, where := range []string{"top", "body", "child in body", "nested body"} {
+		t.Run(where, func(t *testing.T) {
+			g := must[*gg.Graph](t)(d0.NewGraph())
+			defer g.Destroy()
+			h := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			cond := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+			body := must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+			must[*gg.Node](t)(body.AddNode(k))
+			var bad *gg.Node
+			switch where {
+			case "top":
+				must[*gg.Node](t)(g.AddNodeOn(d1, k))
+			case "body":
+				bad = must[*gg.Node](t)(body.AddNodeOn(d1, k))
+			case "child in body":
+				c := must[*gg.Graph](t)(d0.NewGraph())
+				must[*gg.Node](t)(c.AddNodeOn(d1, k))
+				ch := must[*gg.Node](t)(body.AddChildGraphNode(c))
+				bad = must[[]*gg.Node](t)(must[*gg.Graph](t)(ch.ChildGraph()).Nodes())[0]
+			case "nested body":
+				h2 := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+				inner := must[*gg.Node](t)(body.AddNode(gg.ConditionalParams{Handle: h2, Type: gg.ConditionalWhile, Size: 1}))
+				bad = must[*gg.Node](t)(must[[]*gg.Graph](t)(inner.ConditionalBodies())[0].AddNodeOn(d1, k))
+			}
+			p := &gg.InstantiateParams{}
+			e, err := g.InstantiateWithParams(p)
+			if bad == nil {
+				ok(t, err)
+				ok(t, e.Destroy())
+				return
+			}
+			isCode(t, err, gg.ErrInvalidValue)
+			if p.Result != gg.InstantiateMultipleDevicesNotSupported || p.ErrNode != bad {
+				t.Fatalf("result %v naming %v, want %v naming %v", p.Result, p.ErrNode, gg.InstantiateMultipleDevicesNotSupported, bad)
+			}
+		})
+	}
+}
+
+// TestExecSetParamsHolders: an update of an executable graph's memset or
+// memcpy node keeps each side's memory on the device (or the host) that
+// held the original's, as cudaGraphExec{Memset,Memcpy}NodeSetParams
+// require: another device's memory is refused with ErrInvalidValue, naming
+// the node and both holders, and the executable graph keeps its
+// parameters; memory of the same device is accepted. The original is the
+// node's at instantiation, whatever Node.SetParams changed since.
+func TestExecSetParamsHolders(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	const n = 256
+	a := must[gg.DevicePtr](t)(d0.Malloc(n))
+	a2 := must[gg.DevicePtr](t)(d0.Malloc(n))
+	b := must[gg.DevicePtr](t)(d1.Malloc(n))
+	b2 := must[gg.DevicePtr](t)(d1.Malloc(n))
+	h, h2 := make([]byte, n), make([]byte, n)
+	s0 := must[*gg.Stream](t)(d0.NewStream())
+
+	// where adds the node to a new graph of d0: at the top, on device 1,
+	// in a child graph or in a conditional body.
+	type adder func(g *gg.Graph, p gg.NodeParams) *gg.Node
+	top := func(g *gg.Graph, p gg.NodeParams) *gg.Node { return must[*gg.Node](t)(g.AddNode(p)) }
+	on1 := func(g *gg.Graph, p gg.NodeParams) *gg.Node { return must[*gg.Node](t)(g.AddNodeOn(d1, p)) }
+	child := func(g *gg.Graph, p gg.NodeParams) *gg.Node {
+		c := must[*gg.Graph](t)(d0.NewGraph())
+		orig := must[*gg.Node](t)(c.AddNode(p))
+		ch := must[*gg.Node](t)(g.AddChildGraphNode(c))
+		return must[*gg.Node](t)(must[*gg.Graph](t)(ch.ChildGraph()).ClonedNode(orig))
+	}
+	body := func(g *gg.Graph, p gg.NodeParams) *gg.Node {
+		hd := must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+		cond := must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: hd, Type: gg.ConditionalIf, Size: 1}))
+		return must[*gg.Node](t)(must[[]*gg.Graph](t)(cond.ConditionalBodies())[0].AddNode(p))
+	}
+	for _, tc := range []struct {
+		name     string
+		add      adder
+		orig, nu gg.NodeParams
+		refused  string // what the error says moves, or "" if accepted
+	}{
+		{"memset on the same device", top, gg.Memset8(a, 1, n), gg.Memset8(a2, 2, n), ""},
+		{"memset to another device", top, gg.Memset8(a, 1, n), gg.Memset8(b, 2, n), "destination would move from memory of device 0 to memory of device 1"},
+		{"memset from another device", top, gg.Memset8(b, 1, n), gg.Memset8(a, 2, n), "destination would move from memory of device 1 to memory of device 0"},
+		{"memset of device 1's memory, other memory of device 1", top, gg.Memset8(b, 1, n), gg.Memset8(b2, 2, n), ""},
+		{"memset node of device 1", on1, gg.Memset8(a, 1, n), gg.Memset8(b, 2, n), "destination would move from memory of device 0 to memory of device 1"},
+		{"memset in a child graph", child, gg.Memset8(a, 1, n), gg.Memset8(b, 2, n), "destination would move"},
+		{"memset in a conditional body", body, gg.Memset8(a, 1, n), gg.Memset8(b, 2, n), "destination would move"},
+		{"copy on the same devices", top, gg.DtoD(a, b, n), gg.DtoD(a2, b2, n), ""},
+		{"copy's destination to another device", top, gg.DtoD(a, a2, n), gg.DtoD(b, a2, n), "copy's destination would move from memory of device 0 to memory of device 1"},
+		{"copy's source to another device", top, gg.DtoD(a, a2, n), gg.DtoD(a, b, n), "copy's source would move from memory of device 0 to memory of device 1"},
+		{"copy's sides swap devices", top, gg.DtoD(a, b, n), gg.DtoD(b2, a2, n), "copy's destination would move from memory of device 0 to memory of device 1"},
+		{"copy from the host, other host memory", top, gg.HtoD(a, h), gg.HtoD(a2, h2), ""},
+		{"copy from the host to another device", top, gg.HtoD(a, h), gg.HtoD(b, h2), "copy's destination would move"},
+		{"copy to the host from another device", top, gg.DtoH(h, a), gg.DtoH(h2, b), "copy's source would move from memory of device 0 to memory of device 1"},
+		{"copy's source from a device to the host", top, gg.DtoD(a, a2, n), gg.HtoD(a, h), "copy's source would move from memory of device 0 to host memory"},
+		{"copy in a child graph", child, gg.DtoD(a, a2, n), gg.DtoD(a, b, n), "copy's source would move"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := must[*gg.Graph](t)(d0.NewGraph())
+			defer g.Destroy()
+			nd := tc.add(g, tc.orig)
+			e := must[*gg.Exec](t)(g.Instantiate(0))
+			defer e.Destroy()
+			err := e.SetParams(nd, tc.nu)
+			if tc.refused == "" {
+				ok(t, err)
+				return
+			}
+			isCode(t, err, gg.ErrInvalidValue)
+			var ge *gg.Error
+			if !errors.As(err, &ge) || ge.Node != nd || !strings.Contains(err.Error(), tc.refused) {
+				t.Fatalf("error %v, want one naming %v and saying %q", err, nd, tc.refused)
+			}
+			// The executable graph kept the original: a memset still sets
+			// its own destination.
+			if ms, isSet := tc.orig.(gg.MemsetParams); isSet {
+				dev := d0
+				if ms.Dst == b {
+					dev = d1
+				}
+				ok(t, dev.Memset(gg.Memset8(ms.Dst, 0, n)))
+				ok(t, e.Launch(s0))
+				ok(t, s0.Synchronize())
+				got := make([]byte, n)
+				ok(t, dev.Memcpy(gg.DtoH(got, ms.Dst)))
+				if got[n-1] != 1 {
+					t.Fatalf("after the refused update, the launch set %d at the original destination, want 1", got[n-1])
+				}
+			}
+		})
+	}
+
+	t.Run("the original is the instantiated one", func(t *testing.T) {
+		g := must[*gg.Graph](t)(d0.NewGraph())
+		defer g.Destroy()
+		nd := must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(a, 1, n)))
+		e := must[*gg.Exec](t)(g.Instantiate(0))
+		defer e.Destroy()
+		ok(t, nd.SetParams(gg.Memset8(b, 1, n))) // the graph's node only
+		ok(t, e.SetParams(nd, gg.Memset8(a2, 2, n)))
+		isCode(t, e.SetParams(nd, gg.Memset8(b2, 2, n)), gg.ErrInvalidValue)
+	})
+}
+
+// TestExecSetParamsHoldersOneDeviceOpen: an executable graph instantiated
+// while its device was the only one open keeps the memory of its memset
+// nodes on it, once another device is open too.
+func TestExecSetParamsHoldersOneDeviceOpen(t *testing.T) {
+	ok(t, gg.SetHostDeviceCount(2))
+	t.Cleanup(func() { gg.SetHostDeviceCount(1) })
+	d0 := must[*gg.Device](t)(gg.Open("host"))
+	defer d0.Close()
+	a := must[gg.DevicePtr](t)(d0.Malloc(64))
+	g := must[*gg.Graph](t)(d0.NewGraph())
+	defer g.Destroy()
+	nd := must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(a, 1, 64)))
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	d1 := must[*gg.Device](t)(gg.Open("host", gg.WithOrdinal(1)))
+	defer d1.Close()
+	b := must[gg.DevicePtr](t)(d1.Malloc(64))
+	isCode(t, e.SetParams(nd, gg.Memset8(b, 2, 64)), gg.ErrInvalidValue)
+	ok(t, e.SetParams(nd, gg.Memset8(a, 2, 64)))
+}
+
+// TestDeviceGraphOneDevice: a device graph's nodes all run on its device
+// (the CUDA programming guide's device graph requirements): a node of
+// another device is refused at instantiation for device launch, with
+// InstantiateMultipleDevicesNotSupported; the graph instantiates for host
+// launch.
+func TestDeviceGraphOneDevice(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	g := must[*gg.Graph](t)(d0.NewGraph())
+	defer g.Destroy()
+	k := gg.KernelParams{Kernel: kA, Grid: one, Block: one}
+	a := must[*gg.Node](t)(g.AddNode(k))
+	b := must[*gg.Node](t)(g.AddNodeOn(d1, k, a))
+	p := &gg.InstantiateParams{Flags: gg.InstantiateDeviceLaunch}
+	_, err := g.InstantiateWithParams(p)
+	isCode(t, err, gg.ErrInvalidValue)
+	if p.Result != gg.InstantiateMultipleDevicesNotSupported || p.ErrNode != b {
+		t.Fatalf("result %v naming %v, want %v naming %v", p.Result, p.ErrNode, gg.InstantiateMultipleDevicesNotSupported, b)
+	}
+	e := must[*gg.Exec](t)(g.Instantiate(0))
+	ok(t, e.Destroy())
 }

@@ -21,7 +21,8 @@ const (
 	// ErrNode is of a type or does work that a device graph cannot have.
 	InstantiateNodeOperationNotSupported InstantiateResult = 3
 	// InstantiateMultipleDevicesNotSupported: instantiating for device
-	// launch, the nodes are on different devices.
+	// launch, the nodes are on different devices; or a conditional body
+	// holds a node of another device than its conditional node's.
 	InstantiateMultipleDevicesNotSupported InstantiateResult = 4
 )
 
@@ -123,7 +124,8 @@ func (g *Graph) checkInstantiate(opName string, p *InstantiateParams, withParams
 	if f&InstantiateAutoFreeOnLaunch != 0 {
 		return p.fail(InstantiateError, newErr(opName, ErrInvalidValue, "InstantiateDeviceLaunch cannot be combined with InstantiateAutoFreeOnLaunch"))
 	}
-	work, unknown := 0, false
+	work, unknown, root := 0, false, g
+	var multi *Node // a node of another device than the graph's
 	var walk func(g *Graph) (*Error, error)
 	walk = func(g *Graph) (*Error, error) {
 		if err := g.lock(opName); err != nil {
@@ -131,6 +133,9 @@ func (g *Graph) checkInstantiate(opName string, p *InstantiateParams, withParams
 		}
 		defer g.mu.Unlock()
 		for _, n := range g.nodes {
+			if n.dev != nil && n.dev != root.dev && multi == nil {
+				multi = n
+			}
 			switch n.typ {
 			case NodeKernel, NodeMemset:
 			case NodeMemcpy:
@@ -159,6 +164,11 @@ func (g *Graph) checkInstantiate(opName string, p *InstantiateParams, withParams
 		return err
 	case bad != nil:
 		return p.fail(InstantiateNodeOperationNotSupported, bad)
+	case multi != nil:
+		// "The graph's nodes must all reside on a single device" (the
+		// CUDA programming guide's device graph requirements).
+		return p.fail(InstantiateMultipleDevicesNotSupported, nodeErr(opName, multi, ErrInvalidValue,
+			"runs on device %d: a device graph's nodes run on its device (%d)", multi.dev.props.Ordinal, root.dev.props.Ordinal))
 	case work == 0 && !unknown:
 		return p.fail(InstantiateError, newErr(opName, ErrInvalidValue, "a device graph needs a kernel, memcpy or memset node"))
 	}

@@ -243,7 +243,12 @@
 // recursively. Other nodes (host, event, external semaphore nodes, copies
 // to or from host memory) are accepted when added, and instantiation then
 // fails with ErrInvalidValue, as with the CUDA 13.0 driver; memory nodes are
-// refused when added (ErrNotSupported). As the driver documents, a graph
+// refused when added (ErrNotSupported). A body's nodes run on the
+// conditional node's device: a node of another device in a body, or in a
+// graph nested in one (added with Graph.AddNodeOn, or captured in a stream
+// of another device), is likewise accepted when added and refused at
+// instantiation (ErrInvalidValue, InstantiateMultipleDevicesNotSupported),
+// as CUDA documents for conditional bodies. As the driver documents, a graph
 // that contains conditional nodes cannot be cloned or embedded in a child
 // graph node, and can have one executable graph at a time (ErrNotSupported);
 // instantiating a graph fails (ErrInvalidValue) while one of its handles

@@ -111,10 +111,14 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 	}
 	e.captured.Store(false)
 	rec := s.be.Record
+	var w *nativeWork
 	if x, ok := s.be.(backend.ExternalEvents); ok && external {
 		rec = x.RecordExternal // a native capture makes it a node
+		w = s.nativeWorkBegin()
 	}
-	if err := rec(e.be); err != nil {
+	err := rec(e.be)
+	w.end(s, err)
+	if err != nil {
 		return backendErr(opName, err)
 	}
 	e.recorded.Store(true)
@@ -155,7 +159,10 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 		}
 	}
 	if x, ok := s.be.(backend.ExternalEvents); ok && external {
-		return backendErr(opName, x.WaitExternal(e.be)) // a native capture makes it a node
+		w := s.nativeWorkBegin()
+		err := x.WaitExternal(e.be) // a native capture makes it a node
+		w.end(s, err)
+		return backendErr(opName, err)
 	}
 	return backendErr(opName, s.be.Wait(e.be))
 }

@@ -50,6 +50,8 @@ type Exec struct {
 	records atomic.Pointer[[]execRecord]
 
 	users execUserRefs // user object references
+
+	holders execHolders // the devices of its memset and memcpy nodes' memory (memowners.go)
 }
 
 // Instantiate validates the graph and builds an executable graph from it
@@ -84,7 +86,14 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		return nil, err
 	}
 	e := &Exec{dev: g.dev, src: g, mem: g.memNodes > 0, cond: g.hasCondLocked()}
+	if e.cond {
+		if err := g.condDeviceRuleLocked(opName); err != nil {
+			g.mu.Unlock()
+			return nil, p.fail(InstantiateMultipleDevicesNotSupported, err)
+		}
+	}
 	e.setRecords(g.recordEventsLocked(nil, nil))
+	e.holders = g.memHoldersLocked()
 	g.mu.Unlock()
 	var upload backend.Stream
 	if p.Flags&InstantiateUpload != 0 {

@@ -315,8 +315,13 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no external semaphores")
 	}
+	w := s.nativeWorkBegin()
+	var err error
 	if signal {
-		return backendErr(opName, xs.SignalExternalSemaphores(s.be, backendSems(sems), values))
+		err = xs.SignalExternalSemaphores(s.be, backendSems(sems), values)
+	} else {
+		err = xs.WaitExternalSemaphores(s.be, backendSems(sems), values)
 	}
-	return backendErr(opName, xs.WaitExternalSemaphores(s.be, backendSems(sems), values))
+	w.end(s, err)
+	return backendErr(opName, err)
 }

@@ -38,6 +38,11 @@ type Graph struct {
 
 	edata map[edgeKey]EdgeData // edges with non-default data (edgedata.go)
 
+	// capDevs are nodes that a native capture into g made in a stream of
+	// another device, with that device, until mirror gives them their Go
+	// nodes (mirror.go, nativeWork).
+	capDevs map[backend.Node]*Device
+
 	// broken says why g cannot be instantiated, cloned or used by an
 	// update: the driver destroyed the body of one of its conditional
 	// nodes (destroyedByCapture), so g holds a graph that no longer exists.

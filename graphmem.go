@@ -144,7 +144,10 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no stream-ordered allocation")
 	}
-	return backendErr(opName, f.FreeAsync(s.be, uint64(p)))
+	w := s.nativeWorkBegin()
+	err := f.FreeAsync(s.be, uint64(p))
+	w.end(s, err)
+	return backendErr(opName, err)
 }
 
 // freeAsyncer is implemented by devices with stream-ordered frees

@@ -1,7 +1,9 @@
 package gpugraph
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
@@ -11,15 +13,24 @@ import (
 // through backend.Inspector.
 
 // nativeCaptures holds the Go view of each native capture's graph, by the
-// graph's handle, from the first CaptureInfo (or BeginCaptureToGraph) to
-// EndCapture: every CaptureInfo of the capture, from any of its streams,
-// and the graph EndCapture returns are that one view, so a node keeps its
-// identity (a node from CaptureInfo is a node of the captured graph), as on
-// the host backend.
+// graph's handle, from BeginCapture (or the first CaptureInfo of a capture
+// begun outside this package, or BeginCaptureToGraph) to EndCapture: every
+// CaptureInfo of the capture, from any of its streams, and the graph
+// EndCapture returns are that one view, so a node keeps its identity (a
+// node from CaptureInfo is a node of the captured graph), as on the host
+// backend. One registry serves every device of the cuda backend
+// (cudaCaptures): a capture forks onto streams of other devices, whose
+// CaptureInfo must answer with nodes of the same view.
 type nativeCaptures struct {
 	mu    sync.Mutex
 	views map[uintptr]*Graph
+	n     atomic.Int32 // len(views): stream work asks the driver about captures only while some are under way
 }
+
+// cudaCaptures is the registry of the cuda backend's devices; noCaptures
+// that of devices whose backend does not capture itself (host): it stays
+// empty.
+var cudaCaptures, noCaptures nativeCaptures
 
 // view returns the view of the capture of graph h, made by newView the
 // first time.
@@ -33,8 +44,16 @@ func (c *nativeCaptures) view(h uintptr, newView func() *Graph) *Graph {
 		}
 		g = newView()
 		c.views[h] = g
+		c.n.Store(int32(len(c.views)))
 	}
 	return g
+}
+
+// lookup returns the view of the capture of graph h, or nil.
+func (c *nativeCaptures) lookup(h uintptr) *Graph {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.views[h]
 }
 
 // end forgets the view of the capture of graph h and returns it.
@@ -43,7 +62,22 @@ func (c *nativeCaptures) end(h uintptr) *Graph {
 	defer c.mu.Unlock()
 	g := c.views[h]
 	delete(c.views, h)
+	c.n.Store(int32(len(c.views)))
 	return g
+}
+
+// endDevice forgets the views of the captures into graphs of d, which is
+// closing: the backend ends them, and the views would keep stream work
+// asking the driver about captures (nativeWorkBegin).
+func (c *nativeCaptures) endDevice(d *Device) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h, g := range c.views {
+		if g.dev == d {
+			delete(c.views, h)
+		}
+	}
+	c.n.Store(int32(len(c.views)))
 }
 
 func nativeHandle(g backend.Graph) uintptr {
@@ -53,19 +87,37 @@ func nativeHandle(g backend.Graph) uintptr {
 	return 0
 }
 
+// nativeBeginCapture begins a native capture and makes its view now, a
+// graph of s's device: the capture's graph is the origin stream's device's
+// whichever stream of the capture asks first.
 func (s *Stream) nativeBeginCapture(opName string, mode CaptureMode) error {
-	return backendErr(opName, s.be.(backend.Capturer).BeginCapture(int(mode)))
+	cp := s.be.(backend.Capturer)
+	if err := cp.BeginCapture(int(mode)); err != nil {
+		return backendErr(opName, err)
+	}
+	if ci, err := cp.CaptureInfo(); err == nil && ci.Graph != nil {
+		s.capView = nativeHandle(ci.Graph)
+		s.dev.native.view(s.capView, func() *Graph {
+			return &Graph{dev: s.dev, id: graphIDs.Add(1), be: ci.Graph}
+		})
+	}
+	return nil
 }
 
 func (s *Stream) nativeEndCapture(opName string) (*Graph, error) {
 	cp := s.be.(backend.Capturer)
 	// The capture's graph, whose view ends with it whatever EndCapture
 	// answers: the driver may reuse the handle.
-	var view *Graph
+	h := s.capView // what the driver answers for an invalidated capture aside
 	if ci, err := cp.CaptureInfo(); err == nil && ci.Graph != nil {
-		view = s.dev.native.end(nativeHandle(ci.Graph))
+		h = nativeHandle(ci.Graph)
 	}
-	h, err := cp.EndCapture()
+	s.capView = 0
+	var view *Graph
+	if h != 0 {
+		view = s.dev.native.end(h)
+	}
+	eh, err := cp.EndCapture()
 	into := s.capInto
 	s.capInto = nil
 	if err != nil {
@@ -80,9 +132,9 @@ func (s *Stream) nativeEndCapture(opName string) (*Graph, error) {
 	case g != nil:
 	case view != nil:
 		g = view
-		g.be = h
+		g.be = eh
 	default:
-		g = &Graph{dev: s.dev, id: graphIDs.Add(1), be: h}
+		g = &Graph{dev: s.dev, id: graphIDs.Add(1), be: eh}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -124,6 +176,14 @@ func mirror(g *Graph) error {
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
+	}
+	// Nodes that work in a stream of another device made (nativeWork):
+	// that device's, whether this mirror or an earlier one made them.
+	for h, d := range g.capDevs {
+		if node := byHandle[h]; node != nil {
+			node.dev = d
+			delete(g.capDevs, h)
+		}
 	}
 	for _, node := range g.nodes {
 		info, ok := infos[node.be]
@@ -177,7 +237,8 @@ func (s *Stream) nativeBeginCaptureToGraph(opName string, g *Graph, deps []*Node
 		return backendErr(opName, err)
 	}
 	s.capInto = g
-	s.dev.native.view(nativeHandle(g.be), func() *Graph { return g })
+	s.capView = nativeHandle(g.be)
+	s.dev.native.view(s.capView, func() *Graph { return g })
 	return nil
 }
 
@@ -210,6 +271,24 @@ func (g *Graph) nativeClone(opName string) (*Graph, error) {
 				m.child = &Graph{dev: g.dev, id: graphIDs.Add(1), parent: m}
 				if m.child.be, err = cl.be.ChildGraph(h); err != nil {
 					return err
+				}
+				// Nodes of the child graph on another device than
+				// the graph's (captured in a stream of it, or added
+				// with AddNodeOn) keep it in the clone: their clones
+				// are found in the clone's embedded graph, where the
+				// driver says which they are.
+				n.child.mu.Lock()
+				orig := slices.Clone(n.child.nodes)
+				n.child.mu.Unlock()
+				for _, o := range orig {
+					if o.dev != n.child.dev {
+						if c, err := m.child.be.ClonedNode(o.be); err == nil {
+							if m.child.capDevs == nil {
+								m.child.capDevs = map[backend.Node]*Device{}
+							}
+							m.child.capDevs[c] = o.dev
+						}
+					}
 				}
 				if err := mirror(m.child); err != nil {
 					return err
@@ -262,4 +341,84 @@ func (s *Stream) nativeCaptureInfo(opName string) (CaptureInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// Nodes that work enqueued into a stream of another device makes in a
+// native capture.
+//
+// A capture begun in a stream of one device may fork onto a stream of
+// another (an event recorded in the one, waited on in the other), and the
+// work captured in that stream runs on the stream's device: the host
+// backend's capture makes it a node of that device (captureNode), and so
+// does the driver (the node runs in the stream's context). The driver says
+// which context a node has only for kernel nodes
+// (CUDA_KERNEL_NODE_PARAMS_v2.ctx), so this package notes it as the work is
+// enqueued: when a capture of another device's graph is under way in s, the
+// nodes the work added to the stream's capture dependencies (the node it
+// made; cuStreamGetCaptureInfo before and after) are s's device's, and
+// mirror gives them that device. Work that other code enqueues on the
+// native stream (a CUDA library) is not seen: its nodes are the graph's
+// device's.
+
+// nativeWork is work being enqueued into a stream whose native capture is
+// into a graph of another device: the capture's view, and the stream's
+// capture dependencies before the work.
+type nativeWork struct {
+	g      *Graph
+	before []backend.Node
+}
+
+// nativeWorkBegin is called before work is enqueued into s; it returns nil
+// unless a native capture of a graph of another device than s's is under
+// way in s. While no native capture is under way in the process (always on
+// host), that costs an atomic load and the work no driver call more; while
+// one is, a cuStreamGetCaptureInfo before and after.
+func (s *Stream) nativeWorkBegin() *nativeWork {
+	if s.dev.native.n.Load() == 0 {
+		return nil
+	}
+	return s.nativeWorkSlow()
+}
+
+func (s *Stream) nativeWorkSlow() *nativeWork {
+	nc := s.dev.native
+	cp, ok := s.be.(backend.Capturer)
+	if !ok {
+		return nil
+	}
+	ci, err := cp.CaptureInfo()
+	if err != nil || ci.Status != int(CaptureStatusActive) || ci.Graph == nil {
+		return nil
+	}
+	g := nc.lookup(nativeHandle(ci.Graph))
+	if g == nil || g.dev == s.dev {
+		return nil
+	}
+	return &nativeWork{g: g, before: ci.Deps}
+}
+
+// end notes the nodes that the work, which returned err, made in the
+// capture as s's device's.
+func (w *nativeWork) end(s *Stream, err error) {
+	if w != nil && err == nil {
+		w.note(s)
+	}
+}
+
+func (w *nativeWork) note(s *Stream) {
+	ci, err := s.be.(backend.Capturer).CaptureInfo()
+	if err != nil || ci.Graph == nil || nativeHandle(ci.Graph) != nativeHandle(w.g.be) {
+		return
+	}
+	w.g.mu.Lock()
+	defer w.g.mu.Unlock()
+	for _, h := range ci.Deps {
+		if slices.Contains(w.before, h) {
+			continue // a dependency the work did not make (none was made)
+		}
+		if w.g.capDevs == nil {
+			w.g.capDevs = map[backend.Node]*Device{}
+		}
+		w.g.capDevs[h] = s.dev
+	}
 }

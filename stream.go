@@ -30,6 +30,7 @@ type Stream struct {
 	args    []uint64       // its argument words; the backend copies both
 
 	capInto *Graph      // the graph a native BeginCaptureToGraph captures into
+	capView uintptr     // the graph handle of the native capture begun in s (nativeCaptures)
 	cap     *captureSeq // guarded by dev.caps.mu
 	capDeps []*Node     // the capture's dependency set for this stream
 
@@ -176,7 +177,9 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	}
 	var err error
 	if code == nil {
+		w := s.nativeWorkBegin() // nil unless a native capture of another device's graph is under way
 		err = s.be.Launch(&s.launch)
+		w.end(s, err)
 	}
 	s.argMu.Unlock() // not deferred: the launch path is hot (BenchmarkLaunch)
 	if code != nil {
@@ -212,7 +215,10 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
-	return backendErr(opName, s.be.HostFunc(fn))
+	w := s.nativeWorkBegin()
+	err := s.be.HostFunc(fn)
+	w.end(s, err)
+	return backendErr(opName, err)
 }
 
 // Memcpy queues the copy p (cudaMemcpyAsync). With pinned host memory
@@ -235,12 +241,17 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
+	w := s.nativeWorkBegin()
+	var err error
 	if bp.Pageable() {
 		// A copy with pageable host memory returns when it is done, after
 		// the work queued before it: a wait.
-		return backendErr(opName, s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) }))
+		err = s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) })
+	} else {
+		err = s.be.Memcpy(&bp)
 	}
-	return backendErr(opName, s.be.Memcpy(&bp))
+	w.end(s, err)
+	return backendErr(opName, err)
 }
 
 // Memset queues the fill p (cudaMemsetAsync).
@@ -258,7 +269,10 @@ func (s *Stream) Memset(p MemsetParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	return backendErr(opName, s.be.Memset(&bp))
+	w := s.nativeWorkBegin()
+	err := s.be.Memset(&bp)
+	w.end(s, err)
+	return backendErr(opName, err)
 }
 
 // Memcpy copies synchronously: it waits for all work on the device, then

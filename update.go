@@ -115,7 +115,12 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 // instantiated from, or of a graph embedded in it (a child graph or a
 // conditional body); the graph itself does not change. Kernel, memcpy, memset, host, event record and wait, and
 // child graph nodes can be updated, within the limits of Update; a child
-// graph node takes a graph of the same topology as its current one.
+// graph node takes a graph of the same topology as its current one. A
+// memset node's destination stays in memory of the device that held it
+// when e was instantiated, and so does each side of a memcpy node (host
+// memory for a host side): memory of another device is refused with
+// ErrInvalidValue, as CUDA requires ("allocated from the same context as
+// the original").
 func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	const opName = "Exec.SetParams"
 	if err := e.check(opName); err != nil {
@@ -160,6 +165,9 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	op, code, msg := n.lowerOp(copyParams(p))
 	if code != nil {
 		return nodeErr(opName, n, code, "%s", msg)
+	}
+	if err := e.checkHolders(opName, n, p); err != nil {
+		return err
 	}
 	if err := e.be.SetParams(n.be, &op); err != nil {
 		return nodeAt(opName, n, err)

@@ -189,6 +189,21 @@ type Peers interface {
 	DisablePeerAccess(peer Device) error
 }
 
+// MemoryOwners is implemented by devices that can say which open device of
+// their backend holds a device address: the device the allocation was made
+// on (for the cuda backend, of the allocations it tracks: cuMemAlloc,
+// stream-ordered and graph allocations). The gpugraph package decides what
+// follows from it (an executable graph's memset and memcpy nodes keep the
+// devices of their memory).
+type MemoryOwners interface {
+	// MemoryOwner returns the ordinal of the open device whose memory
+	// holds p, or -1 when none does.
+	MemoryOwner(p uint64) int
+	// OpenDevices is the number of the backend's devices open in the
+	// process.
+	OpenDevices() int
+}
+
 // HostMemory is implemented by devices with page-locked host memory
 // (cuMemHostAlloc, cuMemHostRegister). The gpugraph package keeps the
 // ranges and checks the arguments: FreeHost gets a whole allocation of

@@ -394,6 +394,28 @@ func (d *Device) CheckCopyRange(p uint64, n int) error {
 	return fmt.Errorf("[%#x, +%d) is not inside a live allocation of any open device", p, n)
 }
 
+// MemoryOwner returns the ordinal of the open device of the process that
+// made the allocation holding p (backend.MemoryOwners), or -1.
+func (d *Device) MemoryOwner(p uint64) int {
+	if d.ownRange(p, 1) == nil {
+		return d.ord
+	}
+	for _, o := range openDevices.snapshot() {
+		if o != d && o.ownRange(p, 1) == nil {
+			return o.ord
+		}
+	}
+	return -1
+}
+
+// OpenDevices is the number of the process's open Devices
+// (backend.MemoryOwners).
+func (d *Device) OpenDevices() int {
+	openDevices.mu.Lock()
+	defer openDevices.mu.Unlock()
+	return len(openDevices.list)
+}
+
 // track records an allocation for the range checks of copies and memsets:
 // cuMemAlloc, MallocAsync and graph allocations (whose addresses are fixed
 // for their node's life).
@@ -640,7 +662,10 @@ func (d *Device) Context() uintptr { return d.ctx }
 // Close synchronizes the context; the primary context stays retained for
 // the process, as the runtime keeps it.
 
-var _ backend.Peers = (*Device)(nil)
+var (
+	_ backend.Peers        = (*Device)(nil)
+	_ backend.MemoryOwners = (*Device)(nil)
+)
 
 // CanAccessPeer is cuDeviceCanAccessPeer.
 func (d *Device) CanAccessPeer(peer backend.Device) (bool, error) {

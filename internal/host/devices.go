@@ -100,10 +100,32 @@ func (d *Device) owner(p uint64) *Device {
 	return nil
 }
 
+// MemoryOwner returns the ordinal of the open device whose memory holds p
+// (backend.MemoryOwners), or -1.
+func (d *Device) MemoryOwner(p uint64) int {
+	if d.holds(p) {
+		return d.cfg.Ordinal
+	}
+	if x := d.owner(p); x != nil {
+		return x.cfg.Ordinal
+	}
+	return -1
+}
+
+// OpenDevices is the number of host devices open (backend.MemoryOwners).
+func (d *Device) OpenDevices() int {
+	devices.mu.Lock()
+	defer devices.mu.Unlock()
+	return len(devices.open)
+}
+
 // Ordinal is the device's number.
 func (d *Device) Ordinal() int { return d.cfg.Ordinal }
 
-var _ backend.Peers = (*Device)(nil)
+var (
+	_ backend.Peers        = (*Device)(nil)
+	_ backend.MemoryOwners = (*Device)(nil)
+)
 
 // CanAccessPeer reports whether d can be given access to peer's memory:
 // any other host device can.

@@ -2,6 +2,8 @@ package backendtest
 
 import (
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -43,6 +45,10 @@ var deviceScenarios = []struct {
 	{"MultiDeviceGraph", 2, multiDeviceGraph},
 	{"CrossDeviceEventWait", 2, crossDeviceEventWait},
 	{"CaptureAcrossDevices", 2, captureAcrossDevices},
+	{"CaptureAcrossDevicesCondChild", 2, captureAcrossDevicesCondChild},
+	{"CaptureAcrossDevicesChildGraph", 2, captureAcrossDevicesChildGraph},
+	{"CaptureAcrossDevicesIntoBody", 2, captureAcrossDevicesIntoBody},
+	{"ExecSetParamsAcrossDevices", 2, execSetParamsAcrossDevices},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -369,4 +375,278 @@ func captureAcrossDevices(t *testing.T, backend string, count int, open OpenOrdi
 	if devs[gg.NodeMemset] != 0 || devs[gg.NodeMemcpy] != 1 || devs[gg.NodeKernel] != 1 {
 		t.Fatalf("the graph ran right, but its captured nodes name the wrong devices (memset, memcpy, kernel want 0, 1, 1): %v", devs)
 	}
+}
+
+// readU32s reads n uint32s at p of d.
+func readU32s(t *testing.T, d *gg.Device, p gg.DevicePtr, n int) []uint32 {
+	t.Helper()
+	b := make([]byte, 4*n)
+	OK(t, d.Memcpy(gg.DtoH(b, p)))
+	v := make([]uint32, n)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return v
+}
+
+// wantU32s fails the test unless every one of the n uint32s at p of d is
+// want.
+func wantU32s(t *testing.T, what string, d *gg.Device, p gg.DevicePtr, n int, want uint32) {
+	t.Helper()
+	for i, v := range readU32s(t, d, p, n) {
+		if v != want {
+			t.Fatalf("%s: element %d is %d, want %d", what, i, v, want)
+		}
+	}
+}
+
+// captureAcrossDevicesCondChild: the calls of the differential test's
+// two-device capture programs (fuzz_diff_test.go: build, captureNode,
+// captureGraphNode, condNode). A capture begun in a stream of device 0
+// forks onto a stream of device 1, which captures a copy; the node
+// CaptureInfo of device 1's stream returns is a node of the capture's
+// graph, the one device 0's stream reports, so a conditional node and a
+// child graph node added to that graph may depend on it. The bodies are
+// captured in another stream of device 0 (BeginCaptureToGraph). In every
+// capture mode.
+func captureAcrossDevicesCondChild(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	x := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	s0, sb, s1 := NewStream(t, d0), NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	add := func(in, out gg.DevicePtr) gg.KernelParams {
+		return gg.KernelParams{Kernel: AddOne, Grid: gg.Dim1(n / 256), Block: gg.Dim1(256), Args: []any{in, out, n}}
+	}
+	for _, mode := range []gg.CaptureMode{gg.CaptureModeGlobal, gg.CaptureModeThreadLocal, gg.CaptureModeRelaxed} {
+		t.Run(fmt.Sprintf("mode %d", mode), func(t *testing.T) {
+			OK(t, d0.Memset(gg.Memset32(a, 4, n)))
+			OK(t, s0.BeginCapture(mode))
+			top := Must[gg.CaptureInfo](t)(s0.CaptureInfo()).Graph
+			h := Must[gg.ConditionalHandle](t)(top.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			OK(t, s0.Record(fork))
+			OK(t, s1.Wait(fork))
+			OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+			ci1 := Must[gg.CaptureInfo](t)(s1.CaptureInfo())
+			if ci1.Graph != top || len(ci1.Dependencies) != 1 {
+				t.Fatalf("device 1's stream reports graph %p with %d dependencies, want the capture's graph %p with 1", ci1.Graph, len(ci1.Dependencies), top)
+			}
+			cp := ci1.Dependencies[0]
+			if cp.Graph() != top || cp.Type() != gg.NodeMemcpy {
+				t.Fatalf("the copy captured in device 1's stream is %v of graph %p, want a memcpy node of %p", cp, cp.Graph(), top)
+			}
+
+			// A conditional node after the copy, its body captured.
+			OK(t, s0.UpdateCaptureDependencies([]*gg.Node{cp}, gg.SetCaptureDependencies))
+			g := Must[gg.CaptureInfo](t)(s0.CaptureInfo()).Graph
+			cond := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}, cp))
+			body := Must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+			OK(t, sb.BeginCaptureToGraph(body, nil, mode))
+			OK(t, sb.LaunchKernel(add(a, c)))
+			EndOK(t, sb)
+
+			// A child graph node after the copy.
+			child := NewGraph(t, d0)
+			Must[*gg.Node](t)(child.AddKernelNode(add(c, x)))
+			ch := Must[*gg.Node](t)(g.AddChildGraphNode(child, cp, cond))
+			OK(t, s0.UpdateCaptureDependencies([]*gg.Node{ch}, gg.SetCaptureDependencies))
+
+			OK(t, s1.Record(join))
+			OK(t, s0.Wait(join))
+			got := EndOK(t, s0)
+			if got != top {
+				t.Fatalf("EndCapture returned graph %p, CaptureInfo %p", got, top)
+			}
+			nodes := Must[[]*gg.Node](t)(got.Nodes())
+			if len(nodes) != 3 {
+				t.Fatalf("the graph has %d nodes, want 3 (copy, conditional, child graph)", len(nodes))
+			}
+			for _, nd := range []*gg.Node{cp, cond, ch} {
+				if !slices.Contains(nodes, nd) {
+					t.Fatalf("%v is not a node of the captured graph", nd)
+				}
+			}
+			if cp.Device() != d1 || cond.Device() != d0 || ch.Device() != d0 {
+				t.Fatalf("devices: copy %d, conditional %d, child graph %d; want 1, 0, 0",
+					cp.Device().Properties().Ordinal, cond.Device().Properties().Ordinal, ch.Device().Properties().Ordinal)
+			}
+			e := Must[*gg.Exec](t)(got.Instantiate(0))
+			defer e.Destroy()
+			OK(t, e.Launch(s0))
+			OK(t, s0.Synchronize())
+			wantU32s(t, "the copy on device 1", d1, b, n, 4)
+			wantU32s(t, "the conditional body", d0, c, n, 5)
+			wantU32s(t, "the child graph", d0, x, n, 6)
+			OK(t, got.Destroy())
+		})
+	}
+}
+
+// captureAcrossDevicesChildGraph: a graph captured across two devices,
+// embedded in a child graph node, keeps its nodes' devices in the
+// embedded graph and in a clone of the parent, and runs.
+func captureAcrossDevicesChildGraph(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s0.Memset(gg.Memset32(a, 20, n)))
+	OK(t, s0.Record(fork))
+	OK(t, s1.Wait(fork))
+	OK(t, s1.Memcpy(gg.DtoD(b, a, 4*n)))
+	OK(t, s1.Launch(AddOne, gg.Dim1(n/256), gg.Dim1(256), b, c, n))
+	OK(t, s1.Record(join))
+	OK(t, s0.Wait(join))
+	captured := EndOK(t, s0)
+	defer captured.Destroy()
+
+	devices := func(what string, g *gg.Graph) {
+		t.Helper()
+		devs := map[gg.NodeType]int{}
+		for _, nd := range Must[[]*gg.Node](t)(g.Nodes()) {
+			devs[nd.Type()] = nd.Device().Properties().Ordinal
+		}
+		if devs[gg.NodeMemset] != 0 || devs[gg.NodeMemcpy] != 1 || devs[gg.NodeKernel] != 1 {
+			t.Fatalf("%s: the nodes captured name the wrong devices (memset, memcpy, kernel want 0, 1, 1): %v", what, devs)
+		}
+	}
+	devices("the captured graph", captured)
+	parent := NewGraph(t, d0)
+	ch := Must[*gg.Node](t)(parent.AddChildGraphNode(captured))
+	devices("the child graph node's graph", Must[*gg.Graph](t)(ch.ChildGraph()))
+	cl := Must[*gg.Graph](t)(parent.Clone())
+	defer cl.Destroy()
+	clch := Must[*gg.Node](t)(cl.ClonedNode(ch))
+	devices("the clone's child graph", Must[*gg.Graph](t)(clch.ChildGraph()))
+	for _, g := range []*gg.Graph{parent, cl} {
+		OK(t, d1.Memset(gg.Memset32(c, 0, n)))
+		e := Must[*gg.Exec](t)(g.Instantiate(0))
+		OK(t, e.Launch(s0))
+		OK(t, s0.Synchronize())
+		wantU32s(t, "the child graph's kernel on device 1", d1, c, n, 21)
+		OK(t, e.Destroy())
+	}
+}
+
+// captureAcrossDevicesIntoBody: a capture into a conditional body, begun in
+// a stream of device 0, forks onto a stream of device 1: the work captured
+// there becomes a node of device 1 in the body. The body's nodes must all
+// be the conditional node's device's: CUDA_CONDITIONAL_NODE_PARAMS.ctx
+// "must match context used to create the handle and all body nodes", and
+// the driver refuses a body copy of pageable memory at instantiation with
+// "multiple devices not supported" (docs/driver-conditional.txt); so the
+// graph is refused at instantiation, with ErrInvalidValue naming the node.
+// Evidence still needed: the driver's answer to this scenario on two GPUs
+// (whether it refuses the capture, the instantiation, or neither).
+func captureAcrossDevicesIntoBody(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 256
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0, s1 := NewStream(t, d0), NewStream(t, d1)
+	fork := Must[*gg.Event](t)(d0.NewEvent(0))
+	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	g := NewGraph(t, d0)
+	h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+	cond := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
+	body := Must[[]*gg.Graph](t)(cond.ConditionalBodies())[0]
+	OK(t, s0.BeginCaptureToGraph(body, nil, gg.CaptureModeGlobal))
+	OK(t, s0.Memset(gg.Memset32(a, 30, n)))
+	OK(t, s0.Record(fork))
+	if err := s1.Wait(fork); err != nil {
+		t.Fatalf("device 1's stream cannot join a capture into a body (%v): the host backend lets it", err)
+	}
+	if err := s1.Launch(AddOne, gg.Dim1(n/256), gg.Dim1(256), b, c, n); err != nil {
+		t.Fatalf("a kernel of device 1 captured into a body of device 0 is refused at capture (%v): the host backend refuses it at instantiation", err)
+	}
+	OK(t, s1.Record(join))
+	OK(t, s0.Wait(join))
+	if got := EndOK(t, s0); got != body {
+		t.Fatalf("EndCapture returned %p, not the body %p", got, body)
+	}
+	var k *gg.Node
+	for _, nd := range Must[[]*gg.Node](t)(body.Nodes()) {
+		want := d0
+		if nd.Type() == gg.NodeKernel {
+			want, k = d1, nd
+		}
+		if nd.Device() != want {
+			t.Fatalf("%v of the body runs on device %d, want %d", nd, nd.Device().Properties().Ordinal, want.Properties().Ordinal)
+		}
+	}
+	if k == nil {
+		t.Fatal("the body has no kernel node")
+	}
+	_, err := g.Instantiate(0)
+	IsCode(t, err, gg.ErrInvalidValue)
+	var e *gg.Error
+	if errors.As(err, &e) && e.Node != k {
+		t.Fatalf("the instantiation's error names %v, want the kernel node of device 1 %v: %v", e.Node, k, err)
+	}
+}
+
+// execSetParamsAcrossDevices: an update of an executable graph's memset
+// node keeps its destination in memory of the device that held the
+// original (cudaGraphExecMemsetNodeSetParams: "allocated from the same
+// context as the original destination memory"; the driver answers
+// cudaErrorInvalidValue, measured on two H200s), and a memcpy node each
+// side's (cudaGraphExecMemcpyNodeSetParams). A refused update changes
+// nothing; one within the same devices runs.
+func execSetParamsAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	const n = 1024
+	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	a2 := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	b2 := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	s0 := NewStream(t, d0)
+	g := NewGraph(t, d0)
+	ms := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset32(a, 1, n)))
+	cp := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(b, a, 4*n), ms))
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	for _, tc := range []struct {
+		what string
+		n    *gg.Node
+		p    gg.NodeParams
+	}{
+		{"a memset's destination moved to device 1", ms, gg.Memset32(b2, 2, n)},
+		{"a copy's destination moved to device 0", cp, gg.DtoD(a2, a, 4*n)},
+		{"a copy's source moved to device 1", cp, gg.DtoD(b, b2, 4*n)},
+	} {
+		err := e.SetParams(tc.n, tc.p)
+		IsCode(t, err, gg.ErrInvalidValue)
+		var ge *gg.Error
+		if errors.As(err, &ge) && ge.Node != tc.n {
+			t.Fatalf("%s: the error names %v, want %v: %v", tc.what, ge.Node, tc.n, err)
+		}
+	}
+	for _, p := range []gg.DevicePtr{a2, b2} {
+		dev := d0
+		if p == b2 {
+			dev = d1
+		}
+		OK(t, dev.Memset(gg.Memset32(p, 0, n)))
+	}
+	OK(t, e.Launch(s0))
+	OK(t, s0.Synchronize())
+	wantU32s(t, "the copy after the refused updates", d1, b, n, 1)
+	wantU32s(t, "memory no refused update may touch", d1, b2, n, 0)
+
+	OK(t, e.SetParams(ms, gg.Memset32(a2, 3, n)))
+	OK(t, e.SetParams(cp, gg.DtoD(b2, a2, 4*n)))
+	OK(t, e.Launch(s0))
+	OK(t, s0.Synchronize())
+	wantU32s(t, "the copy after the accepted updates", d1, b2, n, 3)
+	wantU32s(t, "the memset's old destination", d0, a, n, 1)
 }
