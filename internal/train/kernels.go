@@ -190,8 +190,9 @@ func tensor(a gg.Args, arg int, bf16 bool, n int) operand {
 // gradient is colSum's, of dz as written (launchReluBwdDB). One kernel
 // doing both, with colSum's grid of a block per 32 columns, made the
 // reference model's FP32 step 25 % slower on an H100 (419 → 523 µs,
-// 5 alternated runs): 32 blocks cannot stream 512×1024 elements three
-// ways at the speed the whole GPU does.
+// 5 alternated runs, the fused kernel's share not measured apart): each of
+// its 32 blocks walked 512 rows in turn, loading dA only once the layer's
+// output had arrived, two memory latencies a row.
 var reluBwd = &gg.Kernel{
 	Name:   "train_relu_bwd",
 	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Int32, gg.Pointer, gg.Int32, gg.Int32},
@@ -229,7 +230,8 @@ var reluBwd = &gg.Kernel{
 	CUDA: precCUDA + `extern "C" __global__ void train_relu_bwd(const float* dA, const void* act, int actBF16, void* dz, int dzBF16, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const float y = actBF16 ? bf16_to_f32(((const bf16_t*)act)[i]) : ((const float*)act)[i];
-        const float d = y > 0.0f ? dA[i] : 0.0f;
+        const float g = dA[i]; // loaded whatever y is: not a load that waits for another
+        const float d = y > 0.0f ? g : 0.0f;
         if (dzBF16) ((bf16_t*)dz)[i] = f32_to_bf16(d);
         else ((float*)dz)[i] = d;
     }
