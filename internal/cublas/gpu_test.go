@@ -22,9 +22,11 @@ type gpu struct {
 	h *cublas.Handle
 }
 
-// setupGPU opens the cuda backend and cuBLAS, or skips: these tests run on
-// the GPU machine.
-func setupGPU(t *testing.T) *gpu {
+// openCUDA opens the cuda backend, with its context current on this
+// goroutine's thread, locked for the test (cuBLAS and cuBLASLt bind a
+// handle to the device current on the calling thread), or skips: these
+// tests run on the GPU machine.
+func openCUDA(t *testing.T) *gg.Device {
 	t.Helper()
 	d, err := gg.Open("cuda")
 	if errors.Is(err, gg.ErrNoDevice) {
@@ -34,15 +36,6 @@ func setupGPU(t *testing.T) *gpu {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close() })
-	lib, err := cublas.Load()
-	if errors.Is(err, cublas.ErrNoCUBLAS) {
-		t.Skipf("no cuBLAS: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	// cuBLAS binds a handle to the device current on the calling thread:
-	// make gpugraph's context current here, on a thread of our own.
 	runtime.LockOSThread()
 	t.Cleanup(runtime.UnlockOSThread)
 	drv, err := driver.Load()
@@ -52,6 +45,28 @@ func setupGPU(t *testing.T) *gpu {
 	if err := drv.SetCurrent(d.NativeContext()); err != nil {
 		t.Fatal(err)
 	}
+	return d
+}
+
+// loaded returns lib, skips the test when the library is missing, or
+// fails it on another error.
+func loaded[L any](t *testing.T, lib L, err error) L {
+	t.Helper()
+	if errors.Is(err, cublas.ErrNoCUBLAS) {
+		t.Skipf("no %T: %v", lib, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+// setupGPU opens the cuda backend and cuBLAS, or skips.
+func setupGPU(t *testing.T) *gpu {
+	t.Helper()
+	d := openCUDA(t)
+	lib, err := cublas.Load()
+	lib = loaded(t, lib, err)
 	ws, err := d.Malloc(cublas.WorkspaceHopper)
 	if err != nil {
 		t.Fatal(err)

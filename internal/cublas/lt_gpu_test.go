@@ -10,14 +10,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/cublas"
-	"github.com/gpugraph/gpugraph/internal/cuda/driver"
 	"github.com/gpugraph/gpugraph/internal/host"
 )
 
@@ -41,30 +39,9 @@ type ltGPU struct {
 // subtests: they would run on other threads).
 func setupLt(t *testing.T) *ltGPU {
 	t.Helper()
-	d, err := gg.Open("cuda")
-	if errors.Is(err, gg.ErrNoDevice) {
-		t.Skipf("no CUDA device: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := openCUDA(t)
 	lib, err := cublas.LoadLt()
-	if errors.Is(err, cublas.ErrNoCUBLAS) {
-		t.Skipf("no cuBLASLt: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	runtime.LockOSThread()
-	t.Cleanup(runtime.UnlockOSThread)
-	drv, err := driver.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := drv.SetCurrent(d.NativeContext()); err != nil {
-		t.Fatal(err)
-	}
+	lib = loaded(t, lib, err)
 	const wsBytes = cublas.WorkspaceHopper
 	ws, err := d.Malloc(wsBytes)
 	if err != nil {
