@@ -336,18 +336,28 @@ func crossDeviceEventWait(t *testing.T, backend string, count int, open OpenOrdi
 	IsCode(t, s1.Record(ev), gg.ErrInvalidResourceHandle) // a record is its device's
 }
 
+// acrossDevices is the setting of the capture-across-devices scenarios:
+// devices 0 and 1, a stream and an event of each (the fork is recorded on
+// device 0, the join on device 1), n uint32s at a on device 0 and at b and
+// c on device 1.
+func acrossDevices(t *testing.T, open OpenOrdinal, n int) (d0, d1 *gg.Device, s0, s1 *gg.Stream, fork, join *gg.Event, a, b, c gg.DevicePtr) {
+	t.Helper()
+	d0, d1 = open(t, 0), open(t, 1)
+	s0, s1 = NewStream(t, d0), NewStream(t, d1)
+	fork = Must[*gg.Event](t)(d0.NewEvent(0))
+	join = Must[*gg.Event](t)(d1.NewEvent(0))
+	a = Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	b = Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	c = Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	return
+}
+
 // captureAcrossDevices: a capture begun in a stream of device 0 forks onto
 // a stream of device 1 through an event and joins back; the work captured
 // in device 1's stream becomes nodes of device 1 in the one graph.
 func captureAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
-	d0, d1 := open(t, 0), open(t, 1)
-	s0, s1 := NewStream(t, d0), NewStream(t, d1)
-	fork := Must[*gg.Event](t)(d0.NewEvent(0))
-	join := Must[*gg.Event](t)(d1.NewEvent(0))
 	const n = 512
-	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
-	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
-	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	_, d1, s0, s1, fork, join, a, b, c := acrossDevices(t, open, n)
 	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
 	OK(t, s0.Memset(gg.Memset32(a, 9, n)))
 	OK(t, s0.Record(fork))
@@ -490,14 +500,8 @@ func captureAcrossDevicesCondChild(t *testing.T, backend string, count int, open
 // embedded in a child graph node, keeps its nodes' devices in the
 // embedded graph and in a clone of the parent, and runs.
 func captureAcrossDevicesChildGraph(t *testing.T, backend string, count int, open OpenOrdinal) {
-	d0, d1 := open(t, 0), open(t, 1)
 	const n = 256
-	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
-	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
-	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
-	s0, s1 := NewStream(t, d0), NewStream(t, d1)
-	fork := Must[*gg.Event](t)(d0.NewEvent(0))
-	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	d0, d1, s0, s1, fork, join, a, b, c := acrossDevices(t, open, n)
 	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
 	OK(t, s0.Memset(gg.Memset32(a, 20, n)))
 	OK(t, s0.Record(fork))
@@ -548,14 +552,8 @@ func captureAcrossDevicesChildGraph(t *testing.T, backend string, count int, ope
 // Evidence still needed: the driver's answer to this scenario on two GPUs
 // (whether it refuses the capture, the instantiation, or neither).
 func captureAcrossDevicesIntoBody(t *testing.T, backend string, count int, open OpenOrdinal) {
-	d0, d1 := open(t, 0), open(t, 1)
 	const n = 256
-	a := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
-	b := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
-	c := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
-	s0, s1 := NewStream(t, d0), NewStream(t, d1)
-	fork := Must[*gg.Event](t)(d0.NewEvent(0))
-	join := Must[*gg.Event](t)(d1.NewEvent(0))
+	d0, d1, s0, s1, fork, join, a, b, c := acrossDevices(t, open, n)
 	g := NewGraph(t, d0)
 	h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
 	cond := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}))
