@@ -1,0 +1,51 @@
+#!/bin/bash
+# verify.sh: the GPU checks this repository owes, in sections that each fit
+# one device call (600 s). Build here with `bash tools/gpu/build.sh` (and
+# BASE=<commit> for the ab section), carry .gpu, then there:
+#
+#	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
+#	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~90 s: devices, multidev probe, 1000-input differential
+#	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~60 s: the reference fp32 step, .gpu/base against .gpu, 5 alternations
+#	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
+#	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~60 s: graph-set capture/replay and serving beside PyTorch
+#
+# Every command runs under a time limit; logs go to $OUT/logs (tarred at the
+# end), one status line per command to $OUT/status.txt.
+cd "$(dirname "$0")/../.." || exit 1
+export NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
+PY=/opt/torch/.venv/bin/python
+O=${OUT:-/tmp/verify}; L=$O/logs; mkdir -p "$L"
+t() { local n=$1 lim=$2; shift 2; local s=$SECONDS; timeout -k 5 "$lim" "$@" > "$L/$n.txt" 2>&1; local rc=$?
+  echo "$n rc=$rc $((SECONDS - s))s $(grep -c -- '--- PASS' "$L/$n.txt")p $(grep -c -- '--- FAIL' "$L/$n.txt")f $(grep -c -- '--- SKIP' "$L/$n.txt")s" | tee -a "$O/status.txt"; }
+{ date -u; nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv; } >> "$O/status.txt"
+case $1 in
+tests)
+  t conformance 120 .gpu/gpugraph.test -test.run '^TestConformanceCUDA$' -test.v
+  t inject 60 .gpu/gpugraph.test -test.run '^(TestInjectedDriverFailures|TestLaunchAllocs)$' -test.v
+  t traincuda 120 .gpu/train.test -test.run CUDA -test.v
+  t cublas 60 .gpu/cublas.test -test.run GPU -test.v
+  t tf32round 60 bash -c 'nvcc -O2 -o /tmp/tf32round tools/probe/tf32round.cu -lcublas && /tmp/tf32round' ;;
+two)
+  t devices 90 .gpu/gpugraph.test -test.run '^TestDevicesCUDA$' -test.v
+  t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
+  t diff 200 env GPUGRAPH_DIFF_INPUTS=1000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v ;;
+ab)
+  for r in 1 2 3 4 5; do for b in base new; do g=.gpu/gpugraph; [ $b = base ] && g=.gpu/base/gpugraph
+    t "ab-$b-$r" 40 "$g" train --backend cuda --model reference --modes graph; done; done
+  grep -H '^trained' "$L"/ab-*.txt | sed 's#.*/##' | tee "$O/ab.txt" ;;
+torch)
+  t "vstorch-${2:-fp32}" 560 .gpu/gpugraph bench --backend cuda --vs torch --python "$PY" --model reference --precision "${2:-fp32}" --reps 5
+  tail -40 "$L/vstorch-${2:-fp32}.txt" > "$O/vstorch-${2:-fp32}.txt" ;;
+serve)
+  t gs 90 .gpu/train.test -test.run XXX -test.bench CUDAGraphSet -test.benchtime 200x
+  t torchgs 60 "$PY" tools/serve/torch_graphset.py --repeat 5 --iters 200
+  "$PY" tools/serve/torch_serve.py --port 8090 > "$L/torch-server.txt" 2>&1 &
+  tp=$!
+  t serve 60 .gpu/serve -demo reference -backend cuda -bench -concurrency 1,16,64 -requests 1000
+  for _ in $(seq 60); do curl -sf -o /dev/null http://127.0.0.1:8090/v1/model && break; sleep 1; done
+  t torchserve 60 .gpu/serve -demo reference -bench -target http://127.0.0.1:8090 -concurrency 1,16,64 -requests 1000
+  kill $tp; wait $tp 2> /dev/null ;;
+*) echo "verify.sh tests|two|ab|torch P|serve" >&2; exit 2 ;;
+esac
+grep -h -E -- '^--- FAIL|panic|left GPU|nobody reported|decide differently' "$L"/*.txt | head -40 >> "$O/status.txt"
+tar -C "$O" -czf "$O/logs-$1.tgz" logs && rm -rf "$L"
