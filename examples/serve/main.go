@@ -73,6 +73,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.demo, "demo", "", "serve an untrained model instead: small or reference")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.opts.Backend, "backend", c.opts.Backend, "host or cuda")
+	fs.StringVar(&c.opts.GEMM, "gemm", "", "cuda: the forward pass's GEMM, cublas (default), cublaslt (bias and ReLU in its epilogue) or kernel")
 	fs.StringVar(&c.mode, "mode", "graphs", "graphs (replay a graph set) or ops (op by op)")
 	fs.StringVar(&c.keys, "keys", "", "batch sizes to capture, comma-separated (default: the checkpoint's, else vLLM's 51 up to 512)")
 	fs.IntVar(&c.opts.MaxBatch, "max-batch", 0, "most rows in a batch (default: the largest batch size)")
@@ -96,6 +97,10 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, usageError{errors.New("give -model FILE (from gpugraph train --save FILE) or -demo small|reference")}
 	case c.demo != "" && c.demo != "small" && c.demo != "reference":
 		return c, usageError{fmt.Errorf("-demo %q: want small or reference", c.demo)}
+	case c.opts.GEMM != "" && c.opts.GEMM != "cublas" && c.opts.GEMM != "cublaslt" && c.opts.GEMM != "kernel":
+		return c, usageError{fmt.Errorf("-gemm %q: want cublas, cublaslt or kernel", c.opts.GEMM)}
+	case c.opts.GEMM != "" && c.opts.Backend != "cuda":
+		return c, usageError{fmt.Errorf("-gemm applies to -backend cuda (the host backend runs the package's kernel)")}
 	case c.mode != "graphs" && c.mode != "ops":
 		return c, usageError{fmt.Errorf("-mode %q: want graphs or ops", c.mode)}
 	case c.opts.MaxBatch < 0 || c.opts.MaxWait < 0 || c.budgetMiB < 0:

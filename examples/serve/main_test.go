@@ -340,6 +340,8 @@ func TestFlags(t *testing.T) {
 		{"-demo small -nosuch", "flag provided but not defined"},
 		{"-demo small -target http://127.0.0.1:1", "-target applies to -bench only"},
 		{"-demo small -bench -target 127.0.0.1:1", "want http://HOST:PORT"},
+		{"-demo small -gemm nosuch", `-gemm "nosuch": want cublas, cublaslt or kernel`},
+		{"-demo small -gemm cublaslt", "-gemm applies to -backend cuda"},
 		{"-demo small -bench -target http://127.0.0.1:1/v1/infer", "want http://HOST:PORT"},
 	}
 	for _, b := range bad {

@@ -26,6 +26,11 @@ type Options struct {
 	MaxBatch int           // rows per batch; 0: the largest key
 	MaxWait  time.Duration // how long a batch waits for more requests
 	Budget   uint64        // memory budget of the graph set in bytes; 0: none
+	// GEMM is the forward pass's matrix product on cuda: "cublas" (the
+	// default, ""), "cublaslt" (bias and ReLU in cuBLASLt's epilogue, one
+	// call a layer) or "kernel" (the train package's tiled kernel, what
+	// the host backend always runs).
+	GEMM string
 }
 
 // engine runs the model on batches of rows: one at a time.
@@ -90,16 +95,37 @@ func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
 	if e.model, err = train.NewModel(e.s, ck.Config); err != nil {
 		return nil, err
 	}
-	// On a GPU the forward pass multiplies with cuBLAS, as PyTorch does:
-	// the package's tiled kernel uses a handful of blocks at small batches
-	// (measured on an H100: 0.5 ms for a batch of 1, against 42 µs for
-	// PyTorch's replay). Without cuBLAS it keeps the kernel.
+	// On a GPU the forward pass multiplies with cuBLAS by default, as
+	// PyTorch does: the package's tiled kernel uses a handful of blocks at
+	// small batches (measured on an H100: 0.5 ms for a batch of 1, against
+	// 42 µs for PyTorch's replay). Without cuBLAS it keeps the kernel,
+	// unless a GEMM was asked for by name.
 	e.gemm = "tiled kernel (internal/train)"
 	if e.dev.Properties().Backend == gg.BackendCUDA {
-		if g, desc, closeFn, err := train.CuBLAS(e.dev, train.FP32); err == nil {
-			e.model.GEMM, e.gemm, e.closeGEMM = g, desc, closeFn
-		} else {
+		var err error
+		var desc string
+		switch o.GEMM {
+		case "", "cublas":
+			var g train.GEMM
+			if g, desc, e.closeGEMM, err = train.CuBLAS(e.dev, train.FP32); err == nil {
+				e.model.GEMM = g
+			}
+		case "cublaslt":
+			var g train.EpilogueGEMM
+			if g, desc, e.closeGEMM, err = train.CuBLASLt(e.dev); err == nil {
+				e.model.ForwardGEMM = g
+			}
+		case "kernel":
+		default:
+			return nil, fmt.Errorf("GEMM %q: want cublas, cublaslt or kernel", o.GEMM)
+		}
+		switch {
+		case err != nil && o.GEMM != "":
+			return nil, fmt.Errorf("GEMM %s: %w", o.GEMM, err)
+		case err != nil:
 			e.gemm += fmt.Sprintf("; cuBLAS not used: %v", err)
+		case desc != "":
+			e.gemm = desc
 		}
 	}
 	if err := e.model.WriteParams(e.s, ck.Params); err != nil {

@@ -15,9 +15,11 @@ import (
 // after the next layer has read it, so under stream capture the
 // activations become graph memory that the graph frees itself, and the
 // logits are the one allocation the graph leaves live: its output. Row i of
-// the logits depends on row i of x only, computed the same way at every
-// rows (the GEMM's sums run in the same order whatever the number of rows),
-// so a padded batch gives every real row the logits it gets alone.
+// the logits depends on row i of x only; with KernelGEMM it is computed the
+// same way at every rows (its sums run in the same order whatever the
+// number of rows), so a padded batch gives every real row the logits it
+// gets alone. cuBLAS and cuBLASLt may pick another algorithm for another
+// number of rows: the logits then agree to rounding, not bit for bit.
 //
 // Forward computes in FP32 from the float32 master weights whatever the
 // model's Precision: the same logits for a checkpoint however it was
@@ -34,9 +36,13 @@ func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, e
 	if rows < 1 || int64(rows)*int64(w) > maxElems {
 		return 0, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: fmt.Sprintf("%d rows: want 1 to %d", rows, maxElems/w)}
 	}
-	gemm := m.GEMM
-	if gemm == nil {
-		gemm = KernelGEMM
+	layer := m.ForwardGEMM
+	if layer == nil {
+		gemm := m.GEMM
+		if gemm == nil {
+			gemm = KernelGEMM
+		}
+		layer = epilogueOf(gemm)
 	}
 	n := len(m.in)
 	a := x // the current layer's input
@@ -44,10 +50,8 @@ func (m *Model) Forward(s *gg.Stream, x gg.DevicePtr, rows int) (gg.DevicePtr, e
 		in, out := m.in[l], m.out[l]
 		h, err := s.MallocAsync(4 * rows * out)
 		if err == nil {
-			err = gemm(s, GEMMArgs{TransB: true, M: rows, N: out, K: in, Alpha: 1, A: a, LDA: in, B: m.params + gg.DevicePtr(4*m.off[l]), LDB: in, C: h, LDC: out})
-		}
-		if err == nil {
-			err = launchBiasAct(s, h, h, m.bias(l), rows, out, l < n-1, false)
+			err = layer(s, GEMMArgs{TransB: true, M: rows, N: out, K: in, Alpha: 1, A: a, LDA: in, B: m.params + gg.DevicePtr(4*m.off[l]), LDB: in, C: h, LDC: out},
+				m.bias(l), l < n-1)
 		}
 		if a != x {
 			if ferr := s.FreeAsync(a); err == nil {

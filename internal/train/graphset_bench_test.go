@@ -59,16 +59,24 @@ func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream
 // BenchmarkGraphSetReplay times one inference of Small at a few batch
 // sizes: copy the input in, run, read the logits back; as a graph set's
 // replay and op by op.
-func BenchmarkGraphSetReplay(b *testing.B) { benchSetReplay(b, openHost, Small(), []int{1, 128}) }
+func BenchmarkGraphSetReplay(b *testing.B) {
+	benchSetReplay(b, openHost, Small(), []int{1, 128}, func(*testing.B, *gg.Device, *Model) {})
+}
 
 // BenchmarkCUDAGraphSetReplay is the same for the reference MLP on the
 // cuda backend, at batch sizes tools/serve/torch_graphset.py reports
 // (its REPLAY lines time the same three steps in PyTorch).
 func BenchmarkCUDAGraphSetReplay(b *testing.B) {
-	benchSetReplay(b, openCUDA, Reference(), []int{1, 8, 64, 256, 512})
+	benchSetReplay(b, openCUDA, Reference(), []int{1, 8, 64, 256, 512}, useCuBLAS)
 }
 
-func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, batches []int) {
+// BenchmarkCUDAGraphSetReplayLt is BenchmarkCUDAGraphSetReplay with each
+// layer one cuBLASLt call, bias and ReLU in its epilogue (CuBLASLt).
+func BenchmarkCUDAGraphSetReplayLt(b *testing.B) {
+	benchSetReplay(b, openCUDA, Reference(), []int{1, 8, 64, 256, 512}, useCuBLASLt)
+}
+
+func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, batches []int, gemm func(*testing.B, *gg.Device, *Model)) {
 	for _, rows := range batches {
 		for _, mode := range []string{"graphs", "ops"} {
 			b.Run(mode+"/"+itoa(rows), func(b *testing.B) {
@@ -76,7 +84,7 @@ func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)
 				m, err := NewModel(s, cfg)
 				ok(b, err)
 				defer m.Destroy()
-				useCuBLAS(b, d, m)
+				gemm(b, d, m)
 				x, err := d.Malloc(4 * rows * cfg.In)
 				ok(b, err)
 				defer d.Free(x)
@@ -119,6 +127,15 @@ func useCuBLAS(b *testing.B, d *gg.Device, m *Model) {
 	ok(b, err)
 	b.Cleanup(closeFn)
 	m.GEMM = g
+	b.Log(desc)
+}
+
+// useCuBLASLt gives m's Forward cuBLASLt's bias and ReLU epilogues.
+func useCuBLASLt(b *testing.B, d *gg.Device, m *Model) {
+	g, desc, closeFn, err := CuBLASLt(d)
+	ok(b, err)
+	b.Cleanup(closeFn)
+	m.ForwardGEMM = g
 	b.Log(desc)
 }
 

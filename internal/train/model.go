@@ -24,6 +24,11 @@ type Model struct {
 	// it before the first Step (or before capturing one).
 	GEMM GEMM
 
+	// ForwardGEMM, if not nil, computes each layer of Forward (inference)
+	// in one call, bias and ReLU included (CuBLASLt); nil means GEMM
+	// followed by the package's bias+ReLU kernel. Step does not use it.
+	ForwardGEMM EpilogueGEMM
+
 	// GradSync, if not nil, is called with the gradients (floats float32s
 	// at g) before the optimizer uses them: data-parallel training
 	// all-reduces them there (averaging over the ranks). SyncMode says

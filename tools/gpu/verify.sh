@@ -7,7 +7,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~90 s: devices, multidev probe, 1000-input differential
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~60 s: the reference fp32 step, .gpu/base against .gpu, 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
-#	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~60 s: graph-set capture/replay and serving beside PyTorch
+#	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -42,6 +42,7 @@ serve)
   "$PY" tools/serve/torch_serve.py --port 8090 > "$L/torch-server.txt" 2>&1 &
   tp=$!
   t serve 60 .gpu/serve -demo reference -backend cuda -bench -concurrency 1,16,64 -requests 1000
+  t servelt 60 .gpu/serve -demo reference -backend cuda -gemm cublaslt -bench -concurrency 1,16,64 -requests 1000
   for _ in $(seq 60); do curl -sf -o /dev/null http://127.0.0.1:8090/v1/model && break; sleep 1; done
   t torchserve 60 .gpu/serve -demo reference -bench -target http://127.0.0.1:8090 -concurrency 1,16,64 -requests 1000
   kill $tp; wait $tp 2> /dev/null ;;
