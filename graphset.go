@@ -719,6 +719,9 @@ func (o *Output) Read(dst []byte) error {
 	if err := s.Memcpy(DtoH(dst, o.ptr)); err != nil {
 		return withOp(op, err)
 	}
+	if !s.dev.pinned(dst) {
+		return nil // a copy into pageable memory returns when it is done
+	}
 	return withOp(op, s.Synchronize())
 }
 

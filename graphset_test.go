@@ -374,3 +374,28 @@ func TestGraphSetUnderMemCheck(t *testing.T) {
 		checkOut(t, must[[]*gg.Output](t)(set.Replay(k))[0], k)
 	}
 }
+
+// TestGraphSetReadIntoPinned: Output.Read into page-locked memory, whose
+// copy is asynchronous, still returns with the values there (it waits);
+// into Go memory the copy itself waits.
+func TestGraphSetReadIntoPinned(t *testing.T) {
+	onBackends(t, func(t *testing.T, d *gg.Device) {
+		s := must[*gg.Stream](t)(d.NewStream())
+		sc := newSetScenario(t, d, s, 64, 1)
+		set := must[*gg.GraphSet[int]](t)(gg.NewGraphSet(s, sc.fn, gg.GraphSetConfig[int]{Keys: []int{64}}))
+		defer set.Close()
+		pinned := must[[]byte](t)(d.MallocHost(4 * 64))
+		defer d.FreeHost(pinned)
+		for range 3 {
+			outs := must[[]*gg.Output](t)(set.Replay(64))
+			clear(pinned)
+			ok(t, outs[0].Read(pinned))
+			for i := range 64 {
+				if v := uint32(pinned[4*i]) | uint32(pinned[4*i+1])<<8 | uint32(pinned[4*i+2])<<16 | uint32(pinned[4*i+3])<<24; v != uint32(100*i+2) {
+					t.Fatalf("pinned: element %d = %d, want %d", i, v, 100*i+2)
+				}
+			}
+			checkOut(t, outs[0], 64)
+		}
+	})
+}
