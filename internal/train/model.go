@@ -29,6 +29,14 @@ type Model struct {
 	// followed by the package's bias+ReLU kernel. Step does not use it.
 	ForwardGEMM EpilogueGEMM
 
+	// Fused, if not nil, computes the step's forward GEMMs with the bias
+	// and ReLU, the top layer's dW GEMM with its bias gradient, and each
+	// dA GEMM with the ReLU gradient and bias gradient of the layer below
+	// (CuBLASLtStep, EmulatedFused); GEMM computes the other dW GEMMs.
+	// Step then issues Config.FusedStepOps' kernels. It takes FP32 and
+	// TF32 without GradSync: Step refuses the rest (ErrNotSupported).
+	Fused FusedGEMM
+
 	// GradSync, if not nil, is called with the gradients (floats float32s
 	// at g) before the optimizer uses them: data-parallel training
 	// all-reduces them there (averaging over the ranks). SyncMode says
@@ -319,6 +327,14 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	if s == nil || x == 0 || y == 0 || lossOut == 0 {
 		return &gg.Error{Op: "train.Model.Step", Code: gg.ErrInvalidValue, Detail: "nil stream or buffer"}
 	}
+	if m.Fused != nil {
+		switch {
+		case m.GradSync != nil:
+			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrNotSupported, Detail: "Fused with GradSync: the fused step does not sync gradients (data-parallel training takes the unfused step)"}
+		case m.cfg.bf16():
+			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrNotSupported, Detail: "Fused in BF16 precision: the fused step takes FP32 and TF32 only"}
+		}
+	}
 	gemm := m.GEMM
 	if gemm == nil {
 		gemm = KernelGEMM
@@ -379,6 +395,9 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	}
 	if err := mark(s, "start"); err != nil {
 		return err
+	}
+	if m.Fused != nil {
+		return m.stepFused(s, gemm, x, y, lossOut, alloc, free, mark)
 	}
 
 	// Forward.
