@@ -37,34 +37,8 @@ func epilogueOf(gemm GEMM) EpilogueGEMM {
 // description for banners and the function that frees the handle, its
 // plans and its workspace.
 func CuBLASLt(dev *gg.Device) (EpilogueGEMM, string, func(), error) {
-	if dev.Properties().Backend != gg.BackendCUDA {
-		return nil, "", nil, &gg.Error{Op: "train.CuBLASLt", Code: gg.ErrNotSupported, Detail: "cuBLASLt needs the cuda backend"}
-	}
-	lib, err := cublas.LoadLt()
+	lt, err := newLtSetup(dev, "train.CuBLASLt")
 	if err != nil {
-		return nil, "", nil, err
-	}
-	drv, err := driver.Load()
-	if err != nil {
-		return nil, "", nil, err
-	}
-	// As for cuBLAS (CuBLAS): the handle and its calls want dev's context
-	// current, on a locked thread.
-	onDev := func(f func() error) error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := drv.SetCurrent(dev.NativeContext()); err != nil {
-			return err
-		}
-		return f()
-	}
-	var h *cublas.LtHandle
-	if err := onDev(func() error { var err error; h, err = lib.Create(); return err }); err != nil {
-		return nil, "", nil, err
-	}
-	ws, err := dev.Malloc(cublasWorkspace)
-	if err != nil {
-		h.Destroy()
 		return nil, "", nil, err
 	}
 	gemm := func(s *gg.Stream, g GEMMArgs, bias gg.DevicePtr, relu bool) error {
@@ -85,21 +59,173 @@ func CuBLASLt(dev *gg.Device) (EpilogueGEMM, string, func(), error) {
 		if relu {
 			ep = cublas.EpilogueReluBias
 		}
-		m := cublas.LtMatmul{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, LDA: g.LDA, LDB: g.LDB, LDC: g.LDC,
-			ABType: cublas.R32F, CDType: cublas.R32F, Compute: cublas.Compute32F,
-			Epilogue: ep, BiasType: cublas.R32F, MaxWorkspace: cublasWorkspace}
-		args := cublas.LtArgs{Alpha: g.Alpha, Beta: g.Beta, A: uintptr(g.A), B: uintptr(g.B), D: uintptr(g.C), Bias: uintptr(bias)}
-		if g.Beta != 0 {
-			args.C = uintptr(g.C)
-		}
-		return onDev(func() error {
-			p, err := h.Plan(m)
-			if err != nil {
-				return err
-			}
-			return p.Matmul(args, s.NativeStream(), uintptr(ws), cublasWorkspace)
-		})
+		return lt.matmul(s, g, ep, bias, 0)
 	}
-	closeFn := func() { _ = errors.Join(h.Destroy(), dev.Free(ws)) }
-	return gemm, fmt.Sprintf("cuBLASLt %d (%s), bias and ReLU in the GEMM's epilogue, FP32", lib.Version(), lib.Path), closeFn, nil
+	return gemm, fmt.Sprintf("cuBLASLt %d (%s), bias and ReLU in the GEMM's epilogue, FP32", lt.lib.Version(), lt.lib.Path), lt.close, nil
 }
+
+// ltSetup is what CuBLASLt and CuBLASLtStep share: the library, a handle
+// made with dev's context current, and the workspace.
+type ltSetup struct {
+	dev *gg.Device
+	lib *cublas.LtLib
+	drv *driver.Driver
+	h   *cublas.LtHandle
+	ws  gg.DevicePtr
+}
+
+func newLtSetup(dev *gg.Device, op string) (*ltSetup, error) {
+	if dev.Properties().Backend != gg.BackendCUDA {
+		return nil, &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: "cuBLASLt needs the cuda backend"}
+	}
+	lib, err := cublas.LoadLt()
+	if err != nil {
+		return nil, err
+	}
+	drv, err := driver.Load()
+	if err != nil {
+		return nil, err
+	}
+	lt := &ltSetup{dev: dev, lib: lib, drv: drv}
+	if err := lt.onDev(func() error { var err error; lt.h, err = lib.Create(); return err }); err != nil {
+		return nil, err
+	}
+	if lt.ws, err = dev.Malloc(cublasWorkspace); err != nil {
+		lt.h.Destroy()
+		return nil, err
+	}
+	return lt, nil
+}
+
+// onDev runs f with dev's context current, on a locked thread: as for
+// cuBLAS (CuBLAS), the handle and its calls want it.
+func (lt *ltSetup) onDev(f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := lt.drv.SetCurrent(lt.dev.NativeContext()); err != nil {
+		return err
+	}
+	return f()
+}
+
+// matmul runs g with epilogue ep (bias and aux as it takes them) on s's
+// native stream, through the handle's plan for the shape (made at the
+// first call of each shape: cuBLASLt's heuristic is slow). Operands are
+// float32; g.Math picks the compute type: CUBLAS_COMPUTE_32F, or
+// CUBLAS_COMPUTE_32F_FAST_TF32 for MathTF32. The mask's row stride is
+// LtAuxLD(N).
+func (lt *ltSetup) matmul(s *gg.Stream, g GEMMArgs, ep cublas.Epilogue, bias, aux gg.DevicePtr) error {
+	compute := cublas.Compute32F
+	if g.Math == MathTF32 {
+		compute = cublas.Compute32FFastTF32
+	}
+	m := cublas.LtMatmul{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, LDA: g.LDA, LDB: g.LDB, LDC: g.LDC,
+		ABType: cublas.R32F, CDType: cublas.R32F, Compute: compute, Epilogue: ep, MaxWorkspace: cublasWorkspace}
+	if ep.UsesBias() {
+		m.BiasType = cublas.R32F
+	}
+	if ep.UsesAux() {
+		m.AuxLD = cublas.LtAuxLD(g.N)
+	}
+	args := cublas.LtArgs{Alpha: g.Alpha, Beta: g.Beta, A: uintptr(g.A), B: uintptr(g.B), D: uintptr(g.C), Bias: uintptr(bias), Aux: uintptr(aux)}
+	if g.Beta != 0 {
+		args.C = uintptr(g.C)
+	}
+	return lt.onDev(func() error {
+		p, err := lt.h.Plan(m)
+		if err != nil {
+			return err
+		}
+		return p.Matmul(args, s.NativeStream(), uintptr(lt.ws), cublasWorkspace)
+	})
+}
+
+func (lt *ltSetup) close() { _ = errors.Join(lt.h.Destroy(), lt.dev.Free(lt.ws)) }
+
+// CuBLASLtStep returns the FusedGEMM of cuBLASLt on dev, a device of the
+// cuda backend, for a step in precision FP32 ("" too) or TF32
+// (CUBLAS_COMPUTE_32F_FAST_TF32 for GEMMs whose Math is MathTF32); BF16 is
+// refused (ErrNotSupported). Each call is one cublasLtMatmul on the
+// stream's native handle, so stream capture records it:
+//
+//	Forward         RELU_AUX_BIAS (with relu: the mask is cuBLASLt's
+//	                bitmask, rows of LtAuxLD(cols) bits), or BIAS
+//	BackwardReLU    DRELU_BGRAD, reading that mask (K ≥ 2 only)
+//	WeightGradBias  BGRADB (TransA only)
+//
+// the call sequence internal/cublas's TestGPULtTrainingStep checks. It
+// also returns a description for banners and the function that frees the
+// handle, its plans and its workspace. Model.GEMM still computes the
+// step's other dW GEMMs.
+func CuBLASLtStep(dev *gg.Device, precision string) (FusedGEMM, string, func(), error) {
+	const op = "train.CuBLASLtStep"
+	how := map[string]string{"": "FP32", FP32: "FP32", TF32: "TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)"}[precision]
+	switch precision {
+	case "", FP32, TF32:
+	case BF16:
+		return nil, "", nil, &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: "bf16: the fused step takes FP32 and TF32 only"}
+	default:
+		return nil, "", nil, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: fmt.Sprintf("precision %q: want %q or %q", precision, FP32, TF32)}
+	}
+	lt, err := newLtSetup(dev, op)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return ltStep{lt}, fmt.Sprintf("cuBLASLt %d (%s), bias, ReLU and their gradients in the GEMMs' epilogues, %s", lt.lib.Version(), lt.lib.Path, how), lt.close, nil
+}
+
+// ltStep is CuBLASLtStep's FusedGEMM.
+type ltStep struct{ lt *ltSetup }
+
+// check validates g for a fused call: float32 operands, and nothing to do
+// (done true) when C is empty.
+func (ltStep) check(op string, g GEMMArgs) (done bool, err error) {
+	if err := CheckGEMM(g); err != nil {
+		return false, err
+	}
+	if g.AType != Float32 || g.BType != Float32 {
+		return false, &gg.Error{Op: op, Code: gg.ErrNotSupported,
+			Detail: fmt.Sprintf("%v × %v operands: the fused step takes float32 operands (FP32, TF32)", g.AType, g.BType)}
+	}
+	return g.M == 0 || g.N == 0, nil
+}
+
+func (f ltStep) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu bool) error {
+	const op = "cuBLASLt Forward"
+	if done, err := f.check(op, g); done || err != nil {
+		return err
+	}
+	if bias == 0 || relu && aux == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil bias or mask"}
+	}
+	if !relu {
+		return f.lt.matmul(s, g, cublas.EpilogueBias, bias, 0)
+	}
+	return f.lt.matmul(s, g, cublas.EpilogueReluAuxBias, bias, aux)
+}
+
+func (f ltStep) BackwardReLU(s *gg.Stream, g GEMMArgs, aux, dbias gg.DevicePtr) error {
+	const op = "cuBLASLt BackwardReLU"
+	if done, err := f.check(op, g); done || err != nil {
+		return err
+	}
+	if aux == 0 || dbias == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil mask or bias gradient"}
+	}
+	return f.lt.matmul(s, g, cublas.EpilogueDReluBGrad, dbias, aux)
+}
+
+func (f ltStep) WeightGradBias(s *gg.Stream, g GEMMArgs, dbias gg.DevicePtr) error {
+	const op = "cuBLASLt WeightGradBias"
+	if done, err := f.check(op, g); done || err != nil {
+		return err
+	}
+	if dbias == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil bias gradient"}
+	}
+	return f.lt.matmul(s, g, cublas.EpilogueBGradB, dbias, 0)
+}
+
+// AuxBytes is cuBLASLt's mask of a rows×cols output: rows of LtAuxLD(cols)
+// bits.
+func (ltStep) AuxBytes(rows, cols int) int { return rows * cublas.LtAuxLD(cols) / 8 }

@@ -296,3 +296,24 @@ func TestEmulatedFusedRejects(t *testing.T) {
 	}
 	ok(t, s.Synchronize())
 }
+
+// TestCuBLASLtStepRefuses checks CuBLASLtStep's refusals that need no GPU:
+// BF16, and a device of another backend.
+func TestCuBLASLtStepRefuses(t *testing.T) {
+	d, _ := openHost(t)
+	for _, prec := range []string{BF16, FP32, TF32} {
+		_, _, _, err := CuBLASLtStep(d, prec)
+		if !errors.Is(err, gg.ErrNotSupported) {
+			t.Errorf("%s on the host backend: %v, want ErrNotSupported", prec, err)
+		}
+	}
+	if _, _, _, err := CuBLASLtStep(d, "fp16"); !errors.Is(err, gg.ErrInvalidValue) {
+		t.Errorf("fp16: %v, want ErrInvalidValue", err)
+	}
+	if a, b := (ltStep{}).AuxBytes(512, 1024), 512*1024/8; a != b {
+		t.Errorf("cuBLASLt's mask of 512×1024: %d bytes, want %d", a, b)
+	}
+	if a := (ltStep{}).AuxBytes(3, 10); a != 3*16 {
+		t.Errorf("cuBLASLt's mask of 3×10: %d bytes, want %d (rows of 128 bits)", a, 3*16)
+	}
+}
