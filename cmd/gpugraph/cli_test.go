@@ -103,7 +103,7 @@ var cliCases = []cliCase{
 	{args: "train --modes eager,lazy", code: 2, stderr: `unknown --modes "lazy" (want eager or graph`},
 	{args: "train --modes graph,graph", code: 2, stderr: `--modes "graph,graph" names graph twice`},
 	{args: "train --modes ", code: 2, stderr: `unknown --modes ""`},
-	{args: "train --gemm magic", code: 2, stderr: `unknown --gemm "magic" (want auto, kernel or cublas)`},
+	{args: "train --gemm magic", code: 2, stderr: `unknown --gemm "magic" (want auto, kernel, cublas or cublaslt)`},
 	{args: "train --sync never --devices 2", code: 2, stderr: `unknown --sync "never" (want overlap, inline or after`},
 	{args: "train --sync inline,inline --devices 2", code: 2, stderr: "names inline twice"},
 	// train: flags that do not go with the rest.
@@ -118,6 +118,9 @@ var cliCases = []cliCase{
 	{args: "train --modes eager --profile 3", code: 2, stderr: "--profile times the captured step: it needs graph in --modes"},
 	{args: "train --profile -1", code: 2, stderr: "--profile -1: need 0"},
 	{args: "train --gemm cublas", code: 2, stderr: "--gemm cublas needs --backend cuda"},
+	{args: "train --gemm cublaslt", code: 2, stderr: "--gemm cublaslt needs --backend cuda"},
+	{args: "train --backend cuda --gemm cublaslt --precision bf16", code: 2, stderr: "--gemm cublaslt takes --precision fp32 or tf32"},
+	{args: "train --backend cuda --gemm cublaslt --devices 2", code: 2, stderr: "--gemm cublaslt does not apply with --devices 2"},
 	// train as a rank of a job: one device, always captured.
 	{args: "train --devices 2", code: 2, stderr: "--devices 2: in a job started by gpugraph launch each process trains on one device",
 		env: map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}},

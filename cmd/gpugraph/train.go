@@ -77,7 +77,7 @@ func trainMain(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Warmup, "warmup", cfg.Warmup, "op-by-op steps before the capture")
 	fs.IntVar(&cfg.Batches, "batches", cfg.Batches, "distinct batches in the data set")
 	fs.StringVar(&cfg.Modes, "modes", cfg.Modes, "eager,graph")
-	fs.StringVar(&cfg.GEMM, "gemm", cfg.GEMM, "auto, kernel or cublas")
+	fs.StringVar(&cfg.GEMM, "gemm", cfg.GEMM, "auto, kernel, cublas or cublaslt")
 	fs.StringVar(&cfg.Timeline, "timeline", cfg.Timeline, "SVG file for the graph memory timeline")
 	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "samples per step (the global batch; default: the model's)")
 	fs.IntVar(&cfg.Devices, "devices", cfg.Devices, "data-parallel over N devices of one process, compared with one device")
@@ -139,10 +139,14 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 		return usagef("--profile %d: need 0 (no profile) or more replays", cfg.Profile)
 	case cfg.Timeout < 0 || set["timeout"] && cfg.Timeout == 0:
 		return usagef("--timeout %v: the ranks need time to wait for each other", cfg.Timeout)
-	case !slices.Contains([]string{"auto", "kernel", "cublas"}, cfg.GEMM):
-		return usagef("unknown --gemm %q (want auto, kernel or cublas)", cfg.GEMM)
+	case !slices.Contains([]string{"auto", "kernel", "cublas", "cublaslt"}, cfg.GEMM):
+		return usagef("unknown --gemm %q (want auto, kernel, cublas or cublaslt)", cfg.GEMM)
 	case cfg.GEMM == "cublas" && cfg.Backend != gg.BackendCUDA:
 		return usagef("--gemm cublas needs --backend cuda (cuBLAS runs on a GPU)")
+	case cfg.GEMM == "cublaslt" && cfg.Backend != gg.BackendCUDA:
+		return usagef("--gemm cublaslt needs --backend cuda (cuBLASLt runs on a GPU)")
+	case cfg.GEMM == "cublaslt" && cfg.Precision == train.BF16:
+		return usagef("--gemm cublaslt takes --precision %s or %s: the fused step has no bf16 path", train.FP32, train.TF32)
 	case set["precision"] && cfg.Precision == "": // "" is fp32 only in a configuration made in Go
 		return usagef("unknown --precision \"\" (want %s, %s or %s)", train.FP32, train.TF32, train.BF16)
 	}
@@ -175,6 +179,8 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 			return usagef("--devices %d: the host backend has at most %d devices", cfg.Devices, maxHostDevices)
 		case cfg.Save != "":
 			return usagef("--save does not apply with %s yet: train on one device to save a model", how)
+		case cfg.GEMM == "cublaslt":
+			return usagef("--gemm cublaslt does not apply with %s: the fused step does not sync gradients (use --gemm cublas)", how)
 		case tc.Batch%ranks != 0:
 			return usagef("--batch %d%s: %d ranks do not divide it (each rank trains on an equal share)", tc.Batch, dflt("batch"), ranks)
 		}
@@ -256,6 +262,14 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		return err
 	}
 	defer closeGEMM()
+	fused, fusedName, closeFused, err := pickFused(dev, cfg.GEMM, tc.Precision)
+	if err != nil {
+		return err
+	}
+	defer closeFused()
+	if fused != nil {
+		gemmName = fusedName + "; the other dW GEMMs " + gemmName
+	}
 	ds, err := train.NewDataset(tc, cfg.Batches)
 	if err != nil {
 		return err
@@ -268,12 +282,16 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 	}
 	peak, _ := tc.StepBytes()
 	kernels, allocs := tc.StepOps()
+	if fused != nil {
+		peak, _ = tc.FusedStepBytes(fused.AuxBytes)
+		kernels, allocs = tc.FusedStepOps()
+	}
 	fmt.Fprintf(w, "  a step: %d kernels, %d step-local buffers, at most %s of them live at once\n", kernels, allocs, mib(uint64(peak)))
 
 	var results []modeResult
 	for _, mode := range modes {
 		prog.SetLabel("train, " + mode)
-		r, err := trainMode(w, prog, dev, s, tc, ds, gemm, cfg, mode)
+		r, err := trainMode(w, prog, dev, s, tc, ds, gemm, fused, cfg, mode)
 		if err != nil {
 			return fmt.Errorf("%s mode: %w", mode, err)
 		}
@@ -347,7 +365,7 @@ func trainPreset(cfg trainConfig) (train.Config, error) {
 // trainMode trains a fresh model in one mode and reports as it goes. It
 // leaves the device as it found it: everything freed, pools trimmed, peaks
 // reset.
-func trainMode(w io.Writer, prog *progress, dev *gg.Device, s *gg.Stream, tc train.Config, ds *train.Dataset, gemm train.GEMM, cfg trainConfig, mode string) (r modeResult, err error) {
+func trainMode(w io.Writer, prog *progress, dev *gg.Device, s *gg.Stream, tc train.Config, ds *train.Dataset, gemm train.GEMM, fused train.FusedGEMM, cfg trainConfig, mode string) (r modeResult, err error) {
 	title := map[string]string{"eager": "op by op", "graph": "captured graph, replayed"}[mode]
 	fmt.Fprintf(w, "\n== %s ==\n", title)
 	r.name = title
@@ -369,6 +387,7 @@ func trainMode(w io.Writer, prog *progress, dev *gg.Device, s *gg.Stream, tc tra
 	if gemm != nil {
 		m.GEMM = gemm
 	}
+	m.Fused = fused
 	if err := s.Synchronize(); err != nil {
 		return r, err
 	}

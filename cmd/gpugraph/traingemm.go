@@ -12,7 +12,8 @@ import (
 // backend, called on the stream's native handle, so that stream capture
 // records it into the graph like any other work. "auto" takes cuBLAS when
 // it can be loaded. precision (train.FP32, TF32 or BF16) only shapes the
-// description: either GEMM serves every precision.
+// description: either GEMM serves every precision. "cublaslt" is the fused
+// step (pickFused), whose remaining plain GEMMs are cuBLAS's.
 func pickGEMM(dev *gg.Device, name, precision string) (train.GEMM, string, func(), error) {
 	if precision == "" {
 		precision = train.FP32
@@ -27,22 +28,42 @@ func pickGEMM(dev *gg.Device, name, precision string) (train.GEMM, string, func(
 	switch name {
 	case "kernel":
 		return kernel("")
-	case "auto", "cublas":
+	case "auto", "cublas", "cublaslt":
 	default:
-		return nil, "", nil, usagef("unknown GEMM %q (auto, kernel, cublas)", name)
+		return nil, "", nil, usagef("unknown GEMM %q (auto, kernel, cublas, cublaslt)", name)
 	}
 	if dev.Properties().Backend != gg.BackendCUDA {
-		if name == "cublas" {
-			return nil, "", nil, usagef("--gemm cublas needs --backend cuda")
+		if name != "auto" {
+			return nil, "", nil, usagef("--gemm %s needs --backend cuda", name)
 		}
 		return kernel("")
 	}
 	gemm, desc, closeFn, err := train.CuBLAS(dev, precision)
 	if err != nil {
-		if name == "cublas" {
+		if name != "auto" {
 			return nil, "", nil, err
 		}
 		return kernel(fmt.Sprintf("; cuBLAS not used: %v", err))
 	}
 	return gemm, desc, closeFn, nil
+}
+
+// pickFused returns the fused step's GEMM library for --gemm cublaslt
+// (train.CuBLASLtStep: bias, ReLU and their gradients in cuBLASLt's
+// epilogues), and nil for the other names: the unfused step.
+func pickFused(dev *gg.Device, name, precision string) (train.FusedGEMM, string, func(), error) {
+	if name != "cublaslt" {
+		return nil, "", func() {}, nil
+	}
+	if dev.Properties().Backend != gg.BackendCUDA {
+		return nil, "", nil, usagef("--gemm cublaslt needs --backend cuda")
+	}
+	if precision == train.BF16 {
+		return nil, "", nil, usagef("--gemm cublaslt takes --precision %s or %s: the fused step has no bf16 path", train.FP32, train.TF32)
+	}
+	f, desc, closeFn, err := train.CuBLASLtStep(dev, precision)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, "fused step: " + desc, closeFn, nil
 }
