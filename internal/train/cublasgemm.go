@@ -38,17 +38,7 @@ func CuBLAS(dev *gg.Device, precision string) (GEMM, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	// A cuBLAS handle belongs to the device current when it is made, and
-	// its calls want that device current: on a machine with several GPUs
-	// each call runs with dev's context current on a locked thread.
-	onDev := func(f func() error) error {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := drv.SetCurrent(dev.NativeContext()); err != nil {
-			return err
-		}
-		return f()
-	}
+	onDev := func(f func() error) error { return onDevice(drv, dev, f) }
 	var h *cublas.Handle
 	if err := onDev(func() error { var err error; h, err = lib.Create(); return err }); err != nil {
 		return nil, "", nil, err
@@ -105,4 +95,17 @@ func CuBLAS(dev *gg.Device, precision string) (GEMM, string, func(), error) {
 		BF16: "cublasGemmEx, BF16 operands, FP32 sums (CUBLAS_COMPUTE_32F)",
 	}[precision]
 	return gemm, fmt.Sprintf("cuBLAS %d (%s), %s", ver, lib.Path, how), closeFn, nil
+}
+
+// onDevice runs f with dev's context current, on a locked thread. A cuBLAS
+// or cuBLASLt handle belongs to the device current when it is made, and
+// its calls want that device current: on a machine with several GPUs each
+// call runs so.
+func onDevice(drv *driver.Driver, dev *gg.Device, f func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := drv.SetCurrent(dev.NativeContext()); err != nil {
+		return err
+	}
+	return f()
 }

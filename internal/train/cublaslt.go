@@ -3,7 +3,6 @@ package train
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/cublas"
@@ -97,16 +96,8 @@ func newLtSetup(dev *gg.Device, op string) (*ltSetup, error) {
 	return lt, nil
 }
 
-// onDev runs f with dev's context current, on a locked thread: as for
-// cuBLAS (CuBLAS), the handle and its calls want it.
-func (lt *ltSetup) onDev(f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := lt.drv.SetCurrent(lt.dev.NativeContext()); err != nil {
-		return err
-	}
-	return f()
-}
+// onDev runs f with dev's context current, on a locked thread (onDevice).
+func (lt *ltSetup) onDev(f func() error) error { return onDevice(lt.drv, lt.dev, f) }
 
 // matmul runs g with epilogue ep (bias and aux as it takes them) on s's
 // native stream, through the handle's plan for the shape (made at the
