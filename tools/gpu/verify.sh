@@ -5,7 +5,7 @@
 #
 #	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
 #	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~90 s: devices, multidev probe, 1000-input differential
-#	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~60 s: the reference fp32 step, .gpu/base against .gpu, 5 alternations
+#	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
 #
@@ -30,8 +30,11 @@ two)
   t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
   t diff 200 env GPUGRAPH_DIFF_INPUTS=1000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v ;;
 ab)
-  for r in 1 2 3 4 5; do for b in base new; do g=.gpu/gpugraph; [ $b = base ] && g=.gpu/base/gpugraph
-    t "ab-$b-$r" 40 "$g" train --backend cuda --model reference --modes graph; done; done
+  for r in 1 2 3 4 5; do
+    t "ab-base-$r" 40 .gpu/base/gpugraph train --backend cuda --model reference --modes graph
+    t "ab-new-$r" 40 .gpu/gpugraph train --backend cuda --model reference --modes graph
+    t "ab-fused-$r" 40 .gpu/gpugraph train --backend cuda --model reference --modes graph --gemm cublaslt
+  done
   grep -H '^trained' "$L"/ab-*.txt | sed 's#.*/##' | tee "$O/ab.txt" ;;
 torch)
   t "vstorch-${2:-fp32}" 560 .gpu/gpugraph bench --backend cuda --vs torch --python "$PY" --model reference --precision "${2:-fp32}" --reps 5
