@@ -34,7 +34,11 @@
 // A step is few kernels: the parameters are one allocation, so one
 // optimizer kernel updates them all (and writes the bfloat16 shadow);
 // Adam's step count advances inside that kernel; the loss and its
-// gradient are one kernel, a warp per row; the ReLU's backward pass and
-// the bias gradient of the layer below are one kernel (Config.StepOps
-// counts them).
+// gradient are one kernel, a warp per row (Config.StepOps counts them).
+// With Model.Fused (a FusedGEMM: CuBLASLtStep on cuBLASLt, EmulatedFused
+// on any GEMM) the bias, the ReLU and their gradients ride in the GEMMs'
+// epilogues, 3n+1 kernels for n layers (Config.FusedStepOps); with
+// Model.ForwardGEMM (CuBLASLt) inference does the same for bias and ReLU.
+// CuBLAS and CuBLASLt make the cuda backend's GEMMs; the host backend
+// always runs the package's own.
 package train
