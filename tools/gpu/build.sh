@@ -15,27 +15,31 @@ export CGO_ENABLED=0
 # Without symbol tables and DWARF: everything carried to the GPU machine
 # must fit in 64 MiB (tracebacks still name every function).
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-ldflags=-s" # -s implies -w
+# VERIFY=1 builds only what tools/gpu/verify.sh runs (with BASE, the base
+# command only), so that it fits the 64 MiB a device call carries.
 go test -c -o .gpu/gpugraph.test .
-go test -c -o .gpu/cuda.test ./internal/cuda
-go test -c -o .gpu/driver.test ./internal/cuda/driver
 go test -c -o .gpu/cublas.test ./internal/cublas
 go test -c -o .gpu/train.test ./internal/train
-go test -c -o .gpu/coll.test ./coll
-go test -c -o .gpu/nccl.test ./internal/nccl
-go test -c -o .gpu/main.test ./cmd/gpugraph
 go build -o .gpu/gpugraph ./cmd/gpugraph
 # graph sets and the inference server (docs/serving.md)
-go test -c -o .gpu/serve.test ./examples/serve
 go build -o .gpu/serve ./examples/serve
+if [ -z "${VERIFY:-}" ]; then
+  go test -c -o .gpu/cuda.test ./internal/cuda
+  go test -c -o .gpu/driver.test ./internal/cuda/driver
+  go test -c -o .gpu/coll.test ./coll
+  go test -c -o .gpu/nccl.test ./internal/nccl
+  go test -c -o .gpu/main.test ./cmd/gpugraph
+  go test -c -o .gpu/serve.test ./examples/serve
+  # tools/gpu/two.sh: the graph spanning two GPUs
+  go build -o .gpu/peer-pipeline ./examples/peer-pipeline
+fi
 if [ -n "${BASE:-}" ]; then
   wt=$(mktemp -d)
   git worktree add --detach "$wt" "$BASE" >/dev/null
-  (cd "$wt" && go test -c -o "$OLDPWD/.gpu/base/gpugraph.test" . && go build -o "$OLDPWD/.gpu/base/gpugraph" ./cmd/gpugraph)
+  (cd "$wt" && { [ -n "${VERIFY:-}" ] || go test -c -o "$OLDPWD/.gpu/base/gpugraph.test" .; } && go build -o "$OLDPWD/.gpu/base/gpugraph" ./cmd/gpugraph)
   git worktree remove --force "$wt"
 fi
 du -sh .gpu
-# tools/gpu/two.sh: the graph spanning two GPUs
-go build -o .gpu/peer-pipeline ./examples/peer-pipeline
 # PERF=1: tools/gpu/perf.sh's taskflow section (about 3 MB more to carry)
 if [ -n "${PERF:-}" ]; then
   tf=${TFSIDE:-$PWD/../shared/bench/taskflow}
