@@ -1,6 +1,6 @@
 #!/bin/bash
 # verify.sh: the GPU checks this repository owes, in sections that each fit
-# one device call (600 s). Build here with `bash tools/gpu/build.sh` (and
+# one device call (600 s). Build here with `VERIFY=1 bash tools/gpu/build.sh` (and
 # BASE=<commit> for the ab section), carry .gpu, then there:
 #
 #	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
