@@ -7,39 +7,6 @@ import (
 	gg "github.com/gpugraph/gpugraph"
 )
 
-// trainWith is trainStream (graph false) or trainGraph (true) with setup
-// applied to the model first; it also returns the captured graph.
-func trainWith(t testing.TB, s *gg.Stream, cfg Config, ds *Dataset, steps int, graph bool, setup func(*Model)) ([]float32, []float32, *gg.Graph) {
-	t.Helper()
-	st, err := NewStatic(s, cfg)
-	ok(t, err)
-	m, err := NewModel(s, cfg)
-	ok(t, err)
-	defer m.Destroy()
-	defer st.Free(s)
-	setup(m)
-	var g *gg.Graph
-	var e *gg.Exec
-	if graph {
-		g, e = captureStep(t, s, m, st)
-		defer e.Destroy()
-	}
-	losses := make([]float32, steps)
-	for i := range steps {
-		ok(t, st.Load(s, ds, i))
-		if graph {
-			ok(t, e.Launch(s))
-		} else {
-			ok(t, m.Step(s, st.X, st.Y, st.Loss))
-		}
-		losses[i], err = st.ReadLoss(s)
-		ok(t, err)
-	}
-	p, err := m.ReadParams(s)
-	ok(t, err)
-	return losses, p, g
-}
-
 func countNodes(t testing.TB, g *gg.Graph) map[gg.NodeType]int {
 	t.Helper()
 	nodes, err := g.Nodes()

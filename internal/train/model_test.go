@@ -124,21 +124,7 @@ func TestGradientCheck(t *testing.T) {
 // of every step and the final parameters.
 func trainStream(t testing.TB, s *gg.Stream, cfg Config, ds *Dataset, steps int) ([]float32, []float32) {
 	t.Helper()
-	st, err := NewStatic(s, cfg)
-	ok(t, err)
-	m, err := NewModel(s, cfg)
-	ok(t, err)
-	defer m.Destroy()
-	defer st.Free(s)
-	losses := make([]float32, steps)
-	for i := range steps {
-		ok(t, st.Load(s, ds, i))
-		ok(t, m.Step(s, st.X, st.Y, st.Loss))
-		losses[i], err = st.ReadLoss(s)
-		ok(t, err)
-	}
-	p, err := m.ReadParams(s)
-	ok(t, err)
+	losses, p, _ := trainWith(t, s, cfg, ds, steps, false, func(*Model) {})
 	return losses, p
 }
 
@@ -160,18 +146,36 @@ func captureStep(t testing.TB, s *gg.Stream, m *Model, st *Static) (*gg.Graph, *
 // trainGraph is trainStream with one captured step replayed.
 func trainGraph(t testing.TB, s *gg.Stream, cfg Config, ds *Dataset, steps int) ([]float32, []float32, *gg.Graph) {
 	t.Helper()
+	return trainWith(t, s, cfg, ds, steps, true, func(*Model) {})
+}
+
+// trainWith trains steps from a fresh model, op by op or (graph) with one
+// captured step replayed, with setup applied to the model first, and
+// returns the loss of every step, the final parameters and the captured
+// graph (nil op by op).
+func trainWith(t testing.TB, s *gg.Stream, cfg Config, ds *Dataset, steps int, graph bool, setup func(*Model)) ([]float32, []float32, *gg.Graph) {
+	t.Helper()
 	st, err := NewStatic(s, cfg)
 	ok(t, err)
 	m, err := NewModel(s, cfg)
 	ok(t, err)
 	defer m.Destroy()
 	defer st.Free(s)
-	g, e := captureStep(t, s, m, st)
-	defer e.Destroy()
+	setup(m)
+	var g *gg.Graph
+	var e *gg.Exec
+	if graph {
+		g, e = captureStep(t, s, m, st)
+		defer e.Destroy()
+	}
 	losses := make([]float32, steps)
 	for i := range steps {
 		ok(t, st.Load(s, ds, i))
-		ok(t, e.Launch(s))
+		if graph {
+			ok(t, e.Launch(s))
+		} else {
+			ok(t, m.Step(s, st.X, st.Y, st.Loss))
+		}
 		losses[i], err = st.ReadLoss(s)
 		ok(t, err)
 	}
