@@ -48,14 +48,7 @@ func TestGPUGemmExRowMajor(t *testing.T) {
 	const alpha, beta = 1.25, -0.5
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
-			ar, ac := m, k
-			if ta {
-				ar, ac = k, m
-			}
-			br, bc := k, n
-			if tb {
-				br, bc = n, k
-			}
+			ar, ac, br, bc := stored(m, n, k, ta, tb)
 			lda, ldb, ldc := ac+pad, bc+pad, n+pad
 			name := map[[2]bool]string{{false, false}: "NN", {true, false}: "TN", {false, true}: "NT", {true, true}: "TT"}[[2]bool{ta, tb}]
 

@@ -61,18 +61,35 @@ func loaded[L any](t *testing.T, lib L, err error) L {
 	return lib
 }
 
-// setupGPU opens the cuda backend and cuBLAS, or skips.
-func setupGPU(t *testing.T) *gpu {
+// stored returns the row-major stored shapes of a GEMM's operands: A is
+// m×k (k×m when transposed), B k×n (n×k when transposed).
+func stored(m, n, k int, transA, transB bool) (ar, ac, br, bc int) {
+	ar, ac, br, bc = m, k, k, n
+	if transA {
+		ar, ac = k, m
+	}
+	if transB {
+		br, bc = n, k
+	}
+	return ar, ac, br, bc
+}
+
+// workspace allocates a library workspace of n bytes, freed when the test
+// ends.
+func workspace(t *testing.T, d *gg.Device, n int) gg.DevicePtr {
 	t.Helper()
-	d := openCUDA(t)
-	lib, err := cublas.Load()
-	lib = loaded(t, lib, err)
-	ws, err := d.Malloc(cublas.WorkspaceHopper)
+	ws, err := d.Malloc(n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Free(ws) })
-	h, err := lib.Create() // destroyed (cleanups run last-in first-out) before ws is freed
+	return ws
+}
+
+// destroyed fails the test on err, else destroys h when the test ends,
+// failing it if that fails.
+func destroyed(t *testing.T, h interface{ Destroy() error }, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +98,17 @@ func setupGPU(t *testing.T) *gpu {
 			t.Error(err)
 		}
 	})
+}
+
+// setupGPU opens the cuda backend and cuBLAS, or skips.
+func setupGPU(t *testing.T) *gpu {
+	t.Helper()
+	d := openCUDA(t)
+	lib, err := cublas.Load()
+	lib = loaded(t, lib, err)
+	ws := workspace(t, d, cublas.WorkspaceHopper)
+	h, err := lib.Create()
+	destroyed(t, h, err) // before ws is freed: cleanups run last-in first-out
 	v, err := h.Version()
 	if err != nil {
 		t.Fatal(err)
@@ -177,14 +205,7 @@ func TestGPUSgemmRowMajor(t *testing.T) {
 	const alpha, beta = 1.25, -0.5
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
-			ar, ac := m, k
-			if ta {
-				ar, ac = k, m
-			}
-			br, bc := k, n
-			if tb {
-				br, bc = n, k
-			}
+			ar, ac, br, bc := stored(m, n, k, ta, tb)
 			lda, ldb, ldc := ac+pad, bc+pad, n+pad
 			A, B, C := randSlice(r, ar*lda), randSlice(r, br*ldb), randSlice(r, m*ldc)
 			a, b, c := g.upload(t, A), g.upload(t, B), g.upload(t, C)

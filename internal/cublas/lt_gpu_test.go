@@ -43,20 +43,9 @@ func setupLt(t *testing.T) *ltGPU {
 	lib, err := cublas.LoadLt()
 	lib = loaded(t, lib, err)
 	const wsBytes = cublas.WorkspaceHopper
-	ws, err := d.Malloc(wsBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Free(ws) })
-	h, err := lib.Create() // destroyed before ws is freed
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Destroy(); err != nil {
-			t.Error(err)
-		}
-	})
+	ws := workspace(t, d, wsBytes)
+	h, err := lib.Create()
+	destroyed(t, h, err) // before ws is freed
 	s, err := d.NewStream()
 	if err != nil {
 		t.Fatal(err)
