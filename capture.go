@@ -413,6 +413,7 @@ func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured boo
 		}
 		return nil, true, err
 	}
+	n.captured = true
 	s.capDeps = append(s.capDeps[:0], n)
 	s.capData = nil
 	return n, true, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // ConditionalHandle names the condition value of one conditional node
@@ -234,54 +236,120 @@ func (g *Graph) hasCondLocked() bool {
 }
 
 // condDeviceRuleLocked refuses, at instantiation, a conditional body that
-// holds a node of another device than the conditional node's (its graph's),
+// holds work of another device than the conditional node's (its graph's),
 // directly or in a graph nested in the body (a child graph, a body of a
-// conditional node in it), with ErrInvalidValue naming the node. Such a node
-// comes from AddNodeOn, or from a capture into the body that forked onto a
-// stream of another device. The rule is CUDA's: CUDA_CONDITIONAL_NODE_PARAMS'
-// ctx "must match context used to create the handle and all body nodes",
-// and all kernels of a body "must belong to the same CUDA context"; the
-// driver refuses a body's copy of pageable memory, which it runs as work of
-// another device, at instantiation with "multiple devices not supported"
-// (docs/driver-conditional.txt), which this rule answers too. Evidence still
-// needed: the driver's answer to a node of another device in a body
-// (conformance scenario CaptureAcrossDevicesIntoBody on two GPUs). g is
-// locked.
+// conditional node in it), with ErrInvalidValue naming the node:
+//   - a node of another device (from AddNodeOn, or from a capture into the
+//     body that forked onto a stream of another device): the driver refuses
+//     it at instantiation with "multiple devices not supported", as CUDA
+//     says (CUDA_CONDITIONAL_NODE_PARAMS' ctx "must match context used to
+//     create the handle and all body nodes"; docs/driver-multidev.txt);
+//   - a memset, memcpy or kernel node on memory of another device, even
+//     with peer access: the driver refuses the memset at instantiation, but
+//     it takes the memcpy and the launch then faults (cudaErrorLaunchFailure,
+//     the context lost), and it takes the kernel and its writes to that
+//     memory are lost (measured on two H100s, driver 580, directly in the
+//     body and in a child graph in it; tools/probe/condpeer.cu,
+//     docs/driver-condpeer.txt). A kernel's memory is what its Pointer
+//     arguments address.
+//
+// The driver also refuses a body's copy of pageable memory, which it runs as
+// work of another device, at instantiation with "multiple devices not
+// supported" (docs/driver-conditional.txt). g is locked.
 func (g *Graph) condDeviceRuleLocked(opName string) *Error {
-	var walk func(b *Graph) *Node
-	walk = func(b *Graph) *Node {
+	mo, _ := g.dev.be.(backend.MemoryOwners)
+	if mo != nil && mo.OpenDevices() < 2 {
+		mo = nil
+	}
+	own := g.dev.props.Ordinal
+	var walk func(b *Graph) (*Node, string)
+	walk = func(b *Graph) (*Node, string) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		for _, n := range b.nodes {
 			switch {
 			case n.dev != nil && n.dev != g.dev:
-				return n
+				return n, fmt.Sprintf("runs on device %d", n.dev.props.Ordinal)
 			case n.child != nil:
-				if bad := walk(n.child); bad != nil {
-					return bad
+				if bad, why := walk(n.child); bad != nil {
+					return bad, why
 				}
 			case n.conds != nil:
 				for _, c := range n.conds.bodies {
-					if bad := walk(c); bad != nil {
-						return bad
+					if bad, why := walk(c); bad != nil {
+						return bad, why
 					}
+				}
+			case mo != nil:
+				if p, owner, ok := otherDeviceMemory(n.params, mo, own); ok {
+					return n, fmt.Sprintf("uses memory of device %d (%#x; the driver %s)", owner, uint64(p), bodyPeerEffect(n.typ))
 				}
 			}
 		}
-		return nil
+		return nil, ""
 	}
 	for _, n := range g.nodes {
 		if n.typ != NodeConditional || n.conds == nil {
 			continue
 		}
 		for _, b := range n.conds.bodies {
-			if bad := walk(b); bad != nil {
-				return nodeErr(opName, bad, ErrInvalidValue, "runs on device %d, in a body of %v of device %d: the nodes of a conditional body run on the conditional node's device",
-					bad.dev.props.Ordinal, n, g.dev.props.Ordinal)
+			if bad, why := walk(b); bad != nil {
+				return nodeErr(opName, bad, ErrInvalidValue, "%s, in a body of %v of device %d: the work of a conditional body runs on the conditional node's device, on its memory",
+					why, n, own)
 			}
 		}
 	}
 	return nil
+}
+
+// otherDeviceMemory returns an address that memset, memcpy or kernel params
+// p use and that memory of another device than own holds, with that device.
+func otherDeviceMemory(p NodeParams, mo backend.MemoryOwners, own int) (DevicePtr, int, bool) {
+	var ptrs []DevicePtr
+	switch p := p.(type) {
+	case MemsetParams:
+		ptrs = []DevicePtr{p.Dst}
+	case MemcpyParams:
+		if p.DstHost == nil {
+			ptrs = append(ptrs, p.Dst)
+		}
+		if p.SrcHost == nil {
+			ptrs = append(ptrs, p.Src)
+		}
+	case KernelParams:
+		if p.Kernel == nil {
+			return 0, 0, false
+		}
+		for i, t := range p.Kernel.Params {
+			if t != Pointer || i >= len(p.Args) {
+				continue
+			}
+			if v, ok := p.Args[i].(DevicePtr); ok {
+				ptrs = append(ptrs, v)
+			}
+		}
+	}
+	for _, q := range ptrs {
+		if q == 0 {
+			continue
+		}
+		if o := mo.MemoryOwner(uint64(q)); o >= 0 && o != own {
+			return q, o, true
+		}
+	}
+	return 0, 0, false
+}
+
+// bodyPeerEffect says what the driver does with a body node of type t on
+// another device's memory (docs/driver-condpeer.txt).
+func bodyPeerEffect(t NodeType) string {
+	switch t {
+	case NodeMemset:
+		return "refuses it at instantiation"
+	case NodeMemcpy:
+		return "would fault the launch, cudaErrorLaunchFailure"
+	}
+	return "would lose the kernel's writes to it"
 }
 
 // condChildRule refuses a graph with conditional nodes as a child graph, as

@@ -85,6 +85,10 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		g.mu.Unlock()
 		return nil, err
 	}
+	if err := g.foreignMemsetLocked(opName); err != nil {
+		g.mu.Unlock()
+		return nil, p.fail(InstantiateError, err.(*Error))
+	}
 	e := &Exec{dev: g.dev, src: g, mem: g.memNodes > 0, cond: g.hasCondLocked()}
 	if e.cond {
 		if err := g.condDeviceRuleLocked(opName); err != nil {

@@ -63,6 +63,8 @@ type Node struct {
 	outs   []*Node      // dependents, in the order they were added
 	sink   uint64       // when n last became a sink: orders sinks for update pairing
 	dead   bool
+	// captured: stream capture made n (checkCapturedPeerMemset).
+	captured bool
 }
 
 // Edge is a dependency: To runs after From, as Data says (the zero

@@ -4,16 +4,24 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
+// freedAllocs counts, over all devices, the recorded allocations that
+// their graph frees: while there are none, instantiation skips the
+// foreign-memset walk.
+var freedAllocs atomic.Int64
+
 // The address ranges of alloc nodes, by the graph that owns them, for the
-// rule that a memcpy node cannot address another graph's allocation.
+// rule that a memset or memcpy node cannot address an allocation that
+// another graph frees.
 
 // allocRange is the range of one alloc node.
 type allocRange struct {
 	start, end uint64
 	node       *Node
 	top        *Graph // the graph the node's graph is embedded in, at the top
+	freed      bool   // top has a free node of the allocation
 }
 
 // allocRanges are the alloc node ranges of a device's live graphs, by
@@ -36,6 +44,20 @@ func (r *allocRanges) add(n *Node, p DevicePtr, size int) {
 	r.maxLen = max(r.maxLen, a.end-a.start)
 }
 
+// markFreed records that top-level graph top frees the allocation at p
+// (a free node was added to it, or to a graph embedded in it).
+func (r *allocRanges) markFreed(top *Graph, p uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.Search(len(r.ranges), func(i int) bool { return r.ranges[i].start >= p })
+	for ; i < len(r.ranges) && r.ranges[i].start == p; i++ {
+		if r.ranges[i].top == top && !r.ranges[i].freed {
+			r.ranges[i].freed = true
+			freedAllocs.Add(1)
+		}
+	}
+}
+
 // dropGraph forgets the ranges of the alloc nodes of top-level graph g.
 func (r *allocRanges) dropGraph(g *Graph) {
 	r.mu.Lock()
@@ -45,14 +67,16 @@ func (r *allocRanges) dropGraph(g *Graph) {
 		if a.top != g {
 			r.ranges[k] = a
 			k++
+		} else if a.freed {
+			freedAllocs.Add(-1)
 		}
 	}
 	clear(r.ranges[k:])
 	r.ranges = r.ranges[:k]
 }
 
-// foreign returns the alloc node of a graph other than top whose range
-// holds a byte of [p, p+n), or nil.
+// foreign returns the alloc node of a graph other than top, which that
+// graph frees, whose range holds a byte of [p, p+n), or nil.
 func (r *allocRanges) foreign(top *Graph, p uint64, n int) *Node {
 	if n <= 0 || p == 0 {
 		return nil
@@ -64,7 +88,7 @@ func (r *allocRanges) foreign(top *Graph, p uint64, n int) *Node {
 	// starting before end, down to the first that cannot reach p.
 	i := sort.Search(len(r.ranges), func(i int) bool { return r.ranges[i].start >= end })
 	for j := i - 1; j >= 0 && r.ranges[j].start+r.maxLen > p; j-- {
-		if a := r.ranges[j]; a.end > p && a.top != top {
+		if a := r.ranges[j]; a.end > p && a.top != top && a.freed {
 			return a.node
 		}
 	}
@@ -80,35 +104,20 @@ func (g *Graph) top() *Graph {
 	return g
 }
 
-// checkForeignCopy applies, for a memcpy node added to g or set on one of
-// its nodes with the explicit API, the driver's rule: the node cannot copy
-// to or from the address range of an alloc node of another graph
-// (cuGraphAddMemcpyNode refuses it with CUDA_ERROR_INVALID_VALUE), even if
-// the copy's graph is later embedded in the allocation's.
-//
-// Memset nodes follow the same rule (measured: cuGraphAddMemsetNode on
-// another graph's allocation, tools/probe/memupdate.cu cases 3 and 7, and
-// a differential input on an H100): the range checked is from the first
-// byte set to the last.
+// checkForeignCopy applies, for a memset or memcpy node added to g or set
+// on one of its nodes with the explicit API, the driver's rule: the node
+// cannot set, copy to or copy from the address range of an alloc node of
+// another graph that frees the allocation itself (cuGraphAddMemsetNode and
+// cuGraphAddMemcpyNode refuse it with CUDA_ERROR_INVALID_VALUE), even if the
+// node's graph is later embedded in the allocation's. An allocation its
+// graph leaves live, or that a third graph frees, is open to every graph;
+// the rule holds from the free node's addition on, whether or not the
+// allocating graph was instantiated, launched or destroyed since (measured
+// on an H100, driver 580: tools/probe/foreignmem.cu, docs/driver-foreignmem.txt).
+// A memset's range is from the first byte set to the last.
 func (g *Graph) checkForeignCopy(opName string, on *Device, p NodeParams) error {
 	if m, ok := p.(MemsetParams); ok {
-		n := m.Width * m.ElementSize
-		if m.Height > 1 {
-			n += (m.Height - 1) * m.Pitch
-		}
-		if n <= 0 {
-			return nil
-		}
-		for _, d := range []*Device{g.dev, on} {
-			if d == nil {
-				continue
-			}
-			if a := d.allocs.foreign(g.top(), uint64(m.Dst), n); a != nil {
-				return newErr(opName, ErrInvalidValue, "the destination [%#x, +%d) is memory of %s of another graph: "+
-					"a memset node can set graph memory only of its own graph's alloc nodes", uint64(m.Dst), n, describeAlloc(a))
-			}
-		}
-		return nil
+		return g.checkForeignMemset(opName, on, m)
 	}
 	c, ok := p.(MemcpyParams)
 	if !ok || c.Size <= 0 {
@@ -129,11 +138,71 @@ func (g *Graph) checkForeignCopy(opName string, on *Device, p NodeParams) error 
 			}
 			if a := d.allocs.foreign(top, uint64(side.ptr), c.Size); a != nil {
 				return newErr(opName, ErrInvalidValue, "the %s [%#x, +%d) is memory of %s of another graph: "+
-					"a memcpy node can copy graph memory only of its own graph's alloc nodes", side.name, uint64(side.ptr), c.Size, describeAlloc(a))
+					"a memcpy node cannot copy memory that another graph allocates and frees", side.name, uint64(side.ptr), c.Size, describeAlloc(a))
 			}
 		}
 	}
 	return nil
+}
+
+// checkForeignMemset is checkForeignCopy's rule for memset params m.
+func (g *Graph) checkForeignMemset(opName string, on *Device, m MemsetParams) error {
+	n := m.Width * m.ElementSize
+	if m.Height > 1 {
+		n += (m.Height - 1) * m.Pitch
+	}
+	if n <= 0 {
+		return nil
+	}
+	for _, d := range []*Device{g.dev, on} {
+		if d == nil {
+			continue
+		}
+		if a := d.allocs.foreign(g.top(), uint64(m.Dst), n); a != nil {
+			return newErr(opName, ErrInvalidValue, "the destination [%#x, +%d) is memory of %s of another graph: "+
+				"a memset node cannot set memory that another graph allocates and frees", uint64(m.Dst), n, describeAlloc(a))
+		}
+	}
+	return nil
+}
+
+// foreignMemsetLocked applies the rule again as g is instantiated, to the
+// memset nodes of g and of the graphs embedded in it: the driver refuses to
+// instantiate a graph whose memset node was added before the other graph's
+// free node (cudaErrorInvalidValue; a memcpy node then instantiates,
+// docs/driver-foreignmem.txt). g is locked.
+func (g *Graph) foreignMemsetLocked(opName string) error {
+	if freedAllocs.Load() == 0 {
+		return nil
+	}
+	var walk func(b *Graph, locked bool) error
+	walk = func(b *Graph, locked bool) error {
+		if !locked {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+		}
+		for _, n := range b.nodes {
+			if m, ok := n.params.(MemsetParams); ok {
+				if err := b.checkForeignMemset(opName, n.dev, m); err != nil {
+					return err.(*Error).at(opName, n)
+				}
+			}
+			if n.child != nil {
+				if err := walk(n.child, false); err != nil {
+					return err
+				}
+			}
+			if n.conds != nil {
+				for _, c := range n.conds.bodies {
+					if err := walk(c, false); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return walk(g, true)
 }
 
 // describeAlloc names alloc node a for an error.

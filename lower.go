@@ -219,7 +219,9 @@ func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
 			d.allocs.add(n, p.Ptr, p.Size)
 		}
 	case MemFreeParams:
-		h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n)
+		if h, err = g.be.AddMemFreeNode(uint64(p.Ptr), deps, ed, n); err == nil {
+			d.allocs.markFreed(g.top(), uint64(p.Ptr))
+		}
 	case ConditionalParams:
 		var bodies []backend.Graph
 		if h, bodies, err = g.be.AddConditionalNode(backend.Cond{Handle: uint64(p.Handle), Type: int(p.Type), Bodies: p.Size}, deps, ed, n); err == nil {

@@ -161,3 +161,36 @@ func (n *Node) rootGraph() *Graph {
 	}
 	return g
 }
+
+// checkCapturedPeerMemset refuses an update of memset node n, made by a
+// stream capture on memory of another device than the capturing stream's
+// (with peer access), to parameters p other than its own: the driver
+// refuses every change to such a node, of value or shape, with
+// cudaErrorInvalidValue, with either device's context, though it takes
+// the same changes to a memset node added to a graph on that memory
+// (measured on two H100s, driver 580: tools/probe/multidev.cu,
+// capturedMemsets and memsetShapes; docs/driver-multidev.txt). On the cuda
+// backend the node's parameters are the driver's (NativeNodeParams) and the
+// driver answers itself.
+func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) error {
+	if !n.captured || n.typ != NodeMemset {
+		return nil
+	}
+	old, ok := n.params.(MemsetParams)
+	if !ok || old == p {
+		return nil
+	}
+	mo, ok := e.dev.be.(backend.MemoryOwners)
+	if !ok || mo.OpenDevices() < 2 {
+		return nil
+	}
+	dev := n.dev
+	if dev == nil {
+		dev = n.g.dev
+	}
+	if o := mo.MemoryOwner(uint64(old.Dst)); o >= 0 && o != dev.props.Ordinal {
+		return nodeErr(opName, n, ErrInvalidValue, "a memset captured in a stream of device %d on memory of device %d cannot change (cudaGraphExecMemsetNodeSetParams refuses it); add the memset to the graph instead of capturing it, or capture it in a stream of device %d",
+			dev.props.Ordinal, o, o)
+	}
+	return nil
+}

@@ -172,7 +172,7 @@ func mirror(g *Graph) error {
 			continue
 		}
 		t := NodeType(info.Type)
-		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h, dev: g.dev}
+		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h, dev: g.dev, captured: true}
 		g.nextID++
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)

@@ -49,6 +49,8 @@ var deviceScenarios = []struct {
 	{"CaptureAcrossDevicesChildGraph", 2, captureAcrossDevicesChildGraph},
 	{"CaptureAcrossDevicesIntoBody", 2, captureAcrossDevicesIntoBody},
 	{"ExecSetParamsAcrossDevices", 2, execSetParamsAcrossDevices},
+	{"CondBodyPeerMemory", 2, condBodyPeerMemory},
+	{"CapturedPeerMemsetUpdate", 2, capturedPeerMemsetUpdate},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in

@@ -171,11 +171,16 @@ func addFree(t *testing.T, g *gg.Graph, p gg.DevicePtr, deps ...*gg.Node) *gg.No
 	return Must[*gg.Node](t)(g.AddMemFreeNode(p, deps...))
 }
 
-// memcpyForeignAllocation: a memcpy node added with the explicit API
-// cannot copy to or from the allocation of another graph's alloc node
-// (cuGraphAddMemcpyNode: CUDA_ERROR_INVALID_VALUE), be it a graph of its
-// own or one about to become a child graph of the allocating graph; the
-// allocating graph itself may. A refused node leaves its graph as it was.
+// memcpyForeignAllocation: a memcpy or memset node added with the explicit
+// API cannot copy to or from, or set, an allocation that another graph
+// allocates and frees (cuGraphAddMemcpyNode, cuGraphAddMemsetNode:
+// CUDA_ERROR_INVALID_VALUE), be it a graph of its own or one about to
+// become a child graph of the allocating graph; the allocating graph itself
+// may. A refused node leaves its graph as it was. An allocation that its
+// graph leaves live, or that a third graph frees, is open to every graph;
+// a memset node added before the allocating graph's free node keeps its
+// graph from being instantiated, a memcpy node does not
+// (docs/driver-foreignmem.txt).
 func memcpyForeignAllocation(t *testing.T, d *gg.Device) {
 	const size = 1 << 20
 	buf := Must[gg.DevicePtr](t)(d.Malloc(size))
@@ -207,7 +212,44 @@ func memcpyForeignAllocation(t *testing.T, d *gg.Device) {
 	child := NewGraph(t, d)
 	_, err = child.AddMemcpyNode(gg.DtoD(buf, p, size))
 	IsCode(t, err, gg.ErrInvalidValue)
+	_, err = b.AddMemsetNode(gg.Memset32(p, 1, 16))
+	IsCode(t, err, gg.ErrInvalidValue)
 	OK(t, b.Destroy())
 	OK(t, child.Destroy())
+	OK(t, a.Destroy())
+
+	// Left live by its graph, or freed by a third: open to other graphs.
+	for _, thirdFrees := range []bool{false, true} {
+		a := NewGraph(t, d)
+		_, p := AddAlloc(t, a, size)
+		var c *gg.Graph
+		if thirdFrees {
+			c = NewGraph(t, d)
+			addFree(t, c, p)
+		}
+		b := NewGraph(t, d)
+		Must[*gg.Node](t)(b.AddMemcpyNode(gg.DtoD(buf, p, 64)))
+		Must[*gg.Node](t)(b.AddMemcpyNode(gg.DtoD(p+64, buf, 64)))
+		Must[*gg.Node](t)(b.AddMemsetNode(gg.Memset32(p+128, 1, 16)))
+		OK(t, b.Destroy())
+		if c != nil {
+			OK(t, c.Destroy())
+		}
+		OK(t, a.Destroy())
+	}
+
+	// Nodes added before the allocating graph frees the allocation.
+	a = NewGraph(t, d)
+	an, p = AddAlloc(t, a, size)
+	ms, cp := NewGraph(t, d), NewGraph(t, d)
+	Must[*gg.Node](t)(ms.AddMemsetNode(gg.Memset32(p, 1, 16)))
+	Must[*gg.Node](t)(cp.AddMemcpyNode(gg.DtoD(p+64, buf, 64)))
+	addFree(t, a, p, an)
+	_, err = ms.Instantiate(0)
+	IsCode(t, err, gg.ErrInvalidValue)
+	e := Must[*gg.Exec](t)(cp.Instantiate(0))
+	OK(t, e.Destroy())
+	OK(t, ms.Destroy())
+	OK(t, cp.Destroy())
 	OK(t, a.Destroy())
 }

@@ -1,0 +1,117 @@
+package backendtest
+
+import (
+	"errors"
+	"testing"
+
+	gg "github.com/gpugraph/gpugraph"
+)
+
+// condBodyPeerMemory: a conditional body of device 0's graph may not hold
+// a memset, memcpy or kernel node on device 1's memory, even with peer
+// access both ways: the driver refuses the memset at instantiation, takes
+// the memcpy and faults the launch (cudaErrorLaunchFailure, the context
+// lost), and takes the kernel and loses its writes (measured on two H100s,
+// docs/driver-condpeer.txt). Both backends refuse all three at
+// instantiation with ErrInvalidValue naming the node, directly in the body
+// and in a child graph in it; on device 0's own memory the same nodes run.
+func condBodyPeerMemory(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	if !Must[bool](t)(d0.CanAccessPeer(d1)) || !Must[bool](t)(d1.CanAccessPeer(d0)) {
+		t.Skip("no peer access between devices 0 and 1")
+	}
+	for _, p := range [][2]*gg.Device{{d0, d1}, {d1, d0}} {
+		if err := p[0].EnablePeerAccess(p[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
+			t.Fatal(err)
+		}
+		defer p[0].DisablePeerAccess(p[1])
+	}
+	const n = 64
+	own := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	defer d0.Free(own)
+	peer := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	defer d1.Free(peer)
+	s0 := NewStream(t, d0)
+	nodes := []struct {
+		what string
+		p    func(m gg.DevicePtr) gg.NodeParams
+	}{
+		{"memset", func(m gg.DevicePtr) gg.NodeParams { return gg.Memset32(m, 5, n) }},
+		{"memcpy", func(m gg.DevicePtr) gg.NodeParams { return gg.DtoD(m, m+4*n/2, 4*n/2) }},
+		{"kernel", func(m gg.DevicePtr) gg.NodeParams {
+			return gg.KernelParams{Kernel: AddOne, Grid: gg.Dim1(1), Block: gg.Dim1(n), Args: []any{m, m, n}}
+		}},
+	}
+	for _, nd := range nodes {
+		for _, inChild := range []bool{false, true} {
+			for _, m := range []gg.DevicePtr{own, peer} {
+				g := NewGraph(t, d0)
+				h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+				_, bodies := AddCond(t, g, h, gg.ConditionalIf, 1)
+				var bad *gg.Node
+				if inChild {
+					c := NewGraph(t, d0)
+					Must[*gg.Node](t)(c.AddNode(nd.p(m)))
+					cn := Must[*gg.Node](t)(bodies[0].AddChildGraphNode(c))
+					emb := Must[*gg.Graph](t)(cn.ChildGraph())
+					bad = Must[[]*gg.Node](t)(emb.Nodes())[0]
+				} else {
+					bad = Must[*gg.Node](t)(bodies[0].AddNode(nd.p(m)))
+				}
+				e, err := g.Instantiate(0)
+				if m == own {
+					OK(t, err)
+					launchSync(t, e, s0)
+					OK(t, e.Destroy())
+					continue
+				}
+				IsCode(t, err, gg.ErrInvalidValue)
+				var ge *gg.Error
+				if errors.As(err, &ge) && ge.Node != bad {
+					t.Fatalf("%s (in a child graph %v): the error names %v, want %v: %v", nd.what, inChild, ge.Node, bad, err)
+				}
+			}
+		}
+	}
+}
+
+// capturedPeerMemsetUpdate: a memset captured in a stream of device 0 on
+// device 1's memory (peer access enabled) takes no update but to its own
+// parameters, while the same memset added to the graph takes any
+// (cudaGraphExecMemsetNodeSetParams, measured on two H100s:
+// docs/driver-multidev.txt, capturedMemsets and memsetShapes).
+func capturedPeerMemsetUpdate(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d0, d1 := open(t, 0), open(t, 1)
+	if !Must[bool](t)(d0.CanAccessPeer(d1)) {
+		t.Skip("device 0 cannot access device 1")
+	}
+	if err := d0.EnablePeerAccess(d1); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
+		t.Fatal(err)
+	}
+	defer d0.DisablePeerAccess(d1)
+	const n = 64
+	peer := Must[gg.DevicePtr](t)(d1.Malloc(4 * n))
+	defer d1.Free(peer)
+	s0 := NewStream(t, d0)
+	p := gg.Memset32(peer, 7, n)
+	OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
+	OK(t, s0.Memset(p))
+	g := Must[*gg.Graph](t)(s0.EndCapture())
+	defer g.Destroy()
+	ms := Must[[]*gg.Node](t)(g.Nodes())[0]
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	IsCode(t, e.SetParams(ms, gg.Memset32(peer, 8, n)), gg.ErrInvalidValue)
+	IsCode(t, e.SetParams(ms, gg.Memset8(peer, 8, 4*n)), gg.ErrInvalidValue)
+	OK(t, e.SetParams(ms, p))
+	launchSync(t, e, s0)
+	wantU32s(t, "the captured memset after the refused updates", d1, peer, n, 7)
+
+	h := NewGraph(t, d0)
+	added := Must[*gg.Node](t)(h.AddMemsetNode(p))
+	eh := Must[*gg.Exec](t)(h.Instantiate(0))
+	defer eh.Destroy()
+	OK(t, eh.SetParams(added, gg.Memset32(peer, 9, n)))
+	launchSync(t, eh, s0)
+	wantU32s(t, "the added memset after its update", d1, peer, n, 9)
+}
