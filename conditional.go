@@ -304,6 +304,8 @@ func (g *Graph) condDeviceRuleLocked(opName string) *Error {
 
 // otherDeviceMemory returns an address that memset, memcpy or kernel params
 // p use and that memory of another device than own holds, with that device.
+// Of a node the driver captured, a kernel's Pointer arguments and a copy's
+// device sides are known (NativeNodeParams); its memsets the driver judges.
 func otherDeviceMemory(p NodeParams, mo backend.MemoryOwners, own int) (DevicePtr, int, bool) {
 	var ptrs []DevicePtr
 	switch p := p.(type) {
@@ -316,6 +318,8 @@ func otherDeviceMemory(p NodeParams, mo backend.MemoryOwners, own int) (DevicePt
 		if p.SrcHost == nil {
 			ptrs = append(ptrs, p.Src)
 		}
+	case NativeNodeParams: // a kernel or copy the driver captured
+		ptrs = p.ptrs
 	case KernelParams:
 		if p.Kernel == nil {
 			return 0, 0, false

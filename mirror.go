@@ -220,8 +220,12 @@ func nativeParams(t NodeType, info backend.NodeInfo) NodeParams {
 		if info.Ptr != 0 {
 			return MemFreeParams{Ptr: DevicePtr(info.Ptr)}
 		}
-	case NodeKernel:
-		return NativeNodeParams{Type: t, Node: info.Handle, Name: info.Name}
+	case NodeKernel, NodeMemcpy:
+		p := NativeNodeParams{Type: t, Node: info.Handle, Name: info.Name}
+		for _, q := range info.Pointers {
+			p.ptrs = append(p.ptrs, DevicePtr(q))
+		}
+		return p
 	}
 	return NativeNodeParams{Type: t, Node: info.Handle}
 }

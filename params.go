@@ -51,6 +51,8 @@ type NativeNodeParams struct {
 	Type NodeType
 	Node uintptr // the CUgraphNode
 	Name string  // a kernel node's function name, when the driver tells it
+
+	ptrs []DevicePtr // a kernel node's Pointer arguments (kernels of this package's devices), a memcpy node's device sides
 }
 
 func (p NativeNodeParams) NodeType() NodeType { return p.Type }

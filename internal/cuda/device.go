@@ -53,10 +53,13 @@ type Device struct {
 
 	owned owned // what Close releases
 
-	mu     sync.Mutex
-	funcs  map[any]uintptr
-	fast   sync.Map // Kernel.Key -> uintptr, read without the lock on every launch
-	allocs []alloc  // live allocations by address, for range checks
+	mu    sync.Mutex
+	funcs map[any]uintptr
+	fast  sync.Map // Kernel.Key -> uintptr, read without the lock on every launch
+	// ptrArgs: CUfunction -> []int, the indices of its Pointer
+	// parameters, for what a captured kernel node addresses (Node).
+	ptrArgs sync.Map
+	allocs  []alloc // live allocations by address, for range checks
 }
 
 type alloc struct {
@@ -358,6 +361,13 @@ func (d *Device) function(k *backend.Kernel) (uintptr, error) {
 	}
 	d.funcs[k.Key] = f
 	d.fast.Store(k.Key, f)
+	var idx []int
+	for i := 0; i < 64; i++ {
+		if k.Pointers&(1<<i) != 0 {
+			idx = append(idx, i)
+		}
+	}
+	d.ptrArgs.Store(f, idx)
 	return f, nil
 }
 

@@ -305,6 +305,7 @@ type NodeInfo struct {
 	Location int                // an alloc node's resident device
 	Access   []int              // an alloc node's peers with read-write access
 	Name     string             // a kernel node's function name, where the driver says
+	Pointers []uint64           // a kernel node's Pointer arguments (for functions of open devices), a memcpy node's device sides
 }
 
 // GraphNodes lists the nodes of g.
@@ -344,10 +345,36 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 			}
 		case backend.NodeKernel:
 			info.Name = d.kernelName(n)
+			info.Pointers = d.kernelPointers(n)
+		case backend.NodeMemcpy:
+			info.Pointers, _ = d.drv.GraphMemcpyNodeDevicePtrs(n)
 		}
 		return nil
 	})
 	return info, err
+}
+
+// kernelPointers returns the values of kernel node n's Pointer arguments,
+// when its function is one this device loaded (its parameters known).
+func (d *Device) kernelPointers(n uintptr) []uint64 {
+	p, err := d.drv.GraphKernelNodeGetParams(n)
+	if err != nil || p.Func == 0 {
+		return nil
+	}
+	idx, ok := d.ptrArgs.Load(p.Func)
+	for _, o := range openDevices.snapshot() { // a kernel of another device, captured in its stream
+		if !ok && o != d {
+			idx, ok = o.ptrArgs.Load(p.Func)
+		}
+	}
+	if !ok || len(idx.([]int)) == 0 {
+		return nil
+	}
+	_, args, err := d.drv.GraphKernelNodeArgs(n, idx.([]int))
+	if err != nil {
+		return nil
+	}
+	return args
 }
 
 // kernelName is the function name of kernel node n (cuFuncGetName, or

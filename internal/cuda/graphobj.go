@@ -256,7 +256,7 @@ func (g *Graph) Node(n backend.Node, withParams bool) (backend.NodeInfo, error) 
 	for i, h := range info.Deps {
 		deps[i] = Node(h)
 	}
-	return backend.NodeInfo{Type: info.Type, Deps: deps, Data: info.Data, Name: info.Name, Ptr: info.Ptr,
+	return backend.NodeInfo{Type: info.Type, Deps: deps, Data: info.Data, Name: info.Name, Pointers: info.Pointers, Ptr: info.Ptr,
 		Size: info.Size, Location: info.Location, Access: info.Access, Handle: handle(n)}, nil
 }
 

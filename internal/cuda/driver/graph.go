@@ -113,6 +113,54 @@ func (d *Driver) GraphKernelNodeGetParams(node uintptr) (KernelNodeParams, error
 	return p, err
 }
 
+// kernelNodeParamsC is KernelNodeParams as the driver fills it for a
+// read, its parameter array a pointer (to C memory) for GraphKernelNodeArgs.
+type kernelNodeParamsC struct {
+	Func                                   uintptr
+	GridX, GridY, GridZ                    uint32
+	BlockX, BlockY, BlockZ, SharedMemBytes uint32
+	_                                      uint32
+	KernelParams                           *unsafe.Pointer
+	Extra                                  uintptr
+	Kern                                   uintptr
+	Ctx                                    uintptr
+}
+
+// GraphKernelNodeArgs returns kernel node node's function and the 8-byte
+// values of its parameters at indices idx (pointer parameters), read from
+// the node's parameter array; below idx's largest, the function must have
+// that many parameters.
+func (d *Driver) GraphKernelNodeArgs(node uintptr, idx []int) (fn uintptr, args []uint64, err error) {
+	var p kernelNodeParamsC
+	if err = d.call("cuGraphKernelNodeGetParams_v2", node, uintptr(unsafe.Pointer(&p))); err != nil || p.KernelParams == nil || len(idx) == 0 {
+		return p.Func, nil, err
+	}
+	params := unsafe.Slice(p.KernelParams, slices.Max(idx)+1)
+	for _, i := range idx {
+		args = append(args, *(*uint64)(params[i]))
+	}
+	return p.Func, args, nil
+}
+
+// GraphMemcpyNodeDevicePtrs returns the device-side addresses of memcpy
+// node node (cuGraphMemcpyNodeGetParams): each side of device or unified
+// memory type.
+func (d *Driver) GraphMemcpyNodeDevicePtrs(node uintptr) ([]uint64, error) {
+	var p memcpy3D
+	if err := d.call("cuGraphMemcpyNodeGetParams", node, uintptr(unsafe.Pointer(&p))); err != nil {
+		return nil, err
+	}
+	var ptrs []uint64
+	const unified = 4 // CU_MEMORYTYPE_UNIFIED: the address is in the Device field
+	if p.SrcMemoryType == memoryTypeDevice || p.SrcMemoryType == unified {
+		ptrs = append(ptrs, p.SrcDevice)
+	}
+	if p.DstMemoryType == memoryTypeDevice || p.DstMemoryType == unified {
+		ptrs = append(ptrs, p.DstDevice)
+	}
+	return ptrs, nil
+}
+
 func (d *Driver) GraphAddEmptyNode(g uintptr, deps []uintptr) (uintptr, error) {
 	var n uintptr
 	err := d.call("cuGraphAddEmptyNode", uintptr(unsafe.Pointer(&n)), g, uintptr(sliceptr(deps)), uintptr(len(deps)))
