@@ -2,6 +2,7 @@ package train
 
 import (
 	"cmp"
+	"slices"
 	"testing"
 	"time"
 
@@ -144,4 +145,65 @@ func itoa(n int) string {
 		return string(rune('0' + n))
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// BenchmarkCUDAGraphSetReplaySwitch replays a set of the reference MLP's
+// graphs either always at one key or cycling through its keys, as a
+// server's batches of varying size do, and reports each replay's p50, p99
+// and slowest time: graphs that share graph memory may cost more to launch
+// after another graph of the set ran.
+func BenchmarkCUDAGraphSetReplaySwitch(b *testing.B) {
+	benchSetSwitch(b, openCUDA, Reference(), []int{1, 8, 64, 256, 512}, useCuBLAS)
+}
+
+// BenchmarkGraphSetReplaySwitch is the same on the host backend.
+func BenchmarkGraphSetReplaySwitch(b *testing.B) {
+	benchSetSwitch(b, openHost, Small(), []int{1, 16, 128}, func(*testing.B, *gg.Device, *Model) {})
+}
+
+func benchSetSwitch(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, keys []int, gemm func(*testing.B, *gg.Device, *Model)) {
+	for _, mode := range []string{"same", "cycle"} {
+		b.Run(mode, func(b *testing.B) {
+			d, s := open(b)
+			m, err := NewModel(s, cfg)
+			ok(b, err)
+			defer m.Destroy()
+			gemm(b, d, m)
+			maxRows := slices.Max(keys)
+			x, err := d.Malloc(4 * maxRows * cfg.In)
+			ok(b, err)
+			defer d.Free(x)
+			z := make([]float32, maxRows*cfg.Classes)
+			set, err := gg.NewGraphSet(s, func(s *gg.Stream, n int) ([]gg.DevicePtr, error) {
+				p, err := m.Forward(s, x, n)
+				return []gg.DevicePtr{p}, err
+			}, gg.GraphSetConfig[int]{Keys: keys})
+			ok(b, err)
+			defer set.Close()
+			for _, k := range keys { // each graph once before timing
+				outs, err := set.Replay(k)
+				ok(b, err)
+				ok(b, outs[0].Read(gg.Bytes(z[:k*cfg.Classes])))
+			}
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				k := keys[len(keys)-1]
+				if mode == "cycle" {
+					k = keys[i%len(keys)]
+				}
+				t0 := time.Now()
+				outs, err := set.Replay(k)
+				ok(b, err)
+				ok(b, outs[0].Read(gg.Bytes(z[:k*cfg.Classes])))
+				times = append(times, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(times)
+			us := func(q float64) float64 { return float64(times[int(q*float64(len(times)-1))].Microseconds()) }
+			b.ReportMetric(us(0.5), "p50-µs")
+			b.ReportMetric(us(0.99), "p99-µs")
+			b.ReportMetric(us(1), "max-µs")
+		})
+	}
 }
