@@ -306,7 +306,11 @@ func (d *Device) CanAccessPeer(peer *Device) (bool, error) {
 // EnablePeerAccess lets work on d (kernels, copies, memsets, graph nodes)
 // use memory of peer (cudaDeviceEnablePeerAccess). Access is one way;
 // enabling it twice fails with ErrPeerAccessAlreadyEnabled. Copies need no
-// access: the driver copies between devices on its own.
+// access: the driver copies between devices on its own. Access both ways
+// between two devices lets an update of an executable graph's memcpy node
+// move its destination from one's memory to the other's (Exec.SetParams);
+// gpugraph knows of the access its own calls enabled, not of access
+// enabled by other libraries (NCCL among them).
 func (d *Device) EnablePeerAccess(peer *Device) error {
 	const opName = "Device.EnablePeerAccess"
 	ps, err := d.peers(opName, peer)

@@ -2,10 +2,13 @@ package gpugraph_test
 
 import (
 	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/backend/backendtest"
 )
 
 // twoHostDevices opens host devices 0 and 1 of a two-device host backend.
@@ -287,6 +290,86 @@ func TestExecSetParamsHolders(t *testing.T) {
 		ok(t, e.SetParams(nd, gg.Memset8(a2, 2, n)))
 		isCode(t, e.SetParams(nd, gg.Memset8(b2, 2, n)), gg.ErrInvalidValue)
 	})
+}
+
+// TestUpdateHoldersMatrixIsTheDrivers: the table the conformance scenario
+// ExecUpdateHoldersMatrix runs, backendtest.UpdateHoldersMatrix, is the
+// driver's answers as docs/driver-multidev.txt has them: its sections
+// "per-node and whole-graph updates of memset and memcpy nodes", line for
+// line.
+func TestUpdateHoldersMatrixIsTheDrivers(t *testing.T) {
+	b, err := os.ReadFile("docs/driver-multidev.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "==") {
+			in = strings.HasPrefix(l, "== per-node and whole-graph updates of memset and memcpy nodes,")
+		}
+		if in && strings.TrimSpace(l) != "" {
+			file = append(file, l)
+		}
+	}
+	table := strings.Split(strings.TrimSpace(backendtest.UpdateHoldersMatrix), "\n")
+	if len(file) == 0 || !slices.Equal(file, table) {
+		t.Fatalf("backendtest.UpdateHoldersMatrix (%d lines) is not the file's sections (%d lines)", len(table), len(file))
+	}
+}
+
+// TestExecUpdateHoldersPeer: the peer exception of the rule for moving a
+// memcpy node's destination to another device's memory
+// (backend.CheckMemoryMove; docs/driver-multidev.txt measures it with
+// access both ways) follows EnablePeerAccess and DisablePeerAccess, per
+// node and by whole-graph update: access one way is not enough, both ways
+// lets the move be, access disabled again refuses it. The refusals say
+// what is missing.
+func TestExecUpdateHoldersPeer(t *testing.T) {
+	d0, d1 := twoHostDevices(t)
+	const n = 256
+	a := must[gg.DevicePtr](t)(d0.Malloc(n))
+	a2 := must[gg.DevicePtr](t)(d0.Malloc(n))
+	b := must[gg.DevicePtr](t)(d1.Malloc(n))
+	g := must[*gg.Graph](t)(d0.NewGraph())
+	defer g.Destroy()
+	nd := must[*gg.Node](t)(g.AddNode(gg.DtoD(a2, a, n)))
+	g2 := must[*gg.Graph](t)(d0.NewGraph())
+	defer g2.Destroy()
+	nd2 := must[*gg.Node](t)(g2.AddNode(gg.DtoD(b, a, n)))
+	check := func(what string, taken bool) {
+		t.Helper()
+		e := must[*gg.Exec](t)(g.Instantiate(0))
+		defer e.Destroy()
+		err := e.SetParams(nd, gg.DtoD(b, a, n))
+		e2 := must[*gg.Exec](t)(g.Instantiate(0))
+		defer e2.Destroy()
+		info, err2 := e2.Update(g2)
+		if taken {
+			if err != nil || err2 != nil {
+				t.Fatalf("%s: per node %v, whole graph %v; want both taken", what, err, err2)
+			}
+			return
+		}
+		const why = "only with peer access both ways between devices 0 and 1"
+		isCode(t, err, gg.ErrInvalidValue)
+		isCode(t, err2, gg.ErrGraphExecUpdateFailure)
+		var ge *gg.Error
+		if !errors.As(err, &ge) || ge.Node != nd || !strings.Contains(err.Error(), why) {
+			t.Fatalf("%s: per node %v, want it naming %v and saying %q", what, err, nd, why)
+		}
+		if info.Result != gg.UpdateErrorParametersChanged || info.ErrorNode != nd2 || !strings.Contains(err2.Error(), why) {
+			t.Fatalf("%s: whole graph %v (%v naming %v), want %v naming %v and saying %q", what, err2, info.Result, info.ErrorNode, gg.UpdateErrorParametersChanged, nd2, why)
+		}
+	}
+	check("no access", false)
+	ok(t, d0.EnablePeerAccess(d1))
+	check("access from 0 to 1", false)
+	ok(t, d1.EnablePeerAccess(d0))
+	check("access both ways", true)
+	ok(t, d0.DisablePeerAccess(d1))
+	check("access from 1 to 0, 0 to 1 disabled", false)
+	ok(t, d1.DisablePeerAccess(d0))
 }
 
 // TestExecSetParamsHoldersOneDeviceOpen: an executable graph instantiated

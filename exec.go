@@ -51,7 +51,7 @@ type Exec struct {
 
 	users execUserRefs // user object references
 
-	holders execHolders // the devices of its memset and memcpy nodes' memory (memowners.go)
+	holders execHolders // the devices of its memset and memcpy nodes' memory (memholders.go)
 }
 
 // Instantiate validates the graph and builds an executable graph from it

@@ -1,8 +1,6 @@
 package gpugraph
 
 import (
-	"fmt"
-
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
@@ -10,26 +8,18 @@ import (
 //
 // An update of an executable graph's memset node keeps its destination in
 // memory of the device that held the original destination, and an update
-// of a memcpy node keeps each side's: cudaGraphExecMemsetNodeSetParams
+// of a memcpy node keeps each side's, but for a copy's destination, which
+// may move to another device's memory with peer access: the rule is
+// backend.CheckMemoryMove (internal/backend/holders.go), measured on two
+// H100s, driver 580 (docs/driver-multidev.txt). cudaGraphExecMemsetNodeSetParams
 // says "the destination memory must be allocated from the same context as
 // the original destination memory", cudaGraphExecMemcpyNodeSetParams says
-// so of the source and destination. The driver refuses such an update with
-// cudaErrorInvalidValue (measured on two H200s, driver 580: a memset node's
-// destination moved to the other GPU's memory; conformance scenario
-// ExecSetParamsAcrossDevices). Host memory (a side of a copy that is a host
-// slice) is a holder of its own. The rule lives here, for both backends:
-// the backend only says which device holds an address
-// (backend.MemoryOwners).
-
-// Holders of memory other than a device.
-const (
-	heldByNone = -1 // no open device's memory (freed since)
-	heldByHost = -2 // host memory
-)
-
-// memHolders are the holders of a memset's destination (src heldByNone) or
-// a copy's two sides.
-type memHolders struct{ dst, src int }
+// so of the source and destination. Host memory (a side of a copy that is
+// a host slice, pinned or not) is a holder of its own. Here the rule is
+// applied to per-node updates, for both backends: the backend only says
+// which device holds an address (backend.MemoryOwners) and which peer
+// access is enabled (backend.Peers). Whole-graph updates are the
+// backend's: the host backend applies the same rule, the driver its own.
 
 // execHolders is what an executable graph knows, from its instantiation, of
 // the memory of its memset and memcpy nodes: with one device of the
@@ -37,26 +27,26 @@ type memHolders struct{ dst, src int }
 // more, each node's holders, at any depth (nodes).
 type execHolders struct {
 	sole  bool
-	nodes map[*Node]memHolders
+	nodes map[*Node]backend.Holders
 }
 
 // holdersOf are the holders of the memory of memset or memcpy params p,
 // the device memory's found by dev; ok is false for other params (a node
 // the driver made, NativeNodeParams, among them).
-func holdersOf(p NodeParams, dev func(DevicePtr) int) (h memHolders, ok bool) {
+func holdersOf(p NodeParams, dev func(DevicePtr) int) (h backend.Holders, ok bool) {
 	side := func(d DevicePtr, host []byte) int {
 		if host != nil {
-			return heldByHost
+			return backend.HeldByHost
 		}
 		return dev(d)
 	}
 	switch p := p.(type) {
 	case MemsetParams:
-		return memHolders{dst: dev(p.Dst), src: heldByNone}, true
+		return backend.Holders{Dst: dev(p.Dst), Src: backend.HeldByNone}, true
 	case MemcpyParams:
-		return memHolders{dst: side(p.Dst, p.DstHost), src: side(p.Src, p.SrcHost)}, true
+		return backend.Holders{Dst: side(p.Dst, p.DstHost), Src: side(p.Src, p.SrcHost)}, true
 	}
-	return memHolders{}, false
+	return backend.Holders{}, false
 }
 
 // memHoldersLocked records, as g is instantiated, the holders of the memory
@@ -71,7 +61,7 @@ func (g *Graph) memHoldersLocked() execHolders {
 		return execHolders{sole: true}
 	}
 	dev := func(p DevicePtr) int { return mo.MemoryOwner(uint64(p)) }
-	m := map[*Node]memHolders{}
+	m := map[*Node]backend.Holders{}
 	var walk func(g *Graph)
 	walk = func(g *Graph) {
 		for _, n := range g.nodes {
@@ -97,15 +87,15 @@ func (g *Graph) memHoldersLocked() execHolders {
 }
 
 // checkHolders refuses an update of memset or memcpy node n of e to
-// parameters p whose memory another device (or the host, for a device
-// side, and the reverse) holds than held the memory of n at e's
-// instantiation.
+// parameters p whose memory would move to another holder (another device,
+// or the host for a device side, and the reverse) than held the memory of
+// n at e's instantiation, where backend.CheckMemoryMove says it may not.
 func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	mo, ok := e.dev.be.(backend.MemoryOwners)
 	if !ok {
 		return nil
 	}
-	var old memHolders
+	var old backend.Holders
 	switch {
 	case e.holders.sole:
 		// One device open at the instantiation: the device memory of
@@ -128,29 +118,19 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	if !ok {
 		return nil
 	}
-	what, call := "destination", "cudaGraphExecMemsetNodeSetParams"
+	var peer func(from, to int) bool
+	if ps, ok := e.dev.be.(backend.Peers); ok {
+		peer = ps.PeerAccessEnabled
+	}
+	mv := backend.CheckMemoryMove(n.typ == NodeMemcpy, old, nu, peer)
+	if mv == nil {
+		return nil
+	}
+	call := "cudaGraphExecMemsetNodeSetParams"
 	if n.typ == NodeMemcpy {
-		what, call = "copy's destination", "cudaGraphExecMemcpyNodeSetParams"
+		call = "cudaGraphExecMemcpyNodeSetParams"
 	}
-	for _, side := range []struct {
-		what     string
-		old, new int
-	}{{what, old.dst, nu.dst}, {"copy's source", old.src, nu.src}} {
-		if side.old == heldByNone || side.new == heldByNone || side.old == side.new {
-			continue
-		}
-		return nodeErr(opName, n, ErrInvalidValue, "the %s would move from %s to %s: an executable graph's node keeps its memory on the device of the original (%s)",
-			side.what, holderName(side.old), holderName(side.new), call)
-	}
-	return nil
-}
-
-// holderName names a holder of memory in errors.
-func holderName(h int) string {
-	if h == heldByHost {
-		return "host memory"
-	}
-	return fmt.Sprintf("memory of device %d", h)
+	return nodeErr(opName, n, ErrInvalidValue, "%s (%s)", mv, call)
 }
 
 // rootGraph is the top graph that n's graph is, or is embedded in.

@@ -53,6 +53,12 @@ type UpdateResultInfo struct {
 // On failure nothing changes; the error wraps ErrGraphExecUpdateFailure
 // (or ErrInvalidValue for bad arguments), and the result says why and
 // which node of g was at fault. The update takes effect at e's next launch.
+//
+// A memset or memcpy node's memory may move to another device (or between
+// device and host memory) only as SetParams allows; otherwise the result
+// is UpdateErrorParametersChanged, naming the node, as the driver answers.
+// On the cuda backend the driver decides, and it sees peer access however
+// it was enabled.
 func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	const opName = "Exec.Update"
 	fail := UpdateResultInfo{Result: UpdateError}
@@ -115,12 +121,17 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 // instantiated from, or of a graph embedded in it (a child graph or a
 // conditional body); the graph itself does not change. Kernel, memcpy, memset, host, event record and wait, and
 // child graph nodes can be updated, within the limits of Update; a child
-// graph node takes a graph of the same topology as its current one. A
-// memset node's destination stays in memory of the device that held it
+// graph node takes a graph of the same topology as its current one.
+//
+// A memset node's destination stays in memory of the device that held it
 // when e was instantiated, and so does each side of a memcpy node (host
-// memory for a host side): memory of another device is refused with
-// ErrInvalidValue, as CUDA requires ("allocated from the same context as
-// the original").
+// memory, pinned or not, for a host side), as CUDA requires ("allocated
+// from the same context as the original"), with one exception: a copy
+// from device memory may move its destination to another device's memory
+// when peer access is enabled both ways between the two devices
+// (Device.EnablePeerAccess; access enabled outside gpugraph, by NCCL for
+// one, is not seen). Any other move is refused with ErrInvalidValue, as
+// the driver refuses it (measured on two GPUs, docs/driver-multidev.txt).
 func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	const opName = "Exec.SetParams"
 	if err := e.check(opName); err != nil {

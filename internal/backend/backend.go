@@ -187,6 +187,12 @@ type Peers interface {
 	CanAccessPeer(peer Device) (bool, error)
 	EnablePeerAccess(peer Device) error
 	DisablePeerAccess(peer Device) error
+	// PeerAccessEnabled reports whether work on the backend's device
+	// from may use memory of its device to (ordinals), as EnablePeerAccess
+	// and DisablePeerAccess of the process's devices left it: access
+	// enabled outside gpugraph (another library on the same driver
+	// contexts, NCCL among them) is not seen.
+	PeerAccessEnabled(from, to int) bool
 }
 
 // MemoryOwners is implemented by devices that can say which open device of

@@ -690,12 +690,60 @@ func (d *Device) CanAccessPeer(peer backend.Device) (bool, error) {
 
 // EnablePeerAccess is cuCtxEnablePeerAccess of peer's context from d's.
 func (d *Device) EnablePeerAccess(peer backend.Device) error {
-	return d.Do(func() error { return d.drv.CtxEnablePeerAccess(peer.(*Device).ctx) })
+	p := peer.(*Device)
+	err := d.Do(func() error { return d.drv.CtxEnablePeerAccess(p.ctx) })
+	peerState.record(d.ord, p.ord, err, backend.ErrPeerAccessAlreadyEnabled, true)
+	return err
 }
 
 // DisablePeerAccess is cuCtxDisablePeerAccess.
 func (d *Device) DisablePeerAccess(peer backend.Device) error {
-	return d.Do(func() error { return d.drv.CtxDisablePeerAccess(peer.(*Device).ctx) })
+	p := peer.(*Device)
+	err := d.Do(func() error { return d.drv.CtxDisablePeerAccess(p.ctx) })
+	peerState.record(d.ord, p.ord, err, backend.ErrPeerAccessNotEnabled, false)
+	return err
+}
+
+// PeerAccessEnabled reports whether peer access from device from to
+// device to is enabled, as this process's EnablePeerAccess and
+// DisablePeerAccess left it (backend.Peers). Access enabled outside
+// gpugraph, by another library on the same primary contexts (NCCL among
+// them), is not seen: the driver has no query for it.
+func (d *Device) PeerAccessEnabled(from, to int) bool {
+	peerState.mu.Lock()
+	defer peerState.mu.Unlock()
+	return peerState.on[[2]int{from, to}]
+}
+
+// peerState is the peer access gpugraph enabled between the process's
+// primary contexts, by ordinals (from, to). The contexts are the process's
+// and stay retained when a Device closes, and so does their access: the
+// record is process-wide too.
+var peerState peerRecord
+
+type peerRecord struct {
+	mu sync.Mutex
+	on map[[2]int]bool
+}
+
+// record notes the outcome err of enabling (on) or disabling access from
+// device from to device to: done, or already so (the driver's answer
+// code says access already was as asked).
+func (r *peerRecord) record(from, to int, err error, already *backend.Code, on bool) {
+	var be *backend.Error
+	if err != nil && !(errors.As(err, &be) && be.Code == already) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.on == nil {
+		r.on = map[[2]int]bool{}
+	}
+	if on {
+		r.on[[2]int{from, to}] = true
+	} else {
+		delete(r.on, [2]int{from, to})
+	}
 }
 
 // The PTX of every source compiled in this process, by source, name,

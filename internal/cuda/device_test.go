@@ -90,3 +90,30 @@ func TestStreamLayout(t *testing.T) {
 		t.Fatalf("the fields a launch reads end at %d, want 56", off)
 	}
 }
+
+// TestPeerRecord: the record of peer access behind PeerAccessEnabled
+// follows what the driver answered to gpugraph's enables and disables:
+// done, or already so (the access is as asked), and not a failure.
+func TestPeerRecord(t *testing.T) {
+	var r peerRecord
+	on := func(from, to int) bool { return r.on[[2]int{from, to}] }
+	fail := backend.Errorf(backend.ErrInvalidDevice, "x")
+	r.record(0, 1, fail, backend.ErrPeerAccessAlreadyEnabled, true)
+	if on(0, 1) {
+		t.Fatal("a failed enable is recorded")
+	}
+	r.record(0, 1, nil, backend.ErrPeerAccessAlreadyEnabled, true)
+	r.record(1, 0, backend.Errorf(backend.ErrPeerAccessAlreadyEnabled, "x"), backend.ErrPeerAccessAlreadyEnabled, true)
+	if !on(0, 1) || !on(1, 0) {
+		t.Fatal("an enable, done or already so, is not recorded")
+	}
+	r.record(0, 1, fail, backend.ErrPeerAccessNotEnabled, false)
+	if !on(0, 1) {
+		t.Fatal("a failed disable is recorded")
+	}
+	r.record(0, 1, nil, backend.ErrPeerAccessNotEnabled, false)
+	r.record(1, 0, backend.Errorf(backend.ErrPeerAccessNotEnabled, "x"), backend.ErrPeerAccessNotEnabled, false)
+	if on(0, 1) || on(1, 0) {
+		t.Fatal("a disable, done or already so, is not recorded")
+	}
+}

@@ -209,7 +209,7 @@ func bodyNodeRule(typ backend.NodeType, o *backend.Op) string {
 // compileBody compiles a body graph into an Exec that shares e's condition
 // values.
 func (e *Exec) compileBody(body *Graph) (*Exec, error) {
-	sub := &Exec{dev: e.dev, tag: e.tag, conds: e.conds}
+	sub := &Exec{dev: e.dev, tag: e.tag, conds: e.conds, multi: e.multi}
 	var preds [][]int32
 	if _, err := sub.flatten(body, nil, &preds); err != nil {
 		return nil, err

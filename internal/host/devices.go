@@ -164,6 +164,22 @@ func (d *Device) DisablePeerAccess(peer backend.Device) error {
 	return nil
 }
 
+// PeerAccessEnabled reports whether work on an open host device of
+// ordinal from may use memory of device to: whether one of them has
+// enabled access (host devices keep it per Device, and several may be open
+// with one ordinal). Only EnablePeerAccess grants it on this backend.
+func (d *Device) PeerAccessEnabled(from, to int) bool {
+	devices.mu.Lock()
+	open := append([]*Device(nil), devices.open...)
+	devices.mu.Unlock()
+	for _, x := range open {
+		if x.cfg.Ordinal == from && x.peerAccess(to) {
+			return true
+		}
+	}
+	return false
+}
+
 // peerAccess reports whether work on d may use memory of device ord.
 func (d *Device) peerAccess(ord int) bool {
 	d.mu.Lock()

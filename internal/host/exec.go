@@ -68,9 +68,15 @@ type Exec struct {
 	// Launch records no launch uses any more, for the next launches: a
 	// launch allocates nothing. Under mu.
 	freeLaunches []*launch
-	conds        *condExec // condition values and bodies, for graphs with conditional nodes
-	pdl          *pdlPlan  // early (programmatic) edges, if any (pdl.go)
-	dl           devState  // device graph launch
+	// The holders of the memory of memset and memcpy ops at
+	// instantiation, by op, when more than one device was open then
+	// (multi); with one, every device address was e.dev's (holders.go).
+	multi   bool
+	holders map[int32]backend.Holders
+
+	conds *condExec // condition values and bodies, for graphs with conditional nodes
+	pdl   *pdlPlan  // early (programmatic) edges, if any (pdl.go)
+	dl    devState  // device graph launch
 }
 
 var _ backend.Exec = (*Exec)(nil)
@@ -120,6 +126,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 	n := flatCount(g)
 	preds := make([][]int32, 0, n)
 	e.ops, e.bops, e.nodes = make([]op, 0, n), make([]backend.Op, 0, n), make([]*Node, 0, n)
+	e.multi = g.d.OpenDevices() > 1
 	if _, err := e.flatten(g, nil, &preds); err != nil {
 		return nil, err
 	}
@@ -315,6 +322,7 @@ func (e *Exec) flatten(g *Graph, entry []int32, preds *[][]int32) ([]int32, erro
 				return nil, at(err, n.tag)
 			}
 			exit[n] = add(o, n, n.op, ps)
+			e.recordHolders(exit[n])
 			if dev != e.dev {
 				for len(e.devs) < len(e.ops) {
 					e.devs = append(e.devs, nil)

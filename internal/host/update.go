@@ -361,6 +361,10 @@ func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInf
 		}
 		return t
 	}
+	// With one device open, now and at instantiation, no memory can have
+	// moved to another device (and updatable refuses host memory for
+	// device memory).
+	moves := len(cands) > 0 && (e.multi || e.dev.OpenDevices() > 1)
 	for i := range cands {
 		c := &cands[i]
 		t := top
@@ -369,6 +373,11 @@ func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInf
 		}
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
+		}
+		if moves {
+			if mv := c.x.memoryMove(c.op, &t.bops[c.op], c.p); mv != nil {
+				return backend.UpdateInfo{Result: updateParametersChanged, ErrorNode: c.from.tag}, mv.String(), nil
+			}
 		}
 		o, err := opDevice(e.dev, c.p).prepare(c.p)
 		if err != nil {

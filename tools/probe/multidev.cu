@@ -12,7 +12,12 @@
 //   - an update of an executable graph's memset or memcpy node that moves
 //     its memory to the other device, per node and by whole-graph update
 //     (gpugraph refuses the per-node one: memholders.go; scenario
-//     ExecSetParamsAcrossDevices), without and with peer access.
+//     ExecSetParamsAcrossDevices), without and with peer access;
+//   - the same for every combination: the node's context, the memory each
+//     side is on (device 0, device 1, pinned or pageable host memory) and
+//     where an update moves it (matrix);
+//   - which shape changes an update of a memset node on another device's
+//     memory takes (memsetShapes), and of one captured (capturedMemsets).
 //
 // One line per fact, "name  result". With fewer than two GPUs it says so
 // and exits 0. Build and run on a GPU machine:
@@ -274,6 +279,215 @@ static void updates(const char* access, int* a0, int* a0b, int* a1, int* a1b, in
   cudaGraphDestroy(g);
 }
 
+
+// matrix answers, for every combination gpugraph's rule must decide, which
+// updates of an executable graph's memset or memcpy node the driver takes:
+// the node made in context ctx (as the cuda backend makes it: the driver
+// API, explicit context, host sides as CU_MEMORYTYPE_HOST), on memory of
+// device 0, device 1, pinned host memory (H) or pageable host memory (P);
+// then one side moved to another allocation of each kind, per node
+// (cuGraphExec*NodeSetParams, "node") and by whole-graph update
+// (cuGraphExecUpdate, "graph": ok or the update result). "-" is a node the
+// driver would not add or instantiate (the reason follows).
+struct Mem { const char* name; void* a; void* b; bool host; };
+
+static const char* shortErr(CUresult r) {
+  if (r == CUDA_SUCCESS) return "ok";
+  const char* s = nullptr;
+  cuGetErrorName(r, &s);
+  return s ? s : "?";
+}
+
+static const char* shortUpdate(CUresult r, CUgraphExecUpdateResultInfo& info) {
+  if (r == CUDA_SUCCESS) return "ok";
+  switch (info.result) {
+  case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: return "ParametersChanged";
+  case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "NotSupported";
+  case CU_GRAPH_EXEC_UPDATE_ERROR: return "Error";
+  default: return shortErr(r);
+  }
+}
+
+static CUDA_MEMCPY3D copyOf(const Mem& dst, void* d, const Mem& src, void* s, size_t bytes) {
+  CUDA_MEMCPY3D c = {};
+  if (src.host) { c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = s; }
+  else { c.srcMemoryType = CU_MEMORYTYPE_DEVICE; c.srcDevice = (CUdeviceptr)s; }
+  if (dst.host) { c.dstMemoryType = CU_MEMORYTYPE_HOST; c.dstHost = d; }
+  else { c.dstMemoryType = CU_MEMORYTYPE_DEVICE; c.dstDevice = (CUdeviceptr)d; }
+  c.WidthInBytes = bytes; c.Height = 1; c.Depth = 1;
+  return c;
+}
+
+static CUDA_MEMSET_NODE_PARAMS setOf(void* d, unsigned v) {
+  CUDA_MEMSET_NODE_PARAMS p = {};
+  p.dst = (CUdeviceptr)d; p.value = v; p.elementSize = 4; p.width = N; p.height = 1; p.pitch = N * 4;
+  return p;
+}
+
+static void matrix(const char* access, CUcontext* ctx, Mem* kinds, int nk) {
+  printf("\n== per-node and whole-graph updates of memset and memcpy nodes, %s ==\n", access);
+  const size_t B = N * sizeof(int);
+  for (int c = 0; c < 2; c++) {
+    cuCtxSetCurrent(ctx[c]);
+    for (int o = 0; o < nk; o++) { // memsets: device memory only
+      if (kinds[o].host) continue;
+      printf("ctx %d memset on %s:", c, kinds[o].name);
+      for (int n = -1; n < nk; n++) {
+        if (n >= 0 && kinds[n].host) continue;
+        CUgraph g; cuGraphCreate(&g, 0);
+        CUgraphNode node;
+        CUDA_MEMSET_NODE_PARAMS p = setOf(kinds[o].a, 1);
+        CUresult r = cuGraphAddMemsetNode(&node, g, nullptr, 0, &p, ctx[c]);
+        CUgraphExec e = nullptr;
+        if (r == CUDA_SUCCESS) r = cuGraphInstantiate(&e, g, 0);
+        if (r != CUDA_SUCCESS) { printf(" - (%s)", shortErr(r)); cuGraphDestroy(g); break; }
+        CUDA_MEMSET_NODE_PARAMS q = setOf(n < 0 ? kinds[o].a : kinds[n].b, 2);
+        CUresult rn = cuGraphExecMemsetNodeSetParams(e, node, &q, ctx[c]);
+        CUgraph g2; cuGraphCreate(&g2, 0);
+        CUgraphNode node2;
+        cuGraphAddMemsetNode(&node2, g2, nullptr, 0, &q, ctx[c]);
+        CUgraphExec e2 = nullptr;
+        cuGraphInstantiate(&e2, g, 0);
+        CUgraphExecUpdateResultInfo info = {};
+        CUresult rg = cuGraphExecUpdate(e2, g2, &info);
+        printf(" | %s: node %s, graph %s", n < 0 ? "same, value" : kinds[n].name, shortErr(rn), shortUpdate(rg, info));
+        cuGraphExecDestroy(e); cuGraphExecDestroy(e2); cuGraphDestroy(g); cuGraphDestroy(g2);
+        cuCtxSetCurrent(ctx[c]);
+      }
+      printf("\n");
+    }
+    for (int s = 0; s < nk; s++) {
+      for (int d = 0; d < nk; d++) {
+        if (kinds[s].host && kinds[d].host) continue;
+        printf("ctx %d copy %s->%s:", c, kinds[s].name, kinds[d].name);
+        for (int side = 0; side < 2; side++) {
+          for (int n = 0; n < nk; n++) {
+            int ns = side == 0 ? n : s, nd = side == 1 ? n : d;
+            if (kinds[ns].host && kinds[nd].host) continue;
+            CUgraph g; cuGraphCreate(&g, 0);
+            CUgraphNode node;
+            CUDA_MEMCPY3D p = copyOf(kinds[d], kinds[d].a, kinds[s], kinds[s].a, B);
+            CUresult r = cuGraphAddMemcpyNode(&node, g, nullptr, 0, &p, ctx[c]);
+            CUgraphExec e = nullptr;
+            if (r == CUDA_SUCCESS) r = cuGraphInstantiate(&e, g, 0);
+            if (r != CUDA_SUCCESS) { printf(" - (%s)", shortErr(r)); cuGraphDestroy(g); side = 2; break; }
+            CUDA_MEMCPY3D q = copyOf(kinds[nd], side == 1 ? kinds[nd].b : kinds[nd].a, kinds[ns], side == 0 ? kinds[ns].b : kinds[ns].a, B);
+            CUresult rn = cuGraphExecMemcpyNodeSetParams(e, node, &q, ctx[c]);
+            CUgraph g2; cuGraphCreate(&g2, 0);
+            CUgraphNode node2;
+            cuGraphAddMemcpyNode(&node2, g2, nullptr, 0, &q, ctx[c]);
+            CUgraphExec e2 = nullptr;
+            cuGraphInstantiate(&e2, g, 0);
+            CUgraphExecUpdateResultInfo info = {};
+            CUresult rg = cuGraphExecUpdate(e2, g2, &info);
+            printf(" | %s %s: node %s, graph %s", side == 0 ? "src" : "dst", kinds[n].name, shortErr(rn), shortUpdate(rg, info));
+            cuGraphExecDestroy(e); cuGraphExecDestroy(e2); cuGraphDestroy(g); cuGraphDestroy(g2);
+            cuCtxSetCurrent(ctx[c]);
+          }
+        }
+        printf("\n");
+      }
+    }
+  }
+  fflush(stdout);
+}
+
+// memsetShapes answers which changes of a memset node's shape an update
+// takes when the node's memory is another device's (a peer memset node,
+// which cuGraphAddMemsetNode accepts), against the same changes on the
+// node's own memory: value, offset, width, element size, and a 2D memset's
+// address.
+static void memsetShapes(CUcontext* ctx, void* mem0, void* mem1) {
+  printf("\n== per-node updates of a memset node's shape, own memory and a peer's ==\n");
+  struct Change { const char* name; size_t off; unsigned es; size_t w, h, pitch; };
+  const Change from1D = {"", 0, 4, 16, 1, 64};
+  const Change from2D = {"", 0, 4, 4, 3, 64};
+  const Change changes[] = {
+      {"1D: value only", 0, 4, 16, 1, 64},
+      {"1D: offset +64", 64, 4, 16, 1, 64},
+      {"1D: width 16 -> 8", 0, 4, 8, 1, 32},
+      {"1D: width 16 -> 32", 0, 4, 32, 1, 128},
+      {"1D: element size 4 -> 1 (width 64)", 0, 1, 64, 1, 64},
+      {"1D: element size 4 -> 2 (width 32)", 0, 2, 32, 1, 64},
+      {"2D: value only", 0, 4, 4, 3, 64},
+      {"2D: offset +64", 64, 4, 4, 3, 64},
+  };
+  for (int c = 0; c < 2; c++) {
+    for (int m = 0; m < 2; m++) {
+      char* mem = (char*)(m ? mem1 : mem0);
+      for (const Change& ch : changes) {
+        const Change& f = ch.h > 1 ? from2D : from1D;
+        cuCtxSetCurrent(ctx[c]);
+        CUDA_MEMSET_NODE_PARAMS p = {};
+        p.dst = (CUdeviceptr)mem; p.value = 1; p.elementSize = f.es; p.width = f.w; p.height = f.h; p.pitch = f.pitch;
+        CUgraph g; cuGraphCreate(&g, 0);
+        CUgraphNode n;
+        CUresult r = cuGraphAddMemsetNode(&n, g, nullptr, 0, &p, ctx[c]);
+        CUgraphExec e = nullptr;
+        if (r == CUDA_SUCCESS) r = cuGraphInstantiate(&e, g, 0);
+        CUresult ru = CUDA_ERROR_NOT_PERMITTED;
+        if (r == CUDA_SUCCESS) {
+          CUDA_MEMSET_NODE_PARAMS q = {};
+          q.dst = (CUdeviceptr)(mem + ch.off); q.value = 2; q.elementSize = ch.es; q.width = ch.w; q.height = ch.h; q.pitch = ch.pitch;
+          ru = cuGraphExecMemsetNodeSetParams(e, n, &q, ctx[c]);
+        }
+        char name[128];
+        snprintf(name, sizeof name, "ctx %d, memory of device %d, %s", c, m, ch.name);
+        printf("%-72s add+instantiate %s, update %s\n", name, shortErr(r), shortErr(ru));
+        if (e) cuGraphExecDestroy(e);
+        cuGraphDestroy(g);
+      }
+    }
+  }
+  fflush(stdout);
+}
+
+// capturedMemsets answers how an update of a memset node captured in a
+// stream of device 0 goes, on the device's own memory and on device 1's
+// (peer access enabled), given either device's context: a differential
+// input found cuda refusing such updates that host took.
+static void capturedMemsets(CUcontext* ctx, void* mem0, void* mem1) {
+  printf("\n== per-node updates of memset nodes captured in a stream of device 0 ==\n");
+  for (int m = 0; m < 2; m++) {
+    for (int shape = 0; shape < 2; shape++) {
+      MUST(cudaSetDevice(0));
+      cudaStream_t st;
+      MUST(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      char* mem = (char*)(m ? mem1 : mem0);
+      MUST(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      cudaError_t ec = shape ? cudaMemset2DAsync(mem + 61, 1, 0xf4, 1, 3, st) : cudaMemsetAsync(mem + 20, 0x15, 28, st);
+      cudaGraph_t g = nullptr;
+      MUST(cudaStreamEndCapture(st, &g));
+      size_t nn = 1;
+      CUgraphNode node = nullptr;
+      cuGraphGetNodes((CUgraph)g, &node, &nn);
+      CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
+      if (node) cuGraphNodeGetType(node, &t);
+      CUgraphExec e = nullptr;
+      CUresult ri = cuGraphInstantiate(&e, (CUgraph)g, 0);
+      CUDA_MEMSET_NODE_PARAMS p = {};
+      CUresult rg = cuGraphMemsetNodeGetParams(node, &p);
+      char name[128];
+      snprintf(name, sizeof name, "captured %s memset of device %d's memory", shape ? "2D" : "1D", m);
+      printf("%-72s capture %s, node type %d, instantiate %s, get params %s (w %zu h %zu pitch %zu es %u)\n", name,
+             cudaGetErrorName(ec), (int)t, shortErr(ri), shortErr(rg), (size_t)p.width, (size_t)p.height, (size_t)p.pitch, p.elementSize);
+      for (int c = 0; c < 2 && ri == CUDA_SUCCESS; c++) {
+        CUDA_MEMSET_NODE_PARAMS q = p;
+        q.value = 7;
+        CUresult r1 = cuGraphExecMemsetNodeSetParams(e, node, &q, ctx[c]);
+        CUDA_MEMSET_NODE_PARAMS q2 = p;
+        q2.elementSize = 1; q2.width = shape ? 1 : 9; q2.pitch = shape ? p.pitch : 9;
+        CUresult r2 = cuGraphExecMemsetNodeSetParams(e, node, &q2, ctx[c]);
+        printf("  update with device %d's context: value %s, width %s\n", c, shortErr(r1), shortErr(r2));
+      }
+      if (e) cuGraphExecDestroy(e);
+      cudaGraphDestroy(g);
+      cudaStreamDestroy(st);
+    }
+  }
+  fflush(stdout);
+}
+
 int main() {
   int n = 0, drv = 0, rt = 0;
   cudaGetDeviceCount(&n);
@@ -296,10 +510,23 @@ int main() {
   bodies(a1);
   capturedContext();
   updates("no peer access", a0, a0b, a1, a1b, pinned);
+  int *pinnedb, *pageable, *pageableb;
+  MUST(cudaMallocHost(&pinnedb, N * sizeof(int)));
+  pageable = (int*)malloc(N * sizeof(int));
+  pageableb = (int*)malloc(N * sizeof(int));
+  Mem kinds[] = {{"0", a0, a0b, false}, {"1", a1, a1b, false}, {"H", pinned, pinnedb, true}, {"P", pageable, pageableb, true}};
+  CUcontext ctx[2];
+  cuDevicePrimaryCtxRetain(&ctx[0], 0);
+  cuDevicePrimaryCtxRetain(&ctx[1], 1);
+  matrix("no peer access", ctx, kinds, 4);
+  memsetShapes(ctx, a0, a1);
   MUST(cudaSetDevice(0));
   MUST(cudaDeviceEnablePeerAccess(1, 0));
   MUST(cudaSetDevice(1));
   MUST(cudaDeviceEnablePeerAccess(0, 0));
   updates("peer access both ways", a0, a0b, a1, a1b, pinned);
+  matrix("peer access both ways", ctx, kinds, 4);
+  memsetShapes(ctx, a0, a1);
+  capturedMemsets(ctx, a0, a1);
   return 0;
 }

@@ -51,6 +51,7 @@ var deviceScenarios = []struct {
 	{"ExecSetParamsAcrossDevices", 2, execSetParamsAcrossDevices},
 	{"CondBodyPeerMemory", 2, condBodyPeerMemory},
 	{"CapturedPeerMemsetUpdate", 2, capturedPeerMemsetUpdate},
+	{"ExecUpdateHoldersMatrix", 2, execUpdateHoldersMatrix},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
@@ -600,8 +601,10 @@ func captureAcrossDevicesIntoBody(t *testing.T, backend string, count int, open 
 // original (cudaGraphExecMemsetNodeSetParams: "allocated from the same
 // context as the original destination memory"; the driver answers
 // cudaErrorInvalidValue, measured on two H200s), and a memcpy node each
-// side's (cudaGraphExecMemcpyNodeSetParams). A refused update changes
-// nothing; one within the same devices runs.
+// side's (cudaGraphExecMemcpyNodeSetParams), without peer access. A
+// refused update changes nothing; one within the same devices runs. Every
+// combination, with and without peer access, is ExecUpdateHoldersMatrix
+// (docs/driver-multidev.txt).
 func execSetParamsAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
 	d0, d1 := open(t, 0), open(t, 1)
 	const n = 1024
