@@ -259,6 +259,34 @@ func (s *Stream) issue(opName string, enq func() error) error {
 	return enq()
 }
 
+// memcpyPageableInOrder is a copy with pageable host memory (which returns
+// when it is done) into a stream this package orders with the legacy
+// stream. The copy is queued under the order locks as other work is, but
+// waited for after issue let them go: waiting under them would hold every
+// other issue to the stream (to every blocking stream, for the legacy
+// stream) until the copy's earlier work ran, and a program whose earlier
+// work waits for such an issue would never return, where the driver's
+// would.
+func (s *Stream) memcpyPageableInOrder(opName string, bp *backend.Memcpy) error {
+	q := *bp
+	q.SrcPinned, q.DstPinned = true, true // queued, not waited for, under the locks
+	done, err := s.dev.be.NewEvent(backend.EventDisableTiming)
+	if err != nil {
+		return err
+	}
+	defer done.Destroy()
+	err = s.issue(opName, func() error {
+		if err := s.be.Memcpy(&q); err != nil {
+			return err
+		}
+		return s.be.Record(done)
+	})
+	if err != nil {
+		return err
+	}
+	return done.Synchronize()
+}
+
 // issueLegacy issues enq (nil: nothing, for Synchronize and Query) to the
 // legacy stream after waits for the work issued so far to every blocking
 // stream, and records the legacy stream's event after it for their later

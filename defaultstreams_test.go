@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gg "github.com/gpugraph/gpugraph"
 )
@@ -74,9 +75,9 @@ func TestLegacyStreamExcludesBlockingStreams(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
-	ok(t, legacy.Synchronize())
-	ok(t, d.Synchronize())
+	bounded(t, "the workers' issues", func() error { wg.Wait(); return nil })
+	bounded(t, "the legacy stream's Synchronize", legacy.Synchronize)
+	bounded(t, "Device.Synchronize", d.Synchronize)
 	if n := overlaps.Load(); n != 0 {
 		t.Fatalf("the legacy stream's work ran at the same time as a blocking stream's %d times", n)
 	}
@@ -121,15 +122,72 @@ func TestLegacyStreamCaptureConflicts(t *testing.T) {
 	ok(t, nb.BeginCapture(gg.CaptureModeRelaxed))
 	ok(t, d.Memset(gg.Memset32(p, 1, 4)))
 	ok(t, legacy.Memset(gg.Memset32(p, 2, 4)))
-	ok(t, legacy.Synchronize())
+	bounded(t, "the legacy stream's Synchronize during a non-blocking stream's capture", legacy.Synchronize)
 	must[*gg.Graph](t)(nb.EndCapture())
 	isCode(t, legacy.BeginCaptureToGraph(graph(t, d), nil, gg.CaptureModeGlobal), gg.ErrStreamCaptureUnsupported)
 	ok(t, legacy.Launch(kA, gg.Dim1(1), gg.Dim1(1)))
-	ok(t, legacy.Synchronize())
+	bounded(t, "the legacy stream's Synchronize", legacy.Synchronize)
 	if _, err := d.NewStreamWithFlags(5); !errors.Is(err, gg.ErrInvalidValue) {
 		t.Errorf("unknown flags: %v", err)
 	}
 	if s := gg.StreamNonBlocking.String(); s != "StreamNonBlocking" {
 		t.Errorf("String: %q", s)
 	}
+}
+
+// bounded fails the test, naming the step, unless f returns nil within a
+// minute: a wait that would hang fails instead. f runs on a goroutine of
+// its own and must not call t.
+func bounded(t *testing.T, step string, f func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: did not return within a minute", step)
+	}
+}
+
+// TestLegacyPageableCopyHoldsNoStream: a copy with pageable memory in the
+// legacy stream waits for the work before it, but not while holding the
+// ordering of the blocking streams: issuing to a blocking stream goes on
+// meanwhile (here, the issue the held work waits for).
+func TestLegacyPageableCopyHoldsNoStream(t *testing.T) {
+	d := open(t)
+	legacy := must[*gg.Stream](t)(d.StreamLegacy())
+	b := must[*gg.Stream](t)(d.NewStreamWithFlags(gg.StreamDefault))
+	p := must[gg.DevicePtr](t)(d.Malloc(16))
+	ok(t, d.Memset(gg.Memset32(p, 7, 4)))
+	issued := make(chan struct{})
+	released := make(chan struct{})
+	defer func() {
+		select {
+		case <-released:
+		default:
+			close(released)
+		}
+	}()
+	ok(t, legacy.LaunchHostFunc(func() {
+		select {
+		case <-issued:
+		case <-released:
+		}
+	}))
+	out := make([]byte, 16)
+	copied := make(chan error, 1)
+	go func() { copied <- legacy.Memcpy(gg.DtoH(out, p)) }()
+	time.Sleep(20 * time.Millisecond) // the copy waits for the held host function
+	bounded(t, "an issue to a blocking stream while the legacy stream's pageable copy waits", func() error {
+		return b.LaunchHostFunc(func() {})
+	})
+	close(issued)
+	bounded(t, "the legacy stream's pageable copy", func() error { return <-copied })
+	if out[0] != 7 || out[15] != 0 {
+		t.Fatalf("copied % x", out)
+	}
+	bounded(t, "Device.Synchronize", d.Synchronize)
 }

@@ -268,11 +268,14 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	}
 	w := s.nativeWorkBegin()
 	var err error
-	if bp.Pageable() {
+	switch {
+	case bp.Pageable() && s.ord != nil:
+		err = s.dev.wait(opName, func() error { return s.memcpyPageableInOrder(opName, &bp) })
+	case bp.Pageable():
 		// A copy with pageable host memory returns when it is done, after
 		// the work queued before it: a wait.
-		err = s.dev.wait(opName, func() error { return s.issue(opName, func() error { return s.be.Memcpy(&bp) }) })
-	} else {
+		err = s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) })
+	default:
 		err = s.issue(opName, func() error { return s.be.Memcpy(&bp) })
 	}
 	w.end(s, err)
