@@ -224,7 +224,11 @@ func sameConfig(p *KernelParams, l *backend.Launch) bool {
 
 // LaunchHostFunc queues fn to run on the host after all earlier work in the
 // stream, holding back later work until it returns (cudaLaunchHostFunc).
-// fn must not call gpugraph.
+// fn must not call gpugraph, nor wait for something the program does only
+// after a later gpugraph call returns: on the cuda backend a call may wait
+// for the device's earlier work (a kernel's first launch on a device loads
+// it, which may wait for all work on the device), and the driver may run
+// the host functions of different streams one at a time.
 func (s *Stream) LaunchHostFunc(fn func()) error {
 	const opName = "Stream.LaunchHostFunc"
 	if err := s.usable(opName); err != nil {
