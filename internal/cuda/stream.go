@@ -82,11 +82,12 @@ func (s *Stream) launchArgs(f uintptr, l *backend.Launch) error {
 // so it stays registered for the device's life instead of once.
 func (s *Stream) HostFunc(fn func()) error {
 	return s.d.Do(func() error {
+		// If the driver cannot say (the legacy stream while a blocking
+		// stream captures: cudaErrorStreamCaptureImplicit), the launch
+		// gets its own answer, which invalidates that capture as a kernel
+		// launch does; the function then stays registered.
 		ci, err := s.d.drv.StreamGetCaptureInfo(s.h)
-		if err != nil {
-			return err
-		}
-		id := s.d.registerHostFunc(fn, ci.Status == 0)
+		id := s.d.registerHostFunc(fn, err == nil && ci.Status == 0)
 		if err := s.d.drv.LaunchHostFunc(s.h, hostCallbackPtr(), id); err != nil {
 			hostFuncs.Delete(id)
 			return err
