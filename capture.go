@@ -53,6 +53,9 @@ const (
 type Scope struct {
 	dev  *Device
 	mode atomic.Int32
+
+	ptMu      sync.Mutex
+	perThread *Stream // StreamPerThread, once asked for
 }
 
 // NewScope returns a new scope, in interaction mode CaptureModeGlobal.
@@ -144,6 +147,9 @@ func (s *Stream) beginCaptureData(opName string, sc *Scope, g *Graph, deps []*No
 	}
 	if err := checkHalfEdges(opName, deps, data); err != nil {
 		return err
+	}
+	if s.kind == streamLegacy {
+		return newErr(opName, ErrStreamCaptureUnsupported, "the legacy default stream cannot be captured")
 	}
 	if s.nativeCapture() {
 		if g != nil {
@@ -313,6 +319,9 @@ func (s *Stream) CaptureInfo() (CaptureInfo, error) {
 	}
 	if s.nativeCapture() {
 		return s.nativeCaptureInfo(opName)
+	}
+	if s.kind == streamLegacy {
+		return s.legacyCaptureInfo(opName)
 	}
 	cs := s.dev.caps
 	cs.mu.Lock()
@@ -541,6 +550,9 @@ func (s *Stream) captureWait(opName string, e *Event, external bool) (bool, erro
 	switch {
 	case seq == nil && eseq == nil:
 		return false, nil
+	case seq == nil && s.kind == streamLegacy:
+		return true, prohibit([]*captureSeq{eseq}, newErr(opName, ErrStreamCaptureImplicit,
+			"the legacy default stream cannot join a capture"))
 	case seq == nil: // fork: s joins the capture e belongs to
 		if eseq.invalid != nil {
 			return true, newErr(opName, ErrStreamCaptureInvalidated, "%v", eseq.invalid)

@@ -58,6 +58,8 @@ type Device struct {
 	uobj userObjectState // user object destructors
 
 	watches watches // what bounds the device's waits (watch.go)
+
+	defStreams defaultStreams // the legacy default stream and its ordering
 }
 
 // Option configures Open.

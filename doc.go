@@ -38,6 +38,40 @@
 // an accepted one takes effect at the next launch: a launch already queued
 // or running keeps the parameters it was launched with.
 //
+// # Default streams
+//
+// Streams made by NewStream are non-blocking: their work never waits for
+// another stream's unless an event says so. CUDA also has the legacy
+// default stream (the "NULL stream", Device.StreamLegacy) and implicit
+// synchronization between it and blocking streams
+// (NewStreamWithFlags(StreamDefault), the stream cudaStreamCreate makes):
+//
+//   - work issued to the legacy stream waits for all work issued before it
+//     to the device's blocking streams;
+//   - work issued to a blocking stream waits for all work issued before it
+//     to the legacy stream;
+//   - non-blocking streams (NewStream, StreamNonBlocking) do neither;
+//   - Synchronize and Query on the legacy stream cover the blocking
+//     streams' work issued before them too;
+//   - the synchronous Device.Memcpy and Device.Memset are legacy-stream
+//     work (they also wait for all work on the device).
+//
+// The per-thread default stream (Device.StreamPerThread,
+// Scope.StreamPerThread, cudaStreamPerThread) is a blocking stream: it
+// synchronizes with the legacy stream. Go has no thread identity, so it is
+// per Scope, the stand-in for a host thread in the rules of stream capture.
+// The default streams cannot be destroyed.
+//
+// The legacy stream cannot be captured (ErrStreamCaptureUnsupported); the
+// per-thread stream can. While a capture includes a blocking stream of the
+// device, in any capture mode, any use of the legacy stream fails with
+// ErrStreamCaptureImplicit, since its work would depend on the captured
+// work, which does not run: work, Synchronize and Query invalidate the
+// capture, asking the legacy stream's capture status does not. A capture
+// of non-blocking streams leaves the legacy stream alone. On the cuda
+// backend the driver orders and refuses all this itself; on the host
+// backend gpugraph does, the same way.
+//
 // # Stream capture
 //
 // Ordinary stream code becomes a graph by capture: between

@@ -116,8 +116,11 @@ func (s *Stream) record(opName string, e *Event, external bool) error {
 		rec = x.RecordExternal // a native capture makes it a node
 		w = s.nativeWorkBegin()
 	}
-	err := rec(e.be)
-	w.end(s, err)
+	err := s.issue(opName, func() error {
+		err := rec(e.be)
+		w.end(s, err)
+		return err
+	})
 	if err != nil {
 		return backendErr(opName, err)
 	}
@@ -164,7 +167,7 @@ func (s *Stream) waitEvent(opName string, e *Event, external bool) error {
 		w.end(s, err)
 		return backendErr(opName, err)
 	}
-	return backendErr(opName, s.be.Wait(e.be))
+	return backendErr(opName, s.issue(opName, func() error { return s.be.Wait(e.be) }))
 }
 
 // Synchronize waits for the event's most recent record to complete.

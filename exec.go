@@ -99,11 +99,19 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 	e.setRecords(g.recordEventsLocked(nil, nil))
 	e.holders = g.memHoldersLocked()
 	g.mu.Unlock()
-	var upload backend.Stream
+	var be backend.Exec
+	var err error
 	if p.Flags&InstantiateUpload != 0 {
-		upload = p.UploadStream.be
+		// The upload is work in the stream, ordered with the legacy
+		// default stream as the stream's other work.
+		err = p.UploadStream.issue(opName, func() error {
+			var err error
+			be, err = g.be.Instantiate(uint(p.Flags), p.UploadStream.be, e)
+			return err
+		})
+	} else {
+		be, err = g.be.Instantiate(uint(p.Flags), nil, e)
 	}
-	be, err := g.be.Instantiate(uint(p.Flags), upload, e)
 	if err != nil {
 		return nil, instantiateErr(opName, g, p, err)
 	}
@@ -246,7 +254,13 @@ func (e *Exec) Launch(s *Stream) error {
 	if e := s.dev.sticky.Load(); e != nil {
 		return withOp(opName, e)
 	}
-	if err := e.be.Launch(s.be); err != nil {
+	var err error
+	if s.ord == nil {
+		err = e.be.Launch(s.be)
+	} else {
+		err = s.issue(opName, func() error { return e.be.Launch(s.be) })
+	}
+	if err != nil {
 		return backendErr(opName, err)
 	}
 	for _, r := range *e.records.Load() {
@@ -325,7 +339,7 @@ func (e *Exec) Upload(s *Stream) error {
 			return err
 		}
 	}
-	return backendErr(opName, e.be.Upload(s.be))
+	return backendErr(opName, s.issue(opName, func() error { return e.be.Upload(s.be) }))
 }
 
 // captureLaunch refuses a launch of e into a capture: the driver refuses

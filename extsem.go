@@ -315,13 +315,16 @@ func (s *Stream) extSem(opName string, signal bool, sems []*ExternalSemaphore, v
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no external semaphores")
 	}
-	w := s.nativeWorkBegin()
-	var err error
-	if signal {
-		err = xs.SignalExternalSemaphores(s.be, backendSems(sems), values)
-	} else {
-		err = xs.WaitExternalSemaphores(s.be, backendSems(sems), values)
-	}
-	w.end(s, err)
-	return backendErr(opName, err)
+	bs := backendSems(sems)
+	return backendErr(opName, s.issue(opName, func() error {
+		w := s.nativeWorkBegin()
+		var err error
+		if signal {
+			err = xs.SignalExternalSemaphores(s.be, bs, values)
+		} else {
+			err = xs.WaitExternalSemaphores(s.be, bs, values)
+		}
+		w.end(s, err)
+		return err
+	}))
 }

@@ -144,10 +144,12 @@ func (s *Stream) FreeAsync(p DevicePtr) error {
 	if !ok {
 		return newErr(opName, ErrNotSupported, "the backend has no stream-ordered allocation")
 	}
-	w := s.nativeWorkBegin()
-	err := f.FreeAsync(s.be, uint64(p))
-	w.end(s, err)
-	return backendErr(opName, err)
+	return backendErr(opName, s.issue(opName, func() error {
+		w := s.nativeWorkBegin()
+		err := f.FreeAsync(s.be, uint64(p))
+		w.end(s, err)
+		return err
+	}))
 }
 
 // freeAsyncer is implemented by devices with stream-ordered frees

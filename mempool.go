@@ -319,9 +319,14 @@ func (s *Stream) mallocFromPool(opName string, n int, p *MemPool) (DevicePtr, er
 	case p.be == nil:
 		return 0, newErr(opName, ErrMemoryAllocation, "%d bytes: the device's pool has no memory", n)
 	}
-	w := s.nativeWorkBegin()
-	ptr, err := s.dev.be.(backend.Pools).MallocAsync(s.be, n, p.be)
-	w.end(s, err)
+	var ptr uint64
+	err := s.issue(opName, func() error {
+		w := s.nativeWorkBegin()
+		var err error
+		ptr, err = s.dev.be.(backend.Pools).MallocAsync(s.be, n, p.be)
+		w.end(s, err)
+		return err
+	})
 	if err != nil {
 		return 0, backendErr(opName, err)
 	}

@@ -35,19 +35,17 @@ type Stream struct {
 	capDeps []*Node     // the capture's dependency set for this stream
 
 	capData map[*Node]EdgeData // non-default data of the edges from capDeps (edgedata_capture.go)
+
+	kind streamKind   // non-blocking, blocking, per-thread or legacy (defaultstreams.go)
+	ord  *streamOrder // the ordering with the legacy stream this package makes, or nil
 }
 
-// NewStream creates a stream.
+// NewStream creates a non-blocking stream, as NewStreamWithFlags with
+// StreamNonBlocking: its work does not synchronize with the legacy default
+// stream (StreamLegacy). (CUDA's cudaStreamCreate makes a blocking stream:
+// NewStreamWithFlags(StreamDefault).)
 func (d *Device) NewStream() (*Stream, error) {
-	const opName = "Device.NewStream"
-	if err := d.check(opName); err != nil {
-		return nil, err
-	}
-	be, err := d.be.NewStream()
-	if err != nil {
-		return nil, backendErr(opName, err)
-	}
-	return &Stream{dev: d, be: be}, nil
+	return d.newStream("Device.NewStream", streamNonBlocking)
 }
 
 // Device is the device the stream belongs to.
@@ -94,6 +92,11 @@ func (s *Stream) Synchronize() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
+	if s.kind == streamLegacy {
+		if err := s.issue(opName, nil); err != nil { // the blocking streams' work too
+			return backendErr(opName, err)
+		}
+	}
 	if err := s.dev.wait(opName, s.be.Synchronize); err != nil {
 		return backendErr(opName, err)
 	}
@@ -116,6 +119,11 @@ func (s *Stream) Query() error {
 	if err := s.syncProhibited(opName); err != nil {
 		return err
 	}
+	if s.kind == streamLegacy {
+		if err := s.issue(opName, nil); err != nil { // the blocking streams' work too
+			return backendErr(opName, err)
+		}
+	}
 	return backendErr(opName, s.be.Query())
 }
 
@@ -126,7 +134,18 @@ func (s *Stream) Destroy() error {
 	if err := s.check(opName); err != nil {
 		return err
 	}
-	s.destroyed.Store(true)
+	switch s.kind {
+	case streamLegacy:
+		return newErr(opName, ErrInvalidResourceHandle, "the legacy default stream cannot be destroyed")
+	case streamPerThread:
+		return newErr(opName, ErrInvalidResourceHandle, "the per-thread default stream cannot be destroyed")
+	}
+	if s.destroyed.Swap(true) {
+		return newErr(opName, ErrInvalidResourceHandle, "stream is destroyed")
+	}
+	if s.ord != nil {
+		s.dev.defStreams.forget(s)
+	}
 	return backendErr(opName, s.be.Destroy())
 }
 
@@ -177,9 +196,13 @@ func (s *Stream) launchKernel(opName string, p *KernelParams) error {
 	}
 	var err error
 	if code == nil {
-		w := s.nativeWorkBegin() // nil unless a native capture of another device's graph is under way
-		err = s.be.Launch(&s.launch)
-		w.end(s, err)
+		if s.ord == nil {
+			w := s.nativeWorkBegin() // nil unless a native capture of another device's graph is under way
+			err = s.be.Launch(&s.launch)
+			w.end(s, err)
+		} else {
+			err = s.issue(opName, func() error { return s.be.Launch(&s.launch) })
+		}
 	}
 	s.argMu.Unlock() // not deferred: the launch path is hot (BenchmarkLaunch)
 	if code != nil {
@@ -201,7 +224,11 @@ func sameConfig(p *KernelParams, l *backend.Launch) bool {
 
 // LaunchHostFunc queues fn to run on the host after all earlier work in the
 // stream, holding back later work until it returns (cudaLaunchHostFunc).
-// fn must not call gpugraph.
+// fn must not call gpugraph, nor wait for something the program does only
+// after a later gpugraph call returns: on the cuda backend a call may wait
+// for the device's earlier work (a kernel's first launch on a device loads
+// it, which may wait for all work on the device), and the driver may run
+// the host functions of different streams one at a time.
 func (s *Stream) LaunchHostFunc(fn func()) error {
 	const opName = "Stream.LaunchHostFunc"
 	if err := s.usable(opName); err != nil {
@@ -215,10 +242,12 @@ func (s *Stream) LaunchHostFunc(fn func()) error {
 			return err
 		}
 	}
-	w := s.nativeWorkBegin()
-	err := s.be.HostFunc(fn)
-	w.end(s, err)
-	return backendErr(opName, err)
+	return backendErr(opName, s.issue(opName, func() error {
+		w := s.nativeWorkBegin()
+		err := s.be.HostFunc(fn)
+		w.end(s, err)
+		return err
+	}))
 }
 
 // Memcpy queues the copy p (cudaMemcpyAsync). With pinned host memory
@@ -243,12 +272,15 @@ func (s *Stream) Memcpy(p MemcpyParams) error {
 	}
 	w := s.nativeWorkBegin()
 	var err error
-	if bp.Pageable() {
+	switch {
+	case bp.Pageable() && s.ord != nil:
+		err = s.dev.wait(opName, func() error { return s.memcpyPageableInOrder(opName, &bp) })
+	case bp.Pageable():
 		// A copy with pageable host memory returns when it is done, after
 		// the work queued before it: a wait.
 		err = s.dev.wait(opName, func() error { return s.be.Memcpy(&bp) })
-	} else {
-		err = s.be.Memcpy(&bp)
+	default:
+		err = s.issue(opName, func() error { return s.be.Memcpy(&bp) })
 	}
 	w.end(s, err)
 	return backendErr(opName, err)
@@ -269,10 +301,12 @@ func (s *Stream) Memset(p MemsetParams) error {
 	if code != nil {
 		return newErr(opName, code, "%s", msg)
 	}
-	w := s.nativeWorkBegin()
-	err := s.be.Memset(&bp)
-	w.end(s, err)
-	return backendErr(opName, err)
+	return backendErr(opName, s.issue(opName, func() error {
+		w := s.nativeWorkBegin()
+		err := s.be.Memset(&bp)
+		w.end(s, err)
+		return err
+	}))
 }
 
 // Memcpy copies synchronously: it waits for all work on the device, then
@@ -287,6 +321,9 @@ func (sc *Scope) Memcpy(p MemcpyParams) error {
 		return err
 	}
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
+		return err
+	}
+	if err := d.legacyConflict(opName, true); err != nil { // a copy in the legacy default stream
 		return err
 	}
 	bp, code, msg := d.lowerCopy(&p)
@@ -307,6 +344,9 @@ func (sc *Scope) Memset(p MemsetParams) error {
 		return err
 	}
 	if err := d.unsafeCall(opName, sc, ErrStreamCaptureImplicit); err != nil {
+		return err
+	}
+	if err := d.legacyConflict(opName, true); err != nil { // a fill in the legacy default stream
 		return err
 	}
 	bp, code, msg := d.lowerMemset(&p, false)

@@ -50,6 +50,20 @@ type Stream interface {
 	Destroy() error
 }
 
+// DefaultStreams is implemented by devices whose driver has CUDA's legacy
+// default stream and orders it against blocking streams itself (the cuda
+// backend). On other backends the gpugraph package makes the legacy stream
+// and blocking streams with NewStream and orders their work with events.
+type DefaultStreams interface {
+	// LegacyStream is the legacy default stream (CU_STREAM_LEGACY). The
+	// caller never destroys it.
+	LegacyStream() (Stream, error)
+	// NewBlockingStream creates a stream that synchronizes with the legacy
+	// stream (cuStreamCreate with CU_STREAM_DEFAULT); NewStream's streams
+	// do not (CU_STREAM_NON_BLOCKING).
+	NewBlockingStream() (Stream, error)
+}
+
 // ExternalEvents is implemented by streams whose driver captures work
 // itself (Capturer): RecordExternal and WaitExternal are Record and Wait
 // with cudaEventRecordExternal / cudaEventWaitExternal, which a capture

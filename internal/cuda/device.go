@@ -67,7 +67,10 @@ type alloc struct {
 	size int
 }
 
-var _ backend.Device = (*Device)(nil)
+var (
+	_ backend.Device         = (*Device)(nil)
+	_ backend.DefaultStreams = (*Device)(nil)
+)
 
 // DeviceCount is the number of devices the driver reports. Where the
 // driver cannot be used it is 0 and the error says why (loadError).
@@ -543,14 +546,29 @@ func (d *Device) memsetCall(p *backend.Memset) func(stream uintptr) error {
 
 // NewStream creates a CU_STREAM_NON_BLOCKING stream: no implicit
 // synchronization with the legacy stream.
-func (d *Device) NewStream() (backend.Stream, error) {
+func (d *Device) NewStream() (backend.Stream, error) { return d.newStream(driver.StreamNonBlocking) }
+
+// NewBlockingStream creates a stream that synchronizes with the legacy
+// default stream (CU_STREAM_DEFAULT).
+func (d *Device) NewBlockingStream() (backend.Stream, error) {
+	return d.newStream(driver.StreamDefault)
+}
+
+func (d *Device) newStream(flags int) (backend.Stream, error) {
 	s := &Stream{d: d, l: d.drv.Launcher()}
-	err := d.Do(func() error { var err error; s.h, err = d.drv.StreamCreate(1); return err })
+	err := d.Do(func() error { var err error; s.h, err = d.drv.StreamCreate(flags); return err })
 	if err != nil {
 		return nil, err
 	}
 	d.own(kindStream, s.h)
 	return s, nil
+}
+
+// LegacyStream is the context's legacy default stream (CU_STREAM_LEGACY).
+// Its handle does not name the context, so every call on it is made with
+// the device's context current (Stream.call).
+func (d *Device) LegacyStream() (backend.Stream, error) {
+	return &Stream{d: d, l: d.drv.Launcher(), h: driver.StreamLegacy}, nil
 }
 
 // NewEvent creates an event.

@@ -81,7 +81,7 @@ func (d *Device) WaitExternalSemaphores(s backend.Stream, sems []backend.Externa
 func (d *Device) extSems(s *Stream, signal bool, es driver.ExtSems) error {
 	d.cm.Lock()
 	defer d.cm.Unlock()
-	return d.bound(func() error {
+	return s.call(func() error {
 		if signal {
 			return d.drv.SignalExternalSemaphoresAsync(d.cm, es, s.h)
 		}

@@ -415,6 +415,9 @@ func (d *Device) Instantiate(g uintptr, flags uint64, upload backend.Stream) (ex
 // from the stream as for kernel launches.
 func (d *Device) Launch(exec uintptr, s backend.Stream) error {
 	st := s.(*Stream)
+	if st.h == driver.StreamLegacy {
+		return st.call(func() error { return st.l.GraphLaunch(exec, st.h) })
+	}
 	if err := st.l.GraphLaunch(exec, st.h); err != nil {
 		return d.retry(err, func() error { return st.l.GraphLaunch(exec, st.h) })
 	}

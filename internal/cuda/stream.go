@@ -39,6 +39,13 @@ func (s *Stream) Native() uintptr { return s.h }
 // are copied into C memory under the arena's lock: a launch allocates
 // nothing.
 func (s *Stream) Launch(l *backend.Launch) error {
+	if s.h == driver.StreamLegacy {
+		return s.d.Do(func() error { return s.launch(l) })
+	}
+	return s.launch(l)
+}
+
+func (s *Stream) launch(l *backend.Launch) error {
 	f := s.lastFn
 	if f == 0 || s.lastKey != l.Kernel.Key {
 		var err error
@@ -75,11 +82,12 @@ func (s *Stream) launchArgs(f uintptr, l *backend.Launch) error {
 // so it stays registered for the device's life instead of once.
 func (s *Stream) HostFunc(fn func()) error {
 	return s.d.Do(func() error {
+		// If the driver cannot say (the legacy stream while a blocking
+		// stream captures: cudaErrorStreamCaptureImplicit), the launch
+		// gets its own answer, which invalidates that capture as a kernel
+		// launch does; the function then stays registered.
 		ci, err := s.d.drv.StreamGetCaptureInfo(s.h)
-		if err != nil {
-			return err
-		}
-		id := s.d.registerHostFunc(fn, ci.Status == 0)
+		id := s.d.registerHostFunc(fn, err == nil && ci.Status == 0)
 		if err := s.d.drv.LaunchHostFunc(s.h, hostCallbackPtr(), id); err != nil {
 			hostFuncs.Delete(id)
 			return err
@@ -106,13 +114,13 @@ func (s *Stream) Memset(p *backend.Memset) error {
 // Record is cuEventRecord.
 func (s *Stream) Record(e backend.Event) error {
 	h := e.(*Event).h
-	return s.d.bound(func() error { return s.d.drv.EventRecord(h, s.h) })
+	return s.call(func() error { return s.d.drv.EventRecord(h, s.h) })
 }
 
 // Wait is cuStreamWaitEvent.
 func (s *Stream) Wait(e backend.Event) error {
 	h := e.(*Event).h
-	return s.d.bound(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
+	return s.call(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 0) })
 }
 
 // RecordExternal is cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL): in a
@@ -120,23 +128,34 @@ func (s *Stream) Wait(e backend.Event) error {
 // can time the graph's work), not a dependency of the capture.
 func (s *Stream) RecordExternal(e backend.Event) error {
 	h := e.(*Event).h
-	return s.d.bound(func() error { return s.d.drv.EventRecordWithFlags(h, s.h, 1) })
+	return s.call(func() error { return s.d.drv.EventRecordWithFlags(h, s.h, 1) })
 }
 
 // WaitExternal is cuStreamWaitEvent(CU_EVENT_WAIT_EXTERNAL): in a capture,
 // an event wait node on a record made outside it.
 func (s *Stream) WaitExternal(e backend.Event) error {
 	h := e.(*Event).h
-	return s.d.bound(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 1) })
+	return s.call(func() error { return s.d.drv.StreamWaitEvent(s.h, h, 1) })
 }
 
 // Synchronize is cuStreamSynchronize.
 func (s *Stream) Synchronize() error {
-	return s.d.bound(func() error { return s.d.drv.StreamSynchronize(s.h) })
+	return s.call(func() error { return s.d.drv.StreamSynchronize(s.h) })
 }
 
 // Query is cuStreamQuery.
-func (s *Stream) Query() error { return s.d.bound(func() error { return s.d.drv.StreamQuery(s.h) }) }
+func (s *Stream) Query() error { return s.call(func() error { return s.d.drv.StreamQuery(s.h) }) }
+
+// call runs f, a call on the stream: bound to the stream's context (see
+// Device.bound), except on the legacy stream, whose handle names no
+// context: there f runs with the device's context current, so that it
+// reaches this device's legacy stream and not another context's.
+func (s *Stream) call(f func() error) error {
+	if s.h == driver.StreamLegacy {
+		return s.d.Do(f)
+	}
+	return s.d.bound(f)
+}
 
 // Destroy is cuStreamDestroy.
 func (s *Stream) Destroy() error {

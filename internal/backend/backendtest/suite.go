@@ -36,6 +36,10 @@ var scenarios = []struct {
 	{"CaptureLaunchAndInvalidation", captureLaunchAndInvalidation},
 	{"CaptureInstantiateProhibited", captureInstantiateProhibited},
 	{"CaptureExternalEvents", captureExternalEvents},
+	// streams.go
+	{"DefaultStreamOrder", defaultStreamOrder},
+	{"LegacySynchronizeCoversBlocking", legacySynchronizeCoversBlocking},
+	{"DefaultStreamCapture", defaultStreamCapture},
 	// memory.go
 	{"MemoryNodes", memoryNodes},
 	{"TwoStreams", twoStreams},

@@ -81,6 +81,19 @@ func (d *Driver) CtxSynchronize() error { return d.call("cuCtxSynchronize") }
 
 // Streams.
 
+// The driver's stream handles that name no created stream: the legacy
+// default stream and the calling thread's per-thread default stream.
+const (
+	StreamLegacy    uintptr = 0x1 // CU_STREAM_LEGACY
+	StreamPerThread uintptr = 0x2 // CU_STREAM_PER_THREAD
+)
+
+// Stream creation flags (cuStreamCreate).
+const (
+	StreamDefault     = 0x0 // CU_STREAM_DEFAULT: synchronizes with the legacy stream
+	StreamNonBlocking = 0x1 // CU_STREAM_NON_BLOCKING
+)
+
 func (d *Driver) StreamCreate(flags int) (uintptr, error) {
 	var s uintptr
 	err := d.call("cuStreamCreate", uintptr(unsafe.Pointer(&s)), uintptr(flags))
