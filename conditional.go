@@ -244,14 +244,14 @@ func (g *Graph) hasCondLocked() bool {
 //     it at instantiation with "multiple devices not supported", as CUDA
 //     says (CUDA_CONDITIONAL_NODE_PARAMS' ctx "must match context used to
 //     create the handle and all body nodes"; docs/driver-multidev.txt);
-//   - a memset, memcpy or kernel node on memory of another device, even
-//     with peer access: the driver refuses the memset at instantiation, but
-//     it takes the memcpy and the launch then faults (cudaErrorLaunchFailure,
-//     the context lost), and it takes the kernel and its writes to that
-//     memory are lost (measured on two H100s, driver 580, directly in the
-//     body and in a child graph in it; tools/probe/condpeer.cu,
-//     docs/driver-condpeer.txt). A kernel's memory is what its Pointer
-//     arguments address.
+//   - a memset (not one a capture made), memcpy or kernel node on memory of
+//     another device, even with peer access: the driver refuses the memset
+//     at instantiation, but it takes the memcpy and the launch then faults
+//     (cudaErrorLaunchFailure, the context lost), and it takes the kernel
+//     and its writes to that memory are lost (measured on two H100s, driver
+//     580, directly in the body and in a child graph in it;
+//     tools/probe/condpeer.cu, docs/driver-condpeer.txt). A kernel's memory
+//     is what its Pointer arguments address.
 //
 // The driver also refuses a body's copy of pageable memory, which it runs as
 // work of another device, at instantiation with "multiple devices not
@@ -280,7 +280,11 @@ func (g *Graph) condDeviceRuleLocked(opName string) *Error {
 						return bad, why
 					}
 				}
-			case mo != nil:
+			case mo != nil && !(n.captured && n.typ == NodeMemset):
+				// A memset that a capture made the driver takes on another
+				// device's memory (two H100s, driver 580: differential
+				// inputs), as it takes such memsets elsewhere
+				// (checkCapturedPeerMemset).
 				if p, owner, ok := otherDeviceMemory(n.params, mo, own); ok {
 					return n, fmt.Sprintf("uses memory of device %d (%#x; the driver %s)", owner, uint64(p), bodyPeerEffect(n.typ))
 				}

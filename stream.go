@@ -93,6 +93,13 @@ func (s *Stream) Synchronize() error {
 		return err
 	}
 	if s.kind == streamLegacy {
+		// Potentially unsafe while another stream captures, as an
+		// instantiation is: the driver refuses it during a global capture
+		// of a non-blocking stream (cudaErrorStreamCaptureUnsupported,
+		// measured on an H100, driver 580; scenario DefaultStreamCapture).
+		if err := s.dev.unsafeCall(opName, s.dev.mainScope(), ErrStreamCaptureUnsupported); err != nil {
+			return err
+		}
 		if err := s.issue(opName, nil); err != nil { // the blocking streams' work too
 			return backendErr(opName, err)
 		}

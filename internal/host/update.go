@@ -277,11 +277,6 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 	if !paired && pr.info.Result == updateTopologyChanged {
 		return pr.info, updateFailure(pr.info, "")
 	}
-	// Before any node's own failure, as the driver: a memset on an
-	// allocation that g frees.
-	if info, why := e.memsetRefusal(g); info.Result != updateSuccess {
-		return info, updateFailure(info, why)
-	}
 	if !paired {
 		return pr.info, updateFailure(pr.info, "")
 	}
@@ -297,7 +292,11 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 			return info, updateFailure(info, why)
 		}
 	}
-	info, why, err := e.install(pr.cands, pr.mems)
+	// After every node's own failure, as the driver: a memset on an
+	// allocation that g frees (a node whose parameters cannot change is
+	// named first, even after that memset: H100, driver 580, whole-graph
+	// differential inputs).
+	info, why, err := e.install(pr.cands, pr.mems, func() (backend.UpdateInfo, string) { return e.memsetRefusal(g) })
 	if err == nil && info.Result != updateSuccess {
 		err = updateFailure(info, why)
 	}
@@ -327,7 +326,7 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 // new op table is built beside the current one, in the spare table when no
 // launch can still be reading it, so that a steady update-and-launch loop
 // allocates no tables.
-func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInfo, string, error) {
+func (e *Exec) install(cands []paramChange, mems []memChange, last func() (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
 	e.mu.Lock()
 	cur, curBops := e.ops, e.bops
 	// A device graph's uploaded table stays in use until the next upload.
@@ -385,6 +384,11 @@ func (e *Exec) install(cands []paramChange, mems []memChange) (backend.UpdateInf
 		}
 		keepInstantiated(&o, &t.ops[c.op])
 		t.ops[c.op], t.bops[c.op] = o, *c.p
+	}
+	if last != nil {
+		if info, why := last(); info.Result != updateSuccess {
+			return info, why, nil
+		}
 	}
 	for _, m := range mems { // all in the top graph
 		ops[m.op] = m.o
@@ -461,7 +465,7 @@ func (e *Exec) SetParams(bn backend.Node, p *backend.Op) error {
 			// A node of a conditional body: its body's table changes.
 			e.umu.Lock()
 			defer e.umu.Unlock()
-			info, why, err := e.install([]paramChange{{sub, sx, &q, n}}, nil)
+			info, why, err := e.install([]paramChange{{sub, sx, &q, n}}, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -527,7 +531,7 @@ func (e *Exec) SetChildGraph(bn backend.Node, bg backend.Graph) error {
 		err.Node = n.tag
 		return err
 	}
-	info, why, err := e.install(pr.cands, nil)
+	info, why, err := e.install(pr.cands, nil, nil)
 	if err != nil {
 		return err
 	}
