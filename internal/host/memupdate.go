@@ -43,46 +43,53 @@ type memChange struct {
 	o  op
 }
 
-// memsetRefusal is the update's failure if g, a graph other than e's own,
-// has a memset node on an allocation of g that g frees.
-func (e *Exec) memsetRefusal(g *Graph) (backend.UpdateInfo, string) {
+// memsetRefusal returns, for an update of e to g, a graph other than e's
+// own, the check of each candidate node: a memset node on an allocation of
+// g that g frees refuses the update (result Error). The driver judges it
+// node by node with the nodes' own parameters, in the order the update
+// pairs them (breadth first from the sinks), so the first failure either
+// way is the one named: H100, driver 580, whole-graph differential inputs.
+// nil when g has no such memset.
+func (e *Exec) memsetRefusal(g *Graph) func(*Node) (backend.UpdateInfo, string) {
 	gm := g.d.GraphMemIfAny()
 	if gm == nil || g == e.graph {
-		return backend.UpdateInfo{}, ""
+		return nil
 	}
 	g.mu.Lock()
 	va := g.va
 	g.mu.Unlock()
 	if va == nil {
-		return backend.UpdateInfo{}, ""
+		return nil
 	}
-	n := firstMemsetOnFreed(gm, g, va)
-	if n == nil {
-		return backend.UpdateInfo{}, ""
+	refused := map[*Node]bool{}
+	memsetsOnFreed(gm, g, va, refused)
+	if len(refused) == 0 {
+		return nil
 	}
-	return backend.UpdateInfo{Result: updateError, ErrorNode: n.tag},
-		"a memset node on an allocation that the new graph frees cannot be updated"
+	return func(n *Node) (backend.UpdateInfo, string) {
+		if !refused[n] {
+			return backend.UpdateInfo{}, ""
+		}
+		return backend.UpdateInfo{Result: updateError, ErrorNode: n.tag},
+			"a memset node on an allocation that the new graph frees cannot be updated"
+	}
 }
 
-// firstMemsetOnFreed returns the first memset node of g, in creation order
-// and depth first into child graphs, on an allocation of address space va
-// that its graph frees.
-func firstMemsetOnFreed(gm *GraphMem, g *Graph, va *GraphVA) *Node {
+// memsetsOnFreed adds to m the memset nodes of g, and of its child graphs,
+// on an allocation of address space va that its graph frees.
+func memsetsOnFreed(gm *GraphMem, g *Graph, va *GraphVA, m map[*Node]bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, n := range g.nodes {
 		switch n.typ {
 		case backend.NodeMemset:
 			if gm.freedInGraph(va, n.op.Memset.Dst) {
-				return n
+				m[n] = true
 			}
 		case backend.NodeChildGraph:
-			if m := firstMemsetOnFreed(gm, n.child, va); m != nil {
-				return m
-			}
+			memsetsOnFreed(gm, n.child, va, m)
 		}
 	}
-	return nil
 }
 
 // freedInGraph reports whether p is in an allocation of address space v

@@ -292,11 +292,9 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 			return info, updateFailure(info, why)
 		}
 	}
-	// After every node's own failure, as the driver: a memset on an
-	// allocation that g frees (a node whose parameters cannot change is
-	// named first, even after that memset: H100, driver 580, whole-graph
-	// differential inputs).
-	info, why, err := e.install(pr.cands, pr.mems, func() (backend.UpdateInfo, string) { return e.memsetRefusal(g) })
+	// Node by node with each node's own failures, as the driver: a memset
+	// on an allocation that g frees (memsetRefusal).
+	info, why, err := e.install(pr.cands, pr.mems, e.memsetRefusal(g))
 	if err == nil && info.Result != updateSuccess {
 		err = updateFailure(info, why)
 	}
@@ -326,7 +324,7 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 // new op table is built beside the current one, in the spare table when no
 // launch can still be reading it, so that a steady update-and-launch loop
 // allocates no tables.
-func (e *Exec) install(cands []paramChange, mems []memChange, last func() (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
+func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
 	e.mu.Lock()
 	cur, curBops := e.ops, e.bops
 	// A device graph's uploaded table stays in use until the next upload.
@@ -370,6 +368,11 @@ func (e *Exec) install(cands []paramChange, mems []memChange, last func() (backe
 		if c.x != e {
 			t = tableOf(c.x)
 		}
+		if refuse != nil {
+			if info, why := refuse(c.from); info.Result != updateSuccess {
+				return info, why, nil
+			}
+		}
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
 		}
@@ -384,11 +387,6 @@ func (e *Exec) install(cands []paramChange, mems []memChange, last func() (backe
 		}
 		keepInstantiated(&o, &t.ops[c.op])
 		t.ops[c.op], t.bops[c.op] = o, *c.p
-	}
-	if last != nil {
-		if info, why := last(); info.Result != updateSuccess {
-			return info, why, nil
-		}
 	}
 	for _, m := range mems { // all in the top graph
 		ops[m.op] = m.o
