@@ -58,6 +58,19 @@ func (r *allocRanges) markFreed(top *Graph, p uint64) {
 	}
 }
 
+// holds reports whether an alloc node of a live graph holds address p.
+func (r *allocRanges) holds(p uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.Search(len(r.ranges), func(i int) bool { return r.ranges[i].start > p })
+	for j := i - 1; j >= 0 && r.ranges[j].start+r.maxLen > p; j-- {
+		if r.ranges[j].end > p {
+			return true
+		}
+	}
+	return false
+}
+
 // dropGraph forgets the ranges of the alloc nodes of top-level graph g.
 func (r *allocRanges) dropGraph(g *Graph) {
 	r.mu.Lock()

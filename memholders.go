@@ -174,3 +174,31 @@ func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) err
 	}
 	return nil
 }
+
+// checkGraphMemSource refuses an update of memcpy node n that moves its
+// source between graph memory (an allocation of an alloc node) and other
+// device memory: the driver refuses moving the source from a graph
+// allocation to cudaMalloc memory with cudaErrorInvalidValue, in a plain
+// graph and in a conditional body alike, while it moves the destination,
+// and a memset's, either way (H100, driver 580: tools/probe/condupdate.cu,
+// docs/driver-condupdate.txt). The reverse move is refused too, untested.
+func (e *Exec) checkGraphMemSource(opName string, n *Node, p NodeParams) error {
+	nu, ok := p.(MemcpyParams)
+	if !ok || nu.SrcHost != nil {
+		return nil
+	}
+	old, ok := n.params.(MemcpyParams)
+	if !ok || old.SrcHost != nil || old.Src == nu.Src {
+		return nil
+	}
+	d := n.dev
+	if d == nil {
+		d = n.g.dev
+	}
+	was, is := d.allocs.holds(uint64(old.Src)), d.allocs.holds(uint64(nu.Src))
+	if was == is {
+		return nil
+	}
+	what := map[bool]string{true: "graph memory (an allocation of an alloc node)", false: "other device memory"}
+	return nodeErr(opName, n, ErrInvalidValue, "the copy's source would move from %s to %s: a memcpy node's source stays in the kind of memory of the original (cudaGraphExecMemcpyNodeSetParams)", what[was], what[is])
+}

@@ -183,6 +183,9 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	if err := e.checkCapturedPeerMemset(opName, n, p); err != nil {
 		return err
 	}
+	if err := e.checkGraphMemSource(opName, n, p); err != nil {
+		return err
+	}
 	if err := e.be.SetParams(n.be, &op); err != nil {
 		return nodeAt(opName, n, err)
 	}

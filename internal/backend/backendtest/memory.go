@@ -253,3 +253,28 @@ func memcpyForeignAllocation(t *testing.T, d *gg.Device) {
 	OK(t, cp.Destroy())
 	OK(t, a.Destroy())
 }
+
+// execSetParamsGraphMemSource: an update of a memcpy node cannot move its
+// source from a graph allocation to cudaMalloc memory, while its
+// destination and a memset's may move (docs/driver-condupdate.txt).
+func execSetParamsGraphMemSource(t *testing.T, d *gg.Device) {
+	const size = 1 << 16
+	a := Must[gg.DevicePtr](t)(d.Malloc(size))
+	defer d.Free(a)
+	b := Must[gg.DevicePtr](t)(d.Malloc(size))
+	defer d.Free(b)
+	g := NewGraph(t, d)
+	an, p := AddAlloc(t, g, size)
+	cp := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(a, p, 64), an))
+	ms := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(p+256, 1, 64), an))
+	addFree(t, g, p, cp, ms)
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	defer e.Destroy()
+	IsCode(t, e.SetParams(cp, gg.DtoD(a, b, 64)), gg.ErrInvalidValue)
+	OK(t, e.SetParams(cp, gg.DtoD(a+8, p+16, 32)))
+	OK(t, e.SetParams(cp, gg.DtoD(b, p, 64)))
+	OK(t, e.SetParams(ms, gg.Memset8(b, 2, 64)))
+	s := NewStream(t, d)
+	OK(t, e.Launch(s))
+	OK(t, s.Synchronize())
+}

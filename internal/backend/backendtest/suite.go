@@ -45,6 +45,7 @@ var scenarios = []struct {
 	{"TwoStreams", twoStreams},
 	{"MemPools", memPools},
 	{"MemcpyForeignAllocation", memcpyForeignAllocation},
+	{"ExecSetParamsGraphMemSource", execSetParamsGraphMemSource},
 	// hostmem.go
 	{"PinnedHostMemory", pinnedHostMemory},
 	{"PinnedStreamCopies", pinnedStreamCopies},
