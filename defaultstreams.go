@@ -124,16 +124,11 @@ func (d *Device) StreamLegacy() (*Stream, error) {
 		}
 		s.be = be
 	} else {
-		be, err := d.be.NewStream()
+		be, ord, err := d.orderedStream()
 		if err != nil {
 			return nil, backendErr(opName, err)
 		}
-		ev, err := d.be.NewEvent(backend.EventDisableTiming)
-		if err != nil {
-			be.Destroy()
-			return nil, backendErr(opName, err)
-		}
-		s.be, s.ord = be, &streamOrder{ev: ev}
+		s.be, s.ord = be, ord
 	}
 	ds.legacy = s
 	return s, nil
@@ -209,16 +204,11 @@ func (d *Device) newStream(opName string, kind streamKind) (*Stream, error) {
 		}
 		return &Stream{dev: d, be: be, kind: kind}, nil
 	}
-	be, err := d.be.NewStream()
+	be, ord, err := d.orderedStream()
 	if err != nil {
 		return nil, backendErr(opName, err)
 	}
-	ev, err := d.be.NewEvent(backend.EventDisableTiming)
-	if err != nil {
-		be.Destroy()
-		return nil, backendErr(opName, err)
-	}
-	s := &Stream{dev: d, be: be, kind: kind, ord: &streamOrder{ev: ev}}
+	s := &Stream{dev: d, be: be, kind: kind, ord: ord}
 	ds := &d.defStreams
 	ds.mu.Lock()
 	ds.blocking = append(ds.blocking, s)
@@ -402,4 +392,20 @@ func (s *Stream) legacyCaptureInfo(opName string) (CaptureInfo, error) {
 		return CaptureInfo{}, err
 	}
 	return CaptureInfo{}, nil
+}
+
+// orderedStream makes a backend stream for a default or blocking stream
+// that this package orders itself (a backend without DefaultStreams), with
+// the event its order waits on.
+func (d *Device) orderedStream() (backend.Stream, *streamOrder, error) {
+	be, err := d.be.NewStream()
+	if err != nil {
+		return nil, nil, err
+	}
+	ev, err := d.be.NewEvent(backend.EventDisableTiming)
+	if err != nil {
+		be.Destroy()
+		return nil, nil, err
+	}
+	return be, &streamOrder{ev: ev}, nil
 }
