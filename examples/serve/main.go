@@ -231,6 +231,11 @@ func bench(out io.Writer, ck train.Checkpoint, c config) error {
 		if mi != nil {
 			describe(out, *mi)
 			fmt.Fprintf(out, "  %d batches, %.1f rows a batch, %d padding rows\n", mi.Batches, float64(mi.Rows)/float64(max(1, mi.Batches)), mi.PaddedRows)
+			if p := mi.Phases; p != nil {
+				fmt.Fprintf(out, "  a batch, µs p50/p99: inputs in %.0f/%.0f, %s %.0f/%.0f, outputs back %.0f/%.0f; the slowest %.0f + %.0f + %.0f\n",
+					p.InP50, p.InP99, map[bool]string{true: "replay", false: "forward issued"}[graphs], p.RunP50, p.RunP99, p.OutP50, p.OutP99,
+					p.Slowest[0], p.Slowest[1], p.Slowest[2])
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", mode, err)

@@ -87,7 +87,7 @@ func reference(t *testing.T, backend string, ck train.Checkpoint, x [][]float32)
 		t.Fatal(err)
 	}
 	defer e.close()
-	z, err := e.run(slices.Concat(x...), len(x))
+	z, err := e.run(slices.Concat(x...), len(x), new(phases))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,25 +168,46 @@ func cmpInt(a, b int) int { return a - b }
 
 // run computes the logits of rows rows of x (rows×In): replaying the graph
 // of the next captured size, or op by op.
-func (e *engine) run(x []float32, rows int) ([]float32, error) {
+func (e *engine) run(x []float32, rows int, ph *phases) ([]float32, error) {
+	t0 := time.Now()
 	if err := e.s.Memcpy(gg.HtoD(e.in, gg.Bytes(x[:rows*e.cfg.In]))); err != nil {
 		return nil, err
 	}
 	z := make([]float32, rows*e.cfg.Classes)
+	t1 := time.Now()
+	ph.in = t1.Sub(t0)
 	if e.set != nil {
 		outs, err := e.set.Replay(rows)
 		if err != nil {
 			return nil, err
 		}
-		return z, outs[0].Read(gg.Bytes(z))
+		t2 := time.Now()
+		ph.run = t2.Sub(t1)
+		err = outs[0].Read(gg.Bytes(z))
+		ph.out = time.Since(t2)
+		return z, err
 	}
 	p, err := e.model.Forward(e.s, e.in, rows)
 	if err != nil {
 		return nil, err
 	}
+	t2 := time.Now()
+	ph.run = t2.Sub(t1)
 	err = e.s.Memcpy(gg.DtoH(gg.Bytes(z), p))
-	return z, errors.Join(err, e.s.FreeAsync(p), e.s.Synchronize())
+	err = errors.Join(err, e.s.FreeAsync(p), e.s.Synchronize())
+	ph.out = time.Since(t2)
+	return z, err
 }
+
+// phases are where one batch's time went: copying its inputs in, the
+// replay (or the forward pass issued op by op), reading its outputs back
+// (for ops, the wait for the forward pass too).
+type phases struct{ in, run, out time.Duration }
+
+func (p phases) total() time.Duration { return p.in + p.run + p.out }
+
+// maxTimings bounds the batch timings a server keeps (the first ones).
+const maxTimings = 1 << 16
 
 func (e *engine) close() error {
 	var errs []error
@@ -233,6 +255,7 @@ type Server struct {
 	batches struct {
 		sync.Mutex
 		n, rows, padded int
+		timings         []phases // of each batch, up to maxTimings
 	}
 }
 
@@ -324,8 +347,12 @@ func (srv *Server) runBatch(batch []*request, rows int) {
 	for _, r := range batch {
 		x = append(x, r.x...)
 	}
-	z, err := srv.eng.run(x, rows)
+	var ph phases
+	z, err := srv.eng.run(x, rows, &ph)
 	srv.batches.Lock()
+	if len(srv.batches.timings) < maxTimings {
+		srv.batches.timings = append(srv.batches.timings, ph)
+	}
 	srv.batches.n++
 	srv.batches.rows += rows
 	if k, ok := srv.padTo(rows); ok {
@@ -479,6 +506,40 @@ type ModelInfo struct {
 	Batches       int     `json:"batches"`
 	Rows          int     `json:"rows"`
 	PaddedRows    int     `json:"padded_rows"`
+	// Where the batches' time went, in µs: the median and 99th
+	// percentile of each phase over the batches run so far, and the
+	// phases of the slowest batch.
+	Phases *PhaseStats `json:"phases,omitempty"`
+}
+
+// PhaseStats summarize the batches' phases (µs): copying inputs in, the
+// replay or the op-by-op forward pass, reading outputs back.
+type PhaseStats struct {
+	InP50, InP99, RunP50, RunP99, OutP50, OutP99 float64
+	Slowest                                      [3]float64 // in, run, out of the slowest batch
+}
+
+// phaseStats summarizes ts (nil for none).
+func phaseStats(ts []phases) *PhaseStats {
+	if len(ts) == 0 {
+		return nil
+	}
+	q := func(f func(phases) time.Duration) (p50, p99 float64) {
+		v := make([]time.Duration, len(ts))
+		for i, t := range ts {
+			v[i] = f(t)
+		}
+		slices.Sort(v)
+		us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+		return us(v[len(v)/2]), us(v[min(len(v)-1, len(v)*99/100)])
+	}
+	var st PhaseStats
+	st.InP50, st.InP99 = q(func(p phases) time.Duration { return p.in })
+	st.RunP50, st.RunP99 = q(func(p phases) time.Duration { return p.run })
+	st.OutP50, st.OutP99 = q(func(p phases) time.Duration { return p.out })
+	slow := slices.MaxFunc(ts, func(a, b phases) int { return cmp.Compare(a.total(), b.total()) })
+	st.Slowest = [3]float64{float64(slow.in) / 1e3, float64(slow.run) / 1e3, float64(slow.out) / 1e3}
+	return &st
 }
 
 func (srv *Server) Info() ModelInfo {
@@ -492,6 +553,7 @@ func (srv *Server) Info() ModelInfo {
 	}
 	srv.batches.Lock()
 	mi.Batches, mi.Rows, mi.PaddedRows = srv.batches.n, srv.batches.rows, srv.batches.padded
+	mi.Phases = phaseStats(srv.batches.timings)
 	srv.batches.Unlock()
 	return mi
 }
