@@ -83,8 +83,9 @@ func TestDifferentialCUDA(t *testing.T) {
 					}
 					differ++
 					p, _ := decode(in)
-					t.Errorf("the backends decide differently\nhost: %q\ncuda: %q\nhost, in full:\n\t%s\ncuda, in full:\n\t%s\nprogram:\n%v\ninput: %q",
-						host.refusals, cuda.refusals, strings.Join(host.errs, "\n\t"), strings.Join(cuda.errs, "\n\t"), p, in)
+					t.Errorf("the backends decide differently\nhost: %q\ncuda: %q\nhost, in full:\n\t%s\ncuda, in full:\n\t%s\nprogram:\n%v\nchanges on host:\n\t%s\nchanges on cuda:\n\t%s\ninput: %q",
+						host.refusals, cuda.refusals, strings.Join(host.errs, "\n\t"), strings.Join(cuda.errs, "\n\t"), p,
+						strings.Join(host.changes, "\n\t"), strings.Join(cuda.changes, "\n\t"), in)
 				}
 			})
 			if cuda.refused {

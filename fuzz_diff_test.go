@@ -70,6 +70,7 @@ type diffRun struct {
 	refusals []string
 	errs     []string // the errors in full, for the reader
 	refused  bool
+	changes  []string // what each change between launches did, for the reader
 
 	gap string // a known difference of the cuda backend's results (knownGap)
 }
@@ -1737,6 +1738,7 @@ func runDifferential(t *testing.T, backend string, in []byte) diffRun {
 			for k := r.n(4); k > 0; k-- {
 				log = append(log, env.change(p, b, e, r))
 			}
+			env.run.changes = append(env.run.changes[:0], log...)
 		}
 		s := env.s[r.n(2)]
 		if l == 0 && p.upload {
