@@ -368,17 +368,20 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 		if c.x != e {
 			t = tableOf(c.x)
 		}
-		if refuse != nil {
-			if info, why := refuse(c.from); info.Result != updateSuccess {
-				return info, why, nil
-			}
-		}
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
 		}
 		if moves {
 			if mv := c.x.memoryMove(c.op, &t.bops[c.op], c.p); mv != nil {
 				return backend.UpdateInfo{Result: updateParametersChanged, ErrorNode: c.from.tag}, mv.String(), nil
+			}
+		}
+		// A node's own parameters first: a 2D memset whose shape changed
+		// on an allocation the new graph frees is "parameters changed"
+		// (H100, driver 580, a whole-graph differential input).
+		if refuse != nil {
+			if info, why := refuse(c.from); info.Result != updateSuccess {
+				return info, why, nil
 			}
 		}
 		o, err := opDevice(e.dev, c.p).prepare(c.p)
