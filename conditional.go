@@ -244,14 +244,16 @@ func (g *Graph) hasCondLocked() bool {
 //     it at instantiation with "multiple devices not supported", as CUDA
 //     says (CUDA_CONDITIONAL_NODE_PARAMS' ctx "must match context used to
 //     create the handle and all body nodes"; docs/driver-multidev.txt);
-//   - a memset (not one a capture made), memcpy or kernel node on memory of
-//     another device, even with peer access: the driver refuses the memset
-//     at instantiation, but it takes the memcpy and the launch then faults
+//   - a memset, memcpy or kernel node on memory of another device, even
+//     with peer access: the driver refuses an added memset at
+//     instantiation, but it takes the memcpy and the launch then faults
 //     (cudaErrorLaunchFailure, the context lost), and it takes the kernel
 //     and its writes to that memory are lost (measured on two H100s, driver
 //     580, directly in the body and in a child graph in it;
-//     tools/probe/condpeer.cu, docs/driver-condpeer.txt). A kernel's memory
-//     is what its Pointer arguments address.
+//     tools/probe/condpeer.cu, docs/driver-condpeer.txt). A memset made by
+//     a capture it takes too, and runs out of order: after a node that
+//     depends on the conditional node (a whole-graph differential input). A
+//     kernel's memory is what its Pointer arguments address.
 //
 // The driver also refuses a body's copy of pageable memory, which it runs as
 // work of another device, at instantiation with "multiple devices not
@@ -280,11 +282,7 @@ func (g *Graph) condDeviceRuleLocked(opName string) *Error {
 						return bad, why
 					}
 				}
-			case mo != nil && !(n.captured && n.typ == NodeMemset):
-				// A memset that a capture made the driver takes on another
-				// device's memory (two H100s, driver 580: differential
-				// inputs), as it takes such memsets elsewhere
-				// (checkCapturedPeerMemset).
+			case mo != nil:
 				if p, owner, ok := otherDeviceMemory(n.params, mo, own); ok {
 					return n, fmt.Sprintf("uses memory of device %d (%#x; the driver %s)", owner, uint64(p), bodyPeerEffect(n.typ))
 				}
@@ -308,8 +306,8 @@ func (g *Graph) condDeviceRuleLocked(opName string) *Error {
 
 // otherDeviceMemory returns an address that memset, memcpy or kernel params
 // p use and that memory of another device than own holds, with that device.
-// Of a node the driver captured, a kernel's Pointer arguments and a copy's
-// device sides are known (NativeNodeParams); its memsets the driver judges.
+// Of a node the driver captured, a kernel's Pointer arguments, a copy's
+// device sides and a memset's destination are known (NativeNodeParams).
 func otherDeviceMemory(p NodeParams, mo backend.MemoryOwners, own int) (DevicePtr, int, bool) {
 	var ptrs []DevicePtr
 	switch p := p.(type) {
@@ -322,7 +320,7 @@ func otherDeviceMemory(p NodeParams, mo backend.MemoryOwners, own int) (DevicePt
 		if p.SrcHost == nil {
 			ptrs = append(ptrs, p.Src)
 		}
-	case NativeNodeParams: // a kernel or copy the driver captured
+	case NativeNodeParams: // a kernel, copy or memset the driver captured
 		ptrs = p.ptrs
 	case KernelParams:
 		if p.Kernel == nil {

@@ -220,7 +220,7 @@ func nativeParams(t NodeType, info backend.NodeInfo) NodeParams {
 		if info.Ptr != 0 {
 			return MemFreeParams{Ptr: DevicePtr(info.Ptr)}
 		}
-	case NodeKernel, NodeMemcpy:
+	case NodeKernel, NodeMemcpy, NodeMemset:
 		p := NativeNodeParams{Type: t, Node: info.Handle, Name: info.Name}
 		for _, q := range info.Pointers {
 			p.ptrs = append(p.ptrs, DevicePtr(q))

@@ -52,7 +52,7 @@ type NativeNodeParams struct {
 	Node uintptr // the CUgraphNode
 	Name string  // a kernel node's function name, when the driver tells it
 
-	ptrs []DevicePtr // a kernel node's Pointer arguments (kernels of this package's devices), a memcpy node's device sides
+	ptrs []DevicePtr // a kernel node's Pointer arguments (kernels of this package's devices), a memcpy node's device sides, a memset node's destination
 }
 
 func (p NativeNodeParams) NodeType() NodeType { return p.Type }

@@ -138,7 +138,7 @@ type NodeInfo struct {
 	Deps     []Node
 	Data     []EdgeData // parallel to Deps
 	Name     string     // a kernel's function name
-	Pointers []uint64   // a kernel's Pointer arguments (where the backend knows its parameters), a memcpy's device sides
+	Pointers []uint64   // a kernel's Pointer arguments (where the backend knows its parameters), a memcpy's device sides, a memset's destination
 	Ptr      uint64     // a memory node's address
 	Size     int        // an alloc node's size
 	Location int        // an alloc node's device

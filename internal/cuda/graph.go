@@ -305,7 +305,7 @@ type NodeInfo struct {
 	Location int                // an alloc node's resident device
 	Access   []int              // an alloc node's peers with read-write access
 	Name     string             // a kernel node's function name, where the driver says
-	Pointers []uint64           // a kernel node's Pointer arguments (for functions of open devices), a memcpy node's device sides
+	Pointers []uint64           // a kernel node's Pointer arguments (for functions of open devices), a memcpy node's device sides, a memset node's destination
 }
 
 // GraphNodes lists the nodes of g.
@@ -348,6 +348,10 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 			info.Pointers = d.kernelPointers(n)
 		case backend.NodeMemcpy:
 			info.Pointers, _ = d.drv.GraphMemcpyNodeDevicePtrs(n)
+		case backend.NodeMemset:
+			if dst, err := d.drv.GraphMemsetNodeDst(n); err == nil {
+				info.Pointers = []uint64{dst}
+			}
 		}
 		return nil
 	})

@@ -150,7 +150,7 @@ var driverSymbols = []string{
 	"cuMemPoolSetAttribute", "cuMemPoolGetAttribute", "cuMemPoolSetAccess", "cuMemAllocFromPoolAsync",
 	// graph update
 	"cuGraphMemAllocNodeGetParams", "cuGraphMemFreeNodeGetParams",
-	"cuGraphKernelNodeGetParams_v2", "cuGraphMemcpyNodeGetParams", "cuFuncGetName", "cuKernelGetName", "cuGraphNodeSetParams",
+	"cuGraphKernelNodeGetParams_v2", "cuGraphMemcpyNodeGetParams", "cuGraphMemsetNodeGetParams", "cuFuncGetName", "cuKernelGetName", "cuGraphNodeSetParams",
 	"cuGraphExecUpdate_v2", "cuGraphExecKernelNodeSetParams_v2", "cuGraphExecMemcpyNodeSetParams",
 	"cuGraphExecMemsetNodeSetParams", "cuGraphExecHostNodeSetParams", "cuGraphExecChildGraphNodeSetParams",
 	"cuGraphExecEventRecordNodeSetEvent", "cuGraphExecEventWaitNodeSetEvent", "cuGraphNodeSetEnabled", "cuGraphNodeGetEnabled",

@@ -142,6 +142,14 @@ func (d *Driver) GraphKernelNodeArgs(node uintptr, idx []int) (fn uintptr, args 
 	return p.Func, args, nil
 }
 
+// GraphMemsetNodeDst returns the destination of memset node node
+// (cuGraphMemsetNodeGetParams).
+func (d *Driver) GraphMemsetNodeDst(node uintptr) (uint64, error) {
+	var p MemsetNodeParams
+	err := d.call("cuGraphMemsetNodeGetParams", node, uintptr(unsafe.Pointer(&p)))
+	return p.Dst, err
+}
+
 // GraphMemcpyNodeDevicePtrs returns the device-side addresses of memcpy
 // node node (cuGraphMemcpyNodeGetParams): each side of device or unified
 // memory type.
