@@ -362,18 +362,18 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 	// moved to another device (and updatable refuses host memory for
 	// device memory).
 	moves := len(cands) > 0 && (e.multi || e.dev.OpenDevices() > 1)
-	for i := range cands {
-		c := &cands[i]
+	// check is a candidate's refusal, if any.
+	check := func(c *paramChange) (backend.UpdateInfo, string) {
 		t := top
 		if c.x != e {
 			t = tableOf(c.x)
 		}
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
-			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why, nil
+			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why
 		}
 		if moves {
 			if mv := c.x.memoryMove(c.op, &t.bops[c.op], c.p); mv != nil {
-				return backend.UpdateInfo{Result: updateParametersChanged, ErrorNode: c.from.tag}, mv.String(), nil
+				return backend.UpdateInfo{Result: updateParametersChanged, ErrorNode: c.from.tag}, mv.String()
 			}
 		}
 		// A node's own parameters first: a 2D memset whose shape changed
@@ -381,8 +381,19 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 		// (H100, driver 580, a whole-graph differential input).
 		if refuse != nil {
 			if info, why := refuse(c.from); info.Result != updateSuccess {
-				return info, why, nil
+				return info, why
 			}
+		}
+		return backend.UpdateInfo{Result: updateSuccess}, ""
+	}
+	for i := range cands {
+		c := &cands[i]
+		t := top
+		if c.x != e {
+			t = tableOf(c.x)
+		}
+		if info, why := check(c); info.Result != updateSuccess {
+			return firstRefusal(cands[i:], info, why, check)
 		}
 		o, err := opDevice(e.dev, c.p).prepare(c.p)
 		if err != nil {
@@ -403,6 +414,41 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 	}
 	e.mu.Unlock()
 	return backend.UpdateInfo{Result: updateSuccess}, "", nil
+}
+
+// firstRefusal is the refusal an update names when it refuses several
+// candidates, the first of which (in pairing order) is cands[0] with
+// refusal info and why: the driver names the one it checks first, and it
+// checks the nodes of the graph newest first (H100, driver 580: in
+// whole-graph differential inputs it named the later of two failing nodes,
+// a memcpy whose parameters changed before an earlier memset on a freed
+// allocation, and the reverse). Nodes of embedded graphs come after the
+// top graph's, in pairing order (unmeasured).
+func firstRefusal(cands []paramChange, info backend.UpdateInfo, why string, check func(*paramChange) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
+	best := &cands[0]
+	for i := 1; i < len(cands); i++ {
+		c := &cands[i]
+		if !newerTop(c.from, best.from) {
+			continue
+		}
+		if ci, cw := check(c); ci.Result != updateSuccess {
+			best, info, why = c, ci, cw
+		}
+	}
+	return info, why, nil
+}
+
+// newerTop reports whether a is checked before b: both nodes of one top
+// graph and a made later, or a of the top graph and b of an embedded one.
+func newerTop(a, b *Node) bool {
+	at, bt := a.g.parent == nil, b.g.parent == nil
+	switch {
+	case at && bt:
+		return a.id > b.id
+	case at:
+		return true
+	}
+	return false
 }
 
 // keepInstantiated carries over to a new op what instantiation gave the op
