@@ -20,9 +20,10 @@ It reports:
   memory    torch.cuda.memory_reserved() after capturing the set with one
             shared pool, against a private pool per graph (the default
             when no pool is given), each from an emptied cache;
-  replay    per batch size: static_input[:n].copy_(x); g.replay(); then
-            the output copied to the host, against the same done eagerly,
-            host time to a synchronize, median over --iters.
+  replay    per batch size: static_input[:n].copy_(x) from pinned host
+            memory; g.replay(); then the output copied to pinned host
+            memory, against the same done eagerly, host time to a
+            synchronize, median over --iters.
 
   /opt/torch/.venv/bin/python tools/serve/torch_graphset.py [--repeat 5] [--iters 200]
 
@@ -156,23 +157,26 @@ def main():
     pool = torch.cuda.graph_pool_handle()
     graphs, outs, _ = capture_set(model, static_in, keys, pool)
     host = torch.empty(args.max_batch, 10, pin_memory=True)
-    x = torch.randn(args.max_batch, 256, device=dev)
+    # The input comes from pinned host memory, as a server's does (and as
+    # BenchmarkCUDAGraphSetReplay's): before 2026-11-26 it was on the
+    # device already, so PyTorch's "input in" was a device-to-device copy.
+    x = torch.randn(args.max_batch, 256).pin_memory()
     print(f"{'batch':>5} {'graph us':>9} {'eager us':>9} {'ratio':>6}")
     for n in keys:
         def replay():
-            static_in[:n].copy_(x[:n])
+            static_in[:n].copy_(x[:n], non_blocking=True)
             graphs[n].replay()
             host[:n].copy_(outs[n], non_blocking=True)
 
         def eager():
             with torch.no_grad():
-                y = model(x[:n])
+                y = model(x[:n].to(dev, non_blocking=True))
             host[:n].copy_(y, non_blocking=True)
 
         replay()
         eager()
         torch.cuda.synchronize()
-        if not torch.equal(outs[n].cpu(), model(x[:n]).detach().cpu()):
+        if not torch.equal(outs[n].cpu(), model(x[:n].to(dev)).detach().cpu()):
             print(f"note: batch {n}: replay and eager outputs differ in the last bits (cuBLAS picks per shape)")
         g_t = median_time(replay, args.iters)
         e_t = median_time(eager, args.iters)
