@@ -8,6 +8,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
+#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu -> docs/driver-pageable.txt)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -51,7 +52,10 @@ serve)
   for _ in $(seq 60); do curl -sf -o /dev/null http://127.0.0.1:8090/v1/model && break; sleep 1; done
   t torchserve 60 .gpu/serve -demo reference -bench -target http://127.0.0.1:8090 -concurrency 1,16,64 -requests 1000
   kill $tp; wait $tp 2> /dev/null ;;
-*) echo "verify.sh tests|two|ab|torch P|serve" >&2; exit 2 ;;
+probes)
+  t pageable 60 bash -c 'nvcc -O2 -o /tmp/pageable tools/probe/pageable.cu && /tmp/pageable'
+  cp "$L/pageable.txt" "$O/driver-pageable.txt" ;;
+*) echo "verify.sh tests|two|ab|torch P|serve|probes" >&2; exit 2 ;;
 esac
 grep -h -E -- '^--- FAIL|panic|left GPU|nobody reported|decide differently' "$L"/*.txt | head -40 >> "$O/status.txt"
 tar -C "$O" -czf "$O/logs-$1.tgz" logs && rm -rf "$L"
