@@ -8,7 +8,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
-#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu -> docs/driver-pageable.txt)
+#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu: their outputs for docs/)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -54,7 +54,9 @@ serve)
   kill $tp; wait $tp 2> /dev/null ;;
 probes)
   t pageable 60 bash -c 'nvcc -O2 -o /tmp/pageable tools/probe/pageable.cu && /tmp/pageable'
-  cp "$L/pageable.txt" "$O/driver-pageable.txt" ;;
+  t disabledmid 60 bash -c 'nvcc -O2 -o /tmp/disabledmid tools/probe/disabledmid.cu && /tmp/disabledmid'
+  cp "$L/pageable.txt" "$O/driver-pageable.txt"
+  cp "$L/disabledmid.txt" "$O/driver-disabledmid.txt" ;;
 *) echo "verify.sh tests|two|ab|torch P|serve|probes" >&2; exit 2 ;;
 esac
 grep -h -E -- '^--- FAIL|panic|left GPU|nobody reported|decide differently' "$L"/*.txt | head -40 >> "$O/status.txt"
