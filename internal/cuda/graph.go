@@ -344,8 +344,7 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 				info.Ptr = ptr
 			}
 		case backend.NodeKernel:
-			info.Name = d.kernelName(n)
-			info.Pointers = d.kernelPointers(n)
+			info.Name, info.Pointers = d.kernelInfo(n)
 		case backend.NodeMemcpy:
 			info.Pointers, _ = d.drv.GraphMemcpyNodeDevicePtrs(n)
 		case backend.NodeMemset:
@@ -358,47 +357,36 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 	return info, err
 }
 
-// kernelPointers returns the values of kernel node n's Pointer arguments,
-// when its function is one this device loaded (its parameters known).
-func (d *Device) kernelPointers(n uintptr) []uint64 {
-	p, err := d.drv.GraphKernelNodeGetParams(n)
-	if err != nil || p.Func == 0 {
-		return nil
-	}
-	idx, ok := d.ptrArgs.Load(p.Func)
-	for _, o := range openDevices.snapshot() { // a kernel of another device, captured in its stream
-		if !ok && o != d {
-			idx, ok = o.ptrArgs.Load(p.Func)
+// kernelInfo returns kernel node n's function name (cuFuncGetName, or
+// cuKernelGetName for library kernels; "" if the driver does not say) and
+// the values of its Pointer arguments, when its function is one an open
+// device loaded (its parameters known).
+func (d *Device) kernelInfo(n uintptr) (name string, ptrs []uint64) {
+	ka, err := d.drv.GraphKernelNodeArgs(n, func(fn uintptr) []int {
+		idx, ok := d.ptrArgs.Load(fn)
+		for _, o := range openDevices.snapshot() { // a kernel of another device, captured in its stream
+			if !ok && o != d {
+				idx, ok = o.ptrArgs.Load(fn)
+			}
 		}
-	}
-	if !ok || len(idx.([]int)) == 0 {
-		return nil
-	}
-	_, args, err := d.drv.GraphKernelNodeArgs(n, idx.([]int))
+		if !ok {
+			return nil
+		}
+		return idx.([]int)
+	})
 	if err != nil {
-		return nil
+		return "", nil
 	}
-	return args
-}
-
-// kernelName is the function name of kernel node n (cuFuncGetName, or
-// cuKernelGetName for library kernels), or "" if the driver does not say.
-func (d *Device) kernelName(n uintptr) string {
-	p, err := d.drv.GraphKernelNodeGetParams(n)
-	if err != nil {
-		return ""
-	}
-	var name string
 	switch {
-	case p.Func != 0:
-		name, err = d.drv.FuncGetName(p.Func)
-	case p.Kern != 0:
-		name, err = d.drv.KernelGetName(p.Kern)
+	case ka.Func != 0:
+		name, err = d.drv.FuncGetName(ka.Func)
+	case ka.Kern != 0:
+		name, err = d.drv.KernelGetName(ka.Kern)
 	}
 	if err != nil {
-		return ""
+		name = ""
 	}
-	return name
+	return name, ka.Args
 }
 
 // Instantiate is cuGraphInstantiateWithParams: flags as

@@ -126,20 +126,34 @@ type kernelNodeParamsC struct {
 	Ctx                                    uintptr
 }
 
-// GraphKernelNodeArgs returns kernel node node's function and the 8-byte
-// values of its parameters at indices idx (pointer parameters), read from
-// the node's parameter array; below idx's largest, the function must have
-// that many parameters.
-func (d *Driver) GraphKernelNodeArgs(node uintptr, idx []int) (fn uintptr, args []uint64, err error) {
+// KernelNodeArgs is what GraphKernelNodeArgs reads of a kernel node.
+type KernelNodeArgs struct {
+	Func, Kern uintptr  // its function, or library kernel
+	Args       []uint64 // the 8-byte values of the parameters asked for
+}
+
+// GraphKernelNodeArgs reads kernel node node's function and, for the
+// function whose parameters idx returns (the indices of its pointer
+// parameters; nil when it does not know the function), their 8-byte values
+// from the node's parameter array: one cuGraphKernelNodeGetParams.
+func (d *Driver) GraphKernelNodeArgs(node uintptr, idx func(fn uintptr) []int) (KernelNodeArgs, error) {
 	var p kernelNodeParamsC
-	if err = d.call("cuGraphKernelNodeGetParams_v2", node, uintptr(unsafe.Pointer(&p))); err != nil || p.KernelParams == nil || len(idx) == 0 {
-		return p.Func, nil, err
+	if err := d.call("cuGraphKernelNodeGetParams_v2", node, uintptr(unsafe.Pointer(&p))); err != nil {
+		return KernelNodeArgs{}, err
 	}
-	params := unsafe.Slice(p.KernelParams, slices.Max(idx)+1)
-	for _, i := range idx {
-		args = append(args, *(*uint64)(params[i]))
+	a := KernelNodeArgs{Func: p.Func, Kern: p.Kern}
+	var ix []int
+	if p.Func != 0 && idx != nil {
+		ix = idx(p.Func)
 	}
-	return p.Func, args, nil
+	if p.KernelParams == nil || len(ix) == 0 {
+		return a, nil
+	}
+	params := unsafe.Slice(p.KernelParams, slices.Max(ix)+1)
+	for _, i := range ix {
+		a.Args = append(a.Args, *(*uint64)(params[i]))
+	}
+	return a, nil
 }
 
 // GraphMemsetNodeDst returns the destination of memset node node
