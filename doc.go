@@ -282,7 +282,11 @@
 // graph nested in one (added with Graph.AddNodeOn, or captured in a stream
 // of another device), is likewise accepted when added and refused at
 // instantiation (ErrInvalidValue, InstantiateMultipleDevicesNotSupported),
-// as CUDA documents for conditional bodies. As the driver documents, a graph
+// as CUDA documents for conditional bodies. So is a memset, memcpy or kernel
+// node in a body that uses another device's memory (a kernel: through a
+// Pointer argument), even with peer access: the driver refuses such a
+// memset itself, faults the launch of such a copy, and loses such a
+// kernel's writes. As the driver documents, a graph
 // that contains conditional nodes cannot be cloned or embedded in a child
 // graph node, and can have one executable graph at a time (ErrNotSupported);
 // instantiating a graph fails (ErrInvalidValue) while one of its handles
