@@ -8,7 +8,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
-#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu: their outputs for docs/)
+#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu: their outputs for docs/)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -55,6 +55,8 @@ serve)
 probes)
   t pageable 60 bash -c 'nvcc -O2 -o /tmp/pageable tools/probe/pageable.cu && /tmp/pageable'
   t disabledmid 60 bash -c 'nvcc -O2 -o /tmp/disabledmid tools/probe/disabledmid.cu && /tmp/disabledmid'
+  t condupdate 60 bash -c 'nvcc -O2 -o /tmp/condupdate tools/probe/condupdate.cu && /tmp/condupdate'
+  cp "$L/condupdate.txt" "$O/driver-condupdate.txt"
   cp "$L/pageable.txt" "$O/driver-pageable.txt"
   cp "$L/disabledmid.txt" "$O/driver-disabledmid.txt" ;;
 *) echo "verify.sh tests|two|ab|torch P|serve|probes" >&2; exit 2 ;;

@@ -66,6 +66,7 @@ static void run(bool inBody, bool graphMem) {
       {"copy: same sides, same size", a, src, 64, cudaMemcpyDeviceToDevice},
       {"copy: same sides, other offsets", a + 8, src + 16, 64, cudaMemcpyDeviceToDevice},
       {"copy: same sides, size 64 -> 32", a, src, 32, cudaMemcpyDeviceToDevice},
+      {"copy: same sides, odd offsets and size (+17, +5, 3 B)", a + 17, src + 5, 3, cudaMemcpyDeviceToDevice},
       {"copy: destination to another cudaMalloc buffer", c, src, 64, cudaMemcpyDeviceToDevice},
       {"copy: source to another cudaMalloc buffer", a, c, 64, cudaMemcpyDeviceToDevice},
       {"copy: source to pinned host memory", a, h, 64, cudaMemcpyHostToDevice},
@@ -74,6 +75,62 @@ static void run(bool inBody, bool graphMem) {
     cudaError_t r = cudaGraphExecMemcpyNodeSetParams1D(e, cpy, x.dst, x.src, x.n, x.kind);
     cudaGetLastError();
     printf("%-18s %-18s %-48s %s\n", where, mem, x.name, cudaGetErrorName(r));
+  }
+  // The copy the other way: into graph memory (or cudaMalloc memory).
+  {
+    char* dst = graphMem ? t + 1024 : b + 1024;
+    cudaGraph_t g2;
+    MUST(cudaGraphCreate(&g2, 0));
+    cudaGraph_t target2 = g2;
+    cudaGraphNode_t alloc2 = nullptr;
+    char* t2 = nullptr;
+    if (graphMem) {
+      cudaMemAllocNodeParams ap = {};
+      ap.poolProps.allocType = cudaMemAllocationTypePinned;
+      ap.poolProps.location.type = cudaMemLocationTypeDevice;
+      ap.poolProps.location.id = 0;
+      ap.bytesize = 1 << 16;
+      MUST(cudaGraphAddMemAllocNode(&alloc2, g2, nullptr, 0, &ap));
+      t2 = (char*)ap.dptr;
+      dst = t2;
+    }
+    if (inBody) {
+      cudaGraphConditionalHandle hd;
+      MUST(cudaGraphConditionalHandleCreate(&hd, g2, 1, cudaGraphCondAssignDefault));
+      cudaGraphNodeParams cp = {};
+      cp.type = cudaGraphNodeTypeConditional;
+      cp.conditional.handle = hd;
+      cp.conditional.type = cudaGraphCondTypeIf;
+      cp.conditional.size = 1;
+      cudaGraphNode_t cn2;
+      MUST(ADDNODE(&cn2, g2, alloc2 ? &alloc2 : nullptr, alloc2 ? 1 : 0, &cp));
+      target2 = cp.conditional.phGraph_out[0];
+    }
+    cudaGraphNode_t cpy2;
+    bool dep = !inBody && alloc2;
+    MUST(cudaGraphAddMemcpyNode1D(&cpy2, target2, dep ? &alloc2 : nullptr, dep ? 1 : 0, dst, a, 64, cudaMemcpyDeviceToDevice));
+    cudaGraphExec_t e2;
+    MUST(cudaGraphInstantiate(&e2, g2, 0));
+    const Copy into[] = {
+        {"copy into: same sides, other offsets", dst + 8, a + 16, 64, cudaMemcpyDeviceToDevice},
+        {"copy into: same sides, size 64 -> 32", dst, a, 32, cudaMemcpyDeviceToDevice},
+        {"copy into: odd offsets and size (+17, +5, 3 B)", dst + 17, a + 5, 3, cudaMemcpyDeviceToDevice},
+        {"copy into: destination to a cudaMalloc buffer", c, a, 64, cudaMemcpyDeviceToDevice},
+        {"copy into: source to another cudaMalloc buffer", dst, c, 64, cudaMemcpyDeviceToDevice},
+    };
+    for (const Copy& x : into) {
+      cudaError_t r = cudaGraphExecMemcpyNodeSetParams1D(e2, cpy2, x.dst, x.src, x.n, x.kind);
+      cudaGetLastError();
+      printf("%-18s %-18s %-48s %s\n", where, mem, x.name, cudaGetErrorName(r));
+    }
+    // Disabled first, then updated (updates of a disabled node apply when
+    // it is enabled again, CUDA says).
+    cudaError_t rd = cudaGraphNodeSetEnabled(e2, cpy2, 0);
+    cudaError_t ru = cudaGraphExecMemcpyNodeSetParams1D(e2, cpy2, dst + 8, a + 8, 32, cudaMemcpyDeviceToDevice);
+    cudaGetLastError();
+    printf("%-18s %-18s %-48s disable %s, update %s\n", where, mem, "copy into: disabled, then other offsets", cudaGetErrorName(rd), cudaGetErrorName(ru));
+    cudaGraphExecDestroy(e2);
+    cudaGraphDestroy(g2);
   }
   cudaMemsetParams q = mp;
   q.value = 2;
