@@ -68,7 +68,10 @@
 // ErrStreamCaptureImplicit, since its work would depend on the captured
 // work, which does not run: work, Synchronize and Query invalidate the
 // capture, asking the legacy stream's capture status does not. A capture
-// of non-blocking streams leaves the legacy stream alone. On the cuda
+// of non-blocking streams leaves the legacy stream's work alone, but
+// synchronizing the legacy stream is then a potentially unsafe call, like
+// an instantiation: during a global capture it fails with
+// ErrStreamCaptureUnsupported and invalidates the capture. On the cuda
 // backend the driver orders and refuses all this itself; on the host
 // backend gpugraph does, the same way.
 //
