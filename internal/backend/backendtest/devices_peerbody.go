@@ -13,8 +13,10 @@ import (
 // the memcpy and faults the launch (cudaErrorLaunchFailure, the context
 // lost), and takes the kernel and loses its writes (measured on two H100s,
 // docs/driver-condpeer.txt). Both backends refuse all three at
-// instantiation with ErrInvalidValue naming the node, directly in the body
-// and in a child graph in it; on device 0's own memory the same nodes run.
+// instantiation with ErrInvalidValue naming the node, directly in the body,
+// in a child graph in it, and captured into it from a stream (a captured
+// memset the driver takes, and ran out of order: a differential input); on
+// device 0's own memory the same nodes run.
 func condBodyPeerMemory(t *testing.T, backend string, count int, open OpenOrdinal) {
 	d0, d1 := open(t, 0), open(t, 1)
 	if !Must[bool](t)(d0.CanAccessPeer(d1)) || !Must[bool](t)(d1.CanAccessPeer(d0)) {
@@ -42,7 +44,33 @@ func condBodyPeerMemory(t *testing.T, backend string, count int, open OpenOrdina
 			return gg.KernelParams{Kernel: AddOne, Grid: gg.Dim1(1), Block: gg.Dim1(n), Args: []any{m, m, n}}
 		}},
 	}
+	// The same work captured into the body from a stream of device 0 (the
+	// driver's nodes: their memory read back from them on cuda).
+	issue := map[string]func(s *gg.Stream, m gg.DevicePtr) error{
+		"memset": func(s *gg.Stream, m gg.DevicePtr) error { return s.Memset(gg.Memset32(m, 5, n)) },
+		"memcpy": func(s *gg.Stream, m gg.DevicePtr) error { return s.Memcpy(gg.DtoD(m, m+4*n/2, 4*n/2)) },
+		"kernel": func(s *gg.Stream, m gg.DevicePtr) error { return s.Launch(AddOne, gg.Dim1(1), gg.Dim1(n), m, m, n) },
+	}
 	for _, nd := range nodes {
+		for _, m := range []gg.DevicePtr{own, peer} {
+			g := NewGraph(t, d0)
+			h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			_, bodies := AddCond(t, g, h, gg.ConditionalIf, 1)
+			cs := NewStream(t, d0)
+			OK(t, cs.BeginCaptureToGraph(bodies[0], nil, gg.CaptureModeGlobal))
+			OK(t, issue[nd.what](cs, m))
+			Must[*gg.Graph](t)(cs.EndCapture())
+			e, err := g.Instantiate(0)
+			if m == own {
+				OK(t, err)
+				launchSync(t, e, s0)
+				OK(t, e.Destroy())
+				continue
+			}
+			if !errors.Is(err, gg.ErrInvalidValue) {
+				t.Fatalf("captured %s on device 1's memory in a body: %v, want ErrInvalidValue", nd.what, err)
+			}
+		}
 		for _, inChild := range []bool{false, true} {
 			for _, m := range []gg.DevicePtr{own, peer} {
 				g := NewGraph(t, d0)
