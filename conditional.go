@@ -264,38 +264,25 @@ func (g *Graph) condDeviceRuleLocked(opName string) *Error {
 		mo = nil
 	}
 	own := g.dev.props.Ordinal
-	var walk func(b *Graph) (*Node, string)
-	walk = func(b *Graph) (*Node, string) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, n := range b.nodes {
-			switch {
-			case n.dev != nil && n.dev != g.dev:
-				return n, fmt.Sprintf("runs on device %d", n.dev.props.Ordinal)
-			case n.child != nil:
-				if bad, why := walk(n.child); bad != nil {
-					return bad, why
-				}
-			case n.conds != nil:
-				for _, c := range n.conds.bodies {
-					if bad, why := walk(c); bad != nil {
-						return bad, why
-					}
-				}
-			case mo != nil:
-				if p, owner, ok := otherDeviceMemory(n.params, mo, own); ok {
-					return n, fmt.Sprintf("uses memory of device %d (%#x; the driver %s)", owner, uint64(p), bodyPeerEffect(n.typ))
-				}
+	var bad *Node
+	var why string
+	check := func(n *Node) bool {
+		switch {
+		case n.dev != nil && n.dev != g.dev:
+			bad, why = n, fmt.Sprintf("runs on device %d", n.dev.props.Ordinal)
+		case mo != nil:
+			if p, owner, ok := otherDeviceMemory(n.params, mo, own); ok {
+				bad, why = n, fmt.Sprintf("uses memory of device %d (%#x; the driver %s)", owner, uint64(p), bodyPeerEffect(n.typ))
 			}
 		}
-		return nil, ""
+		return bad == nil
 	}
 	for _, n := range g.nodes {
 		if n.typ != NodeConditional || n.conds == nil {
 			continue
 		}
 		for _, b := range n.conds.bodies {
-			if bad, why := walk(b); bad != nil {
+			if !b.walkNested(false, check) {
 				return nodeErr(opName, bad, ErrInvalidValue, "%s, in a body of %v of device %d: the work of a conditional body runs on the conditional node's device, on its memory",
 					why, n, own)
 			}

@@ -255,6 +255,42 @@ func (g *Graph) AddNodeOn(on *Device, p NodeParams, deps ...*Node) (*Node, error
 // AddNodeOn named.
 func (n *Node) Device() *Device { return n.dev }
 
+// device is the device n's work runs on: n.dev, else its graph's.
+func (n *Node) device() *Device {
+	if n.dev != nil {
+		return n.dev
+	}
+	return n.g.dev
+}
+
+// walkNested calls fn for each node of g and, right after a child graph or
+// conditional node, for each node of the graphs embedded in it, at any
+// depth; each embedded graph is locked while its nodes are visited, g too
+// unless the caller holds its lock (locked). It stops at the first node for
+// which fn returns false, and then returns false.
+func (g *Graph) walkNested(locked bool, fn func(n *Node) bool) bool {
+	if !locked {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+	}
+	for _, n := range g.nodes {
+		if !fn(n) {
+			return false
+		}
+		if n.child != nil && !n.child.walkNested(false, fn) {
+			return false
+		}
+		if n.conds != nil {
+			for _, b := range n.conds.bodies {
+				if !b.walkNested(false, fn) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
 // addNodeEdges adds a node; data, if not nil, holds the data of the edge
 // from each dependency (see EdgeData).
 func (g *Graph) addNodeEdges(opName string, p NodeParams, deps []*Node, data []EdgeData) (*Node, error) {

@@ -60,15 +60,7 @@ func (r *allocRanges) markFreed(top *Graph, p uint64) {
 
 // holds reports whether an alloc node of a live graph holds address p.
 func (r *allocRanges) holds(p uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	i := sort.Search(len(r.ranges), func(i int) bool { return r.ranges[i].start > p })
-	for j := i - 1; j >= 0 && r.ranges[j].start+r.maxLen > p; j-- {
-		if r.ranges[j].end > p {
-			return true
-		}
-	}
-	return false
+	return r.find(p, 1, func(allocRange) bool { return true }) != nil
 }
 
 // dropGraph forgets the ranges of the alloc nodes of top-level graph g.
@@ -91,7 +83,16 @@ func (r *allocRanges) dropGraph(g *Graph) {
 // foreign returns the alloc node of a graph other than top, which that
 // graph frees, whose range holds a byte of [p, p+n), or nil.
 func (r *allocRanges) foreign(top *Graph, p uint64, n int) *Node {
-	if n <= 0 || p == 0 {
+	if p == 0 {
+		return nil
+	}
+	return r.find(p, n, func(a allocRange) bool { return a.top != top && a.freed })
+}
+
+// find returns the alloc node of the first range, by descending start, that
+// holds a byte of [p, p+n) and that keep accepts, or nil.
+func (r *allocRanges) find(p uint64, n int, keep func(allocRange) bool) *Node {
+	if n <= 0 {
 		return nil
 	}
 	r.mu.Lock()
@@ -101,7 +102,7 @@ func (r *allocRanges) foreign(top *Graph, p uint64, n int) *Node {
 	// starting before end, down to the first that cannot reach p.
 	i := sort.Search(len(r.ranges), func(i int) bool { return r.ranges[i].start >= end })
 	for j := i - 1; j >= 0 && r.ranges[j].start+r.maxLen > p; j-- {
-		if a := r.ranges[j]; a.end > p && a.top != top && a.freed {
+		if a := r.ranges[j]; a.end > p && keep(a) {
 			return a.node
 		}
 	}
@@ -188,34 +189,17 @@ func (g *Graph) foreignMemsetLocked(opName string) error {
 	if freedAllocs.Load() == 0 {
 		return nil
 	}
-	var walk func(b *Graph, locked bool) error
-	walk = func(b *Graph, locked bool) error {
-		if !locked {
-			b.mu.Lock()
-			defer b.mu.Unlock()
-		}
-		for _, n := range b.nodes {
-			if m, ok := n.params.(MemsetParams); ok {
-				if err := b.checkForeignMemset(opName, n.dev, m); err != nil {
-					return err.(*Error).at(opName, n)
-				}
-			}
-			if n.child != nil {
-				if err := walk(n.child, false); err != nil {
-					return err
-				}
-			}
-			if n.conds != nil {
-				for _, c := range n.conds.bodies {
-					if err := walk(c, false); err != nil {
-						return err
-					}
-				}
+	var err error
+	g.walkNested(true, func(n *Node) bool {
+		if m, ok := n.params.(MemsetParams); ok {
+			if e := n.g.checkForeignMemset(opName, n.dev, m); e != nil {
+				err = e.(*Error).at(opName, n)
+				return false
 			}
 		}
-		return nil
-	}
-	return walk(g, true)
+		return true
+	})
+	return err
 }
 
 // describeAlloc names alloc node a for an error.

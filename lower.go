@@ -165,10 +165,7 @@ func isBackendErr(err error) bool {
 // lowerOp lowers params for node n: checked against the device n runs
 // on, which the op names when it is not its graph's.
 func (n *Node) lowerOp(params NodeParams) (backend.Op, *Code, string) {
-	d := n.dev
-	if d == nil {
-		d = n.g.dev
-	}
+	d := n.device()
 	op, code, msg := d.lowerOp(params)
 	if d != n.g.dev {
 		op.Device = d.be

@@ -62,27 +62,12 @@ func (g *Graph) memHoldersLocked() execHolders {
 	}
 	dev := func(p DevicePtr) int { return mo.MemoryOwner(uint64(p)) }
 	m := map[*Node]backend.Holders{}
-	var walk func(g *Graph)
-	walk = func(g *Graph) {
-		for _, n := range g.nodes {
-			if h, ok := holdersOf(n.params, dev); ok {
-				m[n] = h
-			}
-			var nested []*Graph
-			if n.child != nil {
-				nested = append(nested, n.child)
-			}
-			if n.conds != nil {
-				nested = append(nested, n.conds.bodies...)
-			}
-			for _, c := range nested {
-				c.mu.Lock()
-				walk(c)
-				c.mu.Unlock()
-			}
+	g.walkNested(true, func(n *Node) bool {
+		if h, ok := holdersOf(n.params, dev); ok {
+			m[n] = h
 		}
-	}
-	walk(g)
+		return true
+	})
 	return execHolders{nodes: m}
 }
 
@@ -164,10 +149,7 @@ func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) err
 	if !ok || mo.OpenDevices() < 2 {
 		return nil
 	}
-	dev := n.dev
-	if dev == nil {
-		dev = n.g.dev
-	}
+	dev := n.device()
 	if o := mo.MemoryOwner(uint64(old.Dst)); o >= 0 && o != dev.props.Ordinal {
 		return nodeErr(opName, n, ErrInvalidValue, "a memset captured in a stream of device %d on memory of device %d cannot change (cudaGraphExecMemsetNodeSetParams refuses it); add the memset to the graph instead of capturing it, or capture it in a stream of device %d",
 			dev.props.Ordinal, o, o)
@@ -191,10 +173,7 @@ func (e *Exec) checkGraphMemSource(opName string, n *Node, p NodeParams) error {
 	if !ok || old.SrcHost != nil || old.Src == nu.Src {
 		return nil
 	}
-	d := n.dev
-	if d == nil {
-		d = n.g.dev
-	}
+	d := n.device()
 	was, is := d.allocs.holds(uint64(old.Src)), d.allocs.holds(uint64(nu.Src))
 	if was == is {
 		return nil
