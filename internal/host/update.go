@@ -364,10 +364,7 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 	moves := len(cands) > 0 && (e.multi || e.dev.OpenDevices() > 1)
 	// check is a candidate's refusal, if any.
 	check := func(c *paramChange) (backend.UpdateInfo, string) {
-		t := top
-		if c.x != e {
-			t = tableOf(c.x)
-		}
+		t := tableOf(c.x)
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why
 		}
@@ -388,10 +385,7 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 	}
 	for i := range cands {
 		c := &cands[i]
-		t := top
-		if c.x != e {
-			t = tableOf(c.x)
-		}
+		t := tableOf(c.x)
 		if info, why := check(c); info.Result != updateSuccess {
 			return firstRefusal(cands[i:], info, why, check)
 		}
