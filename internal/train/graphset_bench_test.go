@@ -81,14 +81,8 @@ func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)
 	for _, rows := range batches {
 		for _, mode := range []string{"graphs", "ops"} {
 			b.Run(mode+"/"+itoa(rows), func(b *testing.B) {
-				d, s := open(b)
-				m, err := NewModel(s, cfg)
-				ok(b, err)
-				defer m.Destroy()
-				gemm(b, d, m)
-				x, err := d.Malloc(4 * rows * cfg.In)
-				ok(b, err)
-				defer d.Free(x)
+				d, s, m, x, set, release := newBenchSet(b, open, cfg, []int{rows}, gemm)
+				defer release()
 				// Input and logits in pinned host memory, as
 				// tools/serve/torch_graphset.py's: a server copies from
 				// and to buffers it keeps.
@@ -98,13 +92,6 @@ func benchSetReplay(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)
 				zB, err := d.MallocHost(4 * rows * cfg.Classes)
 				ok(b, err)
 				defer d.FreeHost(zB)
-
-				set, err := gg.NewGraphSet(s, func(s *gg.Stream, n int) ([]gg.DevicePtr, error) {
-					p, err := m.Forward(s, x, n)
-					return []gg.DevicePtr{p}, err
-				}, gg.GraphSetConfig[int]{Keys: []int{rows}})
-				ok(b, err)
-				defer set.Close()
 				times := make([]time.Duration, 0, b.N)
 				b.ResetTimer()
 				for range b.N {
@@ -175,25 +162,31 @@ func BenchmarkGraphSetReplaySwitch(b *testing.B) {
 	benchSetSwitch(b, openHost, Small(), []int{1, 16, 128}, func(*testing.B, *gg.Device, *Model) {})
 }
 
+// newBenchSet opens a device, makes the model with gemm's GEMM, an input
+// buffer for the largest key and a graph set of its forward pass at keys;
+// release frees them (a benchmark function runs several times: each run
+// releases its own).
+func newBenchSet(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, keys []int, gemm func(*testing.B, *gg.Device, *Model)) (d *gg.Device, s *gg.Stream, m *Model, x gg.DevicePtr, set *gg.GraphSet[int], release func()) {
+	d, s = open(b)
+	m, err := NewModel(s, cfg)
+	ok(b, err)
+	gemm(b, d, m)
+	x, err = d.Malloc(4 * slices.Max(keys) * cfg.In)
+	ok(b, err)
+	set, err = gg.NewGraphSet(s, func(s *gg.Stream, n int) ([]gg.DevicePtr, error) {
+		p, err := m.Forward(s, x, n)
+		return []gg.DevicePtr{p}, err
+	}, gg.GraphSetConfig[int]{Keys: keys})
+	ok(b, err)
+	return d, s, m, x, set, func() { set.Close(); d.Free(x); m.Destroy() }
+}
+
 func benchSetSwitch(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), cfg Config, keys []int, gemm func(*testing.B, *gg.Device, *Model)) {
 	for _, mode := range []string{"same", "cycle"} {
 		b.Run(mode, func(b *testing.B) {
-			d, s := open(b)
-			m, err := NewModel(s, cfg)
-			ok(b, err)
-			defer m.Destroy()
-			gemm(b, d, m)
-			maxRows := slices.Max(keys)
-			x, err := d.Malloc(4 * maxRows * cfg.In)
-			ok(b, err)
-			defer d.Free(x)
-			z := make([]float32, maxRows*cfg.Classes)
-			set, err := gg.NewGraphSet(s, func(s *gg.Stream, n int) ([]gg.DevicePtr, error) {
-				p, err := m.Forward(s, x, n)
-				return []gg.DevicePtr{p}, err
-			}, gg.GraphSetConfig[int]{Keys: keys})
-			ok(b, err)
-			defer set.Close()
+			_, _, _, _, set, release := newBenchSet(b, open, cfg, keys, gemm)
+			defer release()
+			z := make([]float32, slices.Max(keys)*cfg.Classes)
 			for _, k := range keys { // each graph once before timing
 				outs, err := set.Replay(k)
 				ok(b, err)
