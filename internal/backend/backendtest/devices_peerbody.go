@@ -51,46 +51,53 @@ func condBodyPeerMemory(t *testing.T, backend string, count int, open OpenOrdina
 		"memcpy": func(s *gg.Stream, m gg.DevicePtr) error { return s.Memcpy(gg.DtoD(m, m+4*n/2, 4*n/2)) },
 		"kernel": func(s *gg.Stream, m gg.DevicePtr) error { return s.Launch(AddOne, gg.Dim1(1), gg.Dim1(n), m, m, n) },
 	}
+	// ifBody makes a graph of device 0 holding an IF node that always runs
+	// its body, and returns the graph and the body.
+	ifBody := func() (*gg.Graph, *gg.Graph) {
+		g := NewGraph(t, d0)
+		h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+		_, bodies := AddCond(t, g, h, gg.ConditionalIf, 1)
+		return g, bodies[0]
+	}
+	// instantiate instantiates g, whose body works on memory m: on device
+	// 0's own memory it must instantiate and run; on device 1's it returns
+	// the refusal.
+	instantiate := func(g *gg.Graph, m gg.DevicePtr) error {
+		e, err := g.Instantiate(0)
+		if m == own {
+			OK(t, err)
+			launchSync(t, e, s0)
+			OK(t, e.Destroy())
+			return nil
+		}
+		return err
+	}
 	for _, nd := range nodes {
 		for _, m := range []gg.DevicePtr{own, peer} {
-			g := NewGraph(t, d0)
-			h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
-			_, bodies := AddCond(t, g, h, gg.ConditionalIf, 1)
+			g, body := ifBody()
 			cs := NewStream(t, d0)
-			OK(t, cs.BeginCaptureToGraph(bodies[0], nil, gg.CaptureModeGlobal))
+			OK(t, cs.BeginCaptureToGraph(body, nil, gg.CaptureModeGlobal))
 			OK(t, issue[nd.what](cs, m))
 			Must[*gg.Graph](t)(cs.EndCapture())
-			e, err := g.Instantiate(0)
-			if m == own {
-				OK(t, err)
-				launchSync(t, e, s0)
-				OK(t, e.Destroy())
-				continue
-			}
-			if !errors.Is(err, gg.ErrInvalidValue) {
+			if err := instantiate(g, m); m == peer && !errors.Is(err, gg.ErrInvalidValue) {
 				t.Fatalf("captured %s on device 1's memory in a body: %v, want ErrInvalidValue", nd.what, err)
 			}
 		}
 		for _, inChild := range []bool{false, true} {
 			for _, m := range []gg.DevicePtr{own, peer} {
-				g := NewGraph(t, d0)
-				h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
-				_, bodies := AddCond(t, g, h, gg.ConditionalIf, 1)
+				g, body := ifBody()
 				var bad *gg.Node
 				if inChild {
 					c := NewGraph(t, d0)
 					Must[*gg.Node](t)(c.AddNode(nd.p(m)))
-					cn := Must[*gg.Node](t)(bodies[0].AddChildGraphNode(c))
+					cn := Must[*gg.Node](t)(body.AddChildGraphNode(c))
 					emb := Must[*gg.Graph](t)(cn.ChildGraph())
 					bad = Must[[]*gg.Node](t)(emb.Nodes())[0]
 				} else {
-					bad = Must[*gg.Node](t)(bodies[0].AddNode(nd.p(m)))
+					bad = Must[*gg.Node](t)(body.AddNode(nd.p(m)))
 				}
-				e, err := g.Instantiate(0)
+				err := instantiate(g, m)
 				if m == own {
-					OK(t, err)
-					launchSync(t, e, s0)
-					OK(t, e.Destroy())
 					continue
 				}
 				IsCode(t, err, gg.ErrInvalidValue)
