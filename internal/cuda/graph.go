@@ -363,16 +363,15 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 // device loaded (its parameters known).
 func (d *Device) kernelInfo(n uintptr) (name string, ptrs []uint64) {
 	ka, err := d.drv.GraphKernelNodeArgs(n, func(fn uintptr) []int {
-		idx, ok := d.ptrArgs.Load(fn)
+		if idx, ok := d.ptrArgs.Load(fn); ok {
+			return idx.([]int)
+		}
 		for _, o := range openDevices.snapshot() { // a kernel of another device, captured in its stream
-			if !ok && o != d {
-				idx, ok = o.ptrArgs.Load(fn)
+			if idx, ok := o.ptrArgs.Load(fn); ok {
+				return idx.([]int)
 			}
 		}
-		if !ok {
-			return nil
-		}
-		return idx.([]int)
+		return nil
 	})
 	if err != nil {
 		return "", nil
