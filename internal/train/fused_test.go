@@ -153,20 +153,28 @@ func TestFusedStepOps(t *testing.T) {
 	}
 }
 
+// newFusedStep makes a one-batch dataset, the static buffers and a model
+// whose step is the emulated fused one, freed when t ends.
+func newFusedStep(t *testing.T, s *gg.Stream, cfg Config) (*Dataset, *Static, *Model) {
+	t.Helper()
+	ds, err := NewDataset(cfg, 1)
+	ok(t, err)
+	st, err := NewStatic(s, cfg)
+	ok(t, err)
+	t.Cleanup(func() { st.Free(s) })
+	m, err := NewModel(s, cfg)
+	ok(t, err)
+	t.Cleanup(func() { m.Destroy() })
+	m.Fused = EmulatedFused(nil)
+	return ds, st, m
+}
+
 // TestFusedStepMarks checks the names the fused step marks its pieces
 // with.
 func TestFusedStepMarks(t *testing.T) {
 	cfg := Small()
 	_, s := openHost(t)
-	ds, err := NewDataset(cfg, 1)
-	ok(t, err)
-	st, err := NewStatic(s, cfg)
-	ok(t, err)
-	defer st.Free(s)
-	m, err := NewModel(s, cfg)
-	ok(t, err)
-	defer m.Destroy()
-	m.Fused = EmulatedFused(nil)
+	ds, st, m := newFusedStep(t, s, cfg)
 	var marks []string
 	m.Mark = func(_ *gg.Stream, what string) error { marks = append(marks, what); return nil }
 	ok(t, st.Load(s, ds, 0))
@@ -196,15 +204,7 @@ func TestFusedStepRefuses(t *testing.T) {
 				cfg.Precision = BF16
 			}
 			d, s := openHost(t)
-			ds, err := NewDataset(cfg, 1)
-			ok(t, err)
-			st, err := NewStatic(s, cfg)
-			ok(t, err)
-			defer st.Free(s)
-			m, err := NewModel(s, cfg)
-			ok(t, err)
-			defer m.Destroy()
-			m.Fused = EmulatedFused(nil)
+			ds, st, m := newFusedStep(t, s, cfg)
 			synced := false
 			if why == "GradSync" {
 				m.GradSync = func(*gg.Stream, gg.DevicePtr, int) error { synced = true; return nil }
