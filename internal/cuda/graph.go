@@ -345,11 +345,18 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 			}
 		case backend.NodeKernel:
 			info.Name, info.Pointers = d.kernelInfo(n)
+		// A copy's and a memset's memory, a driver call each, matter only
+		// while another device is open (whose memory they might use): the
+		// read-back of a capture on one device skips them.
 		case backend.NodeMemcpy:
-			info.Pointers, _ = d.drv.GraphMemcpyNodeDevicePtrs(n)
+			if d.OpenDevices() > 1 {
+				info.Pointers, _ = d.drv.GraphMemcpyNodeDevicePtrs(n)
+			}
 		case backend.NodeMemset:
-			if dst, err := d.drv.GraphMemsetNodeDst(n); err == nil {
-				info.Pointers = []uint64{dst}
+			if d.OpenDevices() > 1 {
+				if dst, err := d.drv.GraphMemsetNodeDst(n); err == nil {
+					info.Pointers = []uint64{dst}
+				}
 			}
 		}
 		return nil
