@@ -294,7 +294,7 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 	}
 	// Node by node with each node's own failures, as the driver: a memset
 	// on an allocation that g frees (memsetRefusal).
-	info, why, err := e.install(pr.cands, pr.mems, e.memsetRefusal(g))
+	info, why, err := e.install(pr.pairs, pr.cands, pr.mems, e.memsetRefusal(g))
 	if err == nil && info.Result != updateSuccess {
 		err = updateFailure(info, why)
 	}
@@ -324,7 +324,7 @@ func (e *Exec) Update(bg backend.Graph) (backend.UpdateInfo, error) {
 // new op table is built beside the current one, in the spare table when no
 // launch can still be reading it, so that a steady update-and-launch loop
 // allocates no tables.
-func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
+func (e *Exec) install(pairs [][2]*topo, cands []paramChange, mems []memChange, refuse func(*Node) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
 	e.mu.Lock()
 	cur, curBops := e.ops, e.bops
 	// A device graph's uploaded table stays in use until the next upload.
@@ -387,7 +387,7 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 		c := &cands[i]
 		t := tableOf(c.x)
 		if info, why := check(c); info.Result != updateSuccess {
-			return firstRefusal(cands[i:], info, why, check)
+			return firstRefusal(pairs, cands[i:], info, why, check)
 		}
 		o, err := opDevice(e.dev, c.p).prepare(c.p)
 		if err != nil {
@@ -412,37 +412,68 @@ func (e *Exec) install(cands []paramChange, mems []memChange, refuse func(*Node)
 
 // firstRefusal is the refusal an update names when it refuses several
 // candidates, the first of which (in pairing order) is cands[0] with
-// refusal info and why: the driver names the one it checks first, and it
-// checks the nodes of the graph newest first (H100, driver 580: in
-// whole-graph differential inputs it named the later of two failing nodes,
-// a memcpy whose parameters changed before an earlier memset on a freed
-// allocation, and the reverse). Nodes of embedded graphs come after the
-// top graph's, in pairing order (unmeasured).
-func firstRefusal(cands []paramChange, info backend.UpdateInfo, why string, check func(*paramChange) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
-	best := &cands[0]
+// refusal info and why: the driver names the first it checks, and it
+// checks breadth first from the sinks, the newest sink first, each node's
+// dependencies in the order of its incoming edges, a child graph's or a
+// body's nodes at their node (H100, driver 580: tools/probe/updorder.cu,
+// docs/driver-updorder.txt). A node's own parameters and the rules on
+// graph memory are checked in the same walk.
+func firstRefusal(pairs [][2]*topo, cands []paramChange, info backend.UpdateInfo, why string, check func(*paramChange) (backend.UpdateInfo, string)) (backend.UpdateInfo, string, error) {
+	ranks := checkRanks(pairs)
+	best := checkKey(ranks, cands[0].from)
 	for i := 1; i < len(cands); i++ {
 		c := &cands[i]
-		if !newerTop(c.from, best.from) {
+		k := checkKey(ranks, c.from)
+		if slices.Compare(k, best) >= 0 {
 			continue
 		}
 		if ci, cw := check(c); ci.Result != updateSuccess {
-			best, info, why = c, ci, cw
+			best, info, why = k, ci, cw
 		}
 	}
 	return info, why, nil
 }
 
-// newerTop reports whether a is checked before b: both nodes of one top
-// graph and a made later, or a of the top graph and b of an embedded one.
-func newerTop(a, b *Node) bool {
-	at, bt := a.g.parent == nil, b.g.parent == nil
-	switch {
-	case at && bt:
-		return a.id > b.id
-	case at:
-		return true
+// checkRanks gives every node of the new graphs of pairs its place in the
+// driver's check order within its own graph.
+func checkRanks(pairs [][2]*topo) map[*Node]int {
+	ranks := map[*Node]int{}
+	for _, p := range pairs {
+		t := p[1]
+		// The sinks newest first, then breadth first through each node's
+		// dependencies in edge order: the pairing order with its sinks
+		// reversed.
+		order := make([]int32, 0, len(t.nodes))
+		seen := make([]bool, len(t.nodes))
+		for i := t.sinks - 1; i >= 0; i-- {
+			order = append(order, int32(i))
+			seen[i] = true
+		}
+		for k := 0; k < len(order); k++ {
+			i := order[k]
+			for _, d := range t.deps[t.depOff[i]:t.depOff[i+1]] {
+				if !seen[d] {
+					seen[d] = true
+					order = append(order, d)
+				}
+			}
+		}
+		for r, i := range order {
+			ranks[t.nodes[i]] = r
+		}
 	}
-	return false
+	return ranks
+}
+
+// checkKey is n's place in the check order: the ranks of the nodes that
+// embed its graph, outermost first, then its own.
+func checkKey(ranks map[*Node]int, n *Node) []int {
+	var k []int
+	for ; n != nil; n = n.g.parent {
+		k = append(k, ranks[n])
+	}
+	slices.Reverse(k)
+	return k
 }
 
 // keepInstantiated carries over to a new op what instantiation gave the op
@@ -506,7 +537,7 @@ func (e *Exec) SetParams(bn backend.Node, p *backend.Op) error {
 			// A node of a conditional body: its body's table changes.
 			e.umu.Lock()
 			defer e.umu.Unlock()
-			info, why, err := e.install([]paramChange{{sub, sx, &q, n}}, nil, nil)
+			info, why, err := e.install(nil, []paramChange{{sub, sx, &q, n}}, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -572,7 +603,7 @@ func (e *Exec) SetChildGraph(bn backend.Node, bg backend.Graph) error {
 		err.Node = n.tag
 		return err
 	}
-	info, why, err := e.install(pr.cands, nil, nil)
+	info, why, err := e.install(pr.pairs, pr.cands, nil, nil)
 	if err != nil {
 		return err
 	}

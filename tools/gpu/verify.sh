@@ -8,7 +8,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~90 s: graph-set capture/replay (cuBLAS and cuBLASLt) and serving beside PyTorch
-#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu: their outputs for docs/)
+#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu, updorder.cu, freedset.cu: their outputs for docs/)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -30,8 +30,11 @@ two)
   t devices 90 .gpu/gpugraph.test -test.run '^TestDevicesCUDA$' -test.v
   t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
   t diff 240 env GPUGRAPH_DIFF_INPUTS=3000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v
-  # the failures only (the full log is tens of MB): what docs/gpu-runs keeps
-  { echo "# failures only"; grep -v -E '^=== (RUN|NAME|CONT|PAUSE)|--- PASS|fuzz_diff_test.go:(118|1856): (refused|update refused)|^\s+B: |^\s+input: ' "$L/diff.txt"; } > "$O/diff-failures.txt" ;;
+  # the failures only (the full log is tens of MB), each failing input whole:
+  # its runs on both backends and the changes B makes
+  { echo "# failures only"; awk '/^=== RUN   TestDifferentialCUDA\/[A-Za-z]+\/[0-9]+$/ { if (bad) printf "%s", blk; blk = ""; bad = 0 }
+      /decide differently|differs from|--- FAIL|panic/ { bad = 1 } !/^=== (NAME|CONT|PAUSE)|--- PASS|^\s+input: / { blk = blk $0 "\n" }
+      END { if (bad) printf "%s", blk }' "$L/diff.txt"; } > "$O/diff-failures.txt" ;;
 ab)
   for r in 1 2 3 4 5; do
     t "ab-base-$r" 40 .gpu/base/gpugraph train --backend cuda --model reference --modes graph
@@ -56,6 +59,10 @@ probes)
   t pageable 60 bash -c 'nvcc -O2 -o /tmp/pageable tools/probe/pageable.cu && /tmp/pageable'
   t disabledmid 60 bash -c 'nvcc -O2 -o /tmp/disabledmid tools/probe/disabledmid.cu && /tmp/disabledmid'
   t condupdate 60 bash -c 'nvcc -O2 -o /tmp/condupdate tools/probe/condupdate.cu && /tmp/condupdate'
+  t updorder 60 bash -c 'nvcc -O2 -o /tmp/updorder tools/probe/updorder.cu && /tmp/updorder'
+  t freedset 60 bash -c 'nvcc -O2 -o /tmp/freedset tools/probe/freedset.cu && /tmp/freedset'
+  cp "$L/updorder.txt" "$O/driver-updorder.txt"
+  cp "$L/freedset.txt" "$O/driver-freedset.txt"
   cp "$L/condupdate.txt" "$O/driver-condupdate.txt"
   cp "$L/pageable.txt" "$O/driver-pageable.txt"
   cp "$L/disabledmid.txt" "$O/driver-disabledmid.txt" ;;

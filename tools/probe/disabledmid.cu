@@ -31,8 +31,8 @@ static cudaGraphNode_t kernel(cudaGraph_t g, const cudaGraphNode_t* deps, size_t
   return node;
 }
 
-enum Mid { Memset1D, Memset2D, Memcpy, Kernel };
-static const char* midName[] = {"memset 1D", "memset 2D", "memcpy device to device", "kernel"};
+enum Mid { Memset1D, Memset2D, Memcpy, Kernel, Memset1D4, Memset1DSink };
+static const char* midName[] = {"memset 1D", "memset 2D", "memcpy device to device", "kernel", "memset 1D of 4-byte elements", "memset 1D (a sink; copy after the slow kernel)"};
 
 static void run(Mid mid, bool disable, bool launchedBefore) {
   int *x, *z, *y;
@@ -51,14 +51,16 @@ static void run(Mid mid, bool disable, bool launchedBefore) {
   cudaGraphNode_t m = nullptr;
   switch (mid) {
   case Memset1D:
+  case Memset1D4:
+  case Memset1DSink:
   case Memset2D: {
     cudaMemsetParams mp = {};
     mp.dst = y;
     mp.value = 7;
-    mp.elementSize = 1;
-    mp.width = mid == Memset1D ? 64 : 4;
-    mp.height = mid == Memset1D ? 1 : 3;
-    mp.pitch = mid == Memset1D ? 0 : 16;
+    mp.elementSize = mid == Memset1D4 ? 4 : 1;
+    mp.width = mid == Memset2D ? 4 : mid == Memset1D4 ? 16 : 64;
+    mp.height = mid == Memset2D ? 3 : 1;
+    mp.pitch = mid == Memset2D ? 16 : 0;
     cudaGraphAddMemsetNode(&m, g, &k1, 1, &mp);
     break;
   }
@@ -72,7 +74,7 @@ static void run(Mid mid, bool disable, bool launchedBefore) {
   }
   }
   void* a2[] = {&z, &x};
-  kernel(g, &m, 1, (void*)copy, a2);
+  kernel(g, mid == Memset1DSink ? &k1 : &m, 1, (void*)copy, a2);
   cudaGraphExec_t e;
   cudaGraphInstantiate(&e, g, 0);
   if (launchedBefore) {
@@ -106,7 +108,7 @@ int main() {
   int drv = 0;
   cudaDriverGetVersion(&drv);
   printf("disabledmid.cu: driver %d\n", drv);
-  for (int mid = 0; mid < 4; mid++) {
+  for (int mid = 0; mid < 6; mid++) {
     run((Mid)mid, false, false);
     run((Mid)mid, true, false);
     run((Mid)mid, true, true);

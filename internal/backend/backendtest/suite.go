@@ -70,6 +70,7 @@ var scenarios = []struct {
 	// memupdate.go
 	{"UpdateMemNodes", updateMemNodes},
 	{"UpdateMemNodesMemset", updateMemsetRefused},
+	{"UpdateRefusalOrder", updateRefusalOrder},
 	{"UpdateMemNodesLeftLive", updateMemNodesLeftLive},
 	// userobject.go
 	{"UserObjectDeferredRelease", userObjectDeferredRelease},
