@@ -85,7 +85,7 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	case e.holders.sole:
 		// One device open at the instantiation: the device memory of
 		// n's parameters was its own, if n is a node of e.
-		if n.rootGraph() != e.src {
+		if n.g.top() != e.src {
 			return nil // the backend says it is not
 		}
 		sole := e.dev.props.Ordinal
@@ -118,15 +118,6 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	return nodeErr(opName, n, ErrInvalidValue, "%s (%s)", mv, call)
 }
 
-// rootGraph is the top graph that n's graph is, or is embedded in.
-func (n *Node) rootGraph() *Graph {
-	g := n.g
-	for g.parent != nil {
-		g = g.parent.g
-	}
-	return g
-}
-
 // checkCapturedPeerMemset refuses an update of memset node n, made by a
 // stream capture on memory of another device than the capturing stream's
 // (with peer access), to parameters p other than its own: the driver
@@ -157,27 +148,55 @@ func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) err
 	return nil
 }
 
-// checkGraphMemSource refuses an update of memcpy node n that moves its
-// source between graph memory (an allocation of an alloc node) and other
-// device memory: the driver refuses moving the source from a graph
-// allocation to cudaMalloc memory with cudaErrorInvalidValue, in a plain
-// graph and in a conditional body alike, while it moves the destination,
-// and a memset's, either way (H100, driver 580: tools/probe/condupdate.cu,
-// docs/driver-condupdate.txt). The reverse move is refused too, untested.
-func (e *Exec) checkGraphMemSource(opName string, n *Node, p NodeParams) error {
+// checkGraphMemCopy refuses an update of memcpy node n to parameters p
+// that the driver refuses with cudaErrorInvalidValue (H100, driver 580:
+// tools/probe/condupdate.cu and freedset.cu, docs/driver-condupdate.txt
+// and driver-freedset.txt):
+//   - moving the source or the destination between graph memory (an
+//     allocation of an alloc node) and other device memory, either way; a
+//     memset node's destination may move;
+//   - any change to a copy in a child graph or conditional body to or from
+//     an allocation that the graph frees; the same copy in the top graph,
+//     or when the graph leaves the allocation live, takes it.
+func (e *Exec) checkGraphMemCopy(opName string, n *Node, p NodeParams) error {
 	nu, ok := p.(MemcpyParams)
-	if !ok || nu.SrcHost != nil {
+	if !ok {
 		return nil
 	}
 	old, ok := n.params.(MemcpyParams)
-	if !ok || old.SrcHost != nil || old.Src == nu.Src {
+	if !ok {
 		return nil
 	}
 	d := n.device()
-	was, is := d.allocs.holds(uint64(old.Src)), d.allocs.holds(uint64(nu.Src))
-	if was == is {
-		return nil
+	if n.g.parent != nil {
+		root := n.g.top()
+		freedHere := func(a allocRange) bool { return a.top == root && a.freed }
+		for _, side := range []struct {
+			host bool
+			p    DevicePtr
+		}{{old.SrcHost != nil, old.Src}, {old.DstHost != nil, old.Dst}} {
+			if side.host {
+				continue
+			}
+			if a := d.allocs.find(uint64(side.p), max(old.Size, 1), freedHere); a != nil {
+				return nodeErr(opName, n, ErrInvalidValue, "a memcpy node of an embedded graph on an allocation that the graph frees (%v) cannot change (cudaGraphExecMemcpyNodeSetParams refuses it); update it with Exec.Update, or copy in the top graph", a)
+			}
+		}
 	}
-	what := map[bool]string{true: "graph memory (an allocation of an alloc node)", false: "other device memory"}
-	return nodeErr(opName, n, ErrInvalidValue, "the copy's source would move from %s to %s: a memcpy node's source stays in the kind of memory of the original (cudaGraphExecMemcpyNodeSetParams)", what[was], what[is])
+	for _, side := range []struct {
+		name            string
+		oldHost, nuHost bool
+		old, nu         DevicePtr
+	}{{"source", old.SrcHost != nil, nu.SrcHost != nil, old.Src, nu.Src}, {"destination", old.DstHost != nil, nu.DstHost != nil, old.Dst, nu.Dst}} {
+		if side.oldHost || side.nuHost || side.old == side.nu {
+			continue
+		}
+		was, is := d.allocs.holds(uint64(side.old)), d.allocs.holds(uint64(side.nu))
+		if was == is {
+			continue
+		}
+		what := map[bool]string{true: "graph memory (an allocation of an alloc node)", false: "other device memory"}
+		return nodeErr(opName, n, ErrInvalidValue, "the copy's %s would move from %s to %s: a memcpy node's source and destination stay in the kind of memory of the original (cudaGraphExecMemcpyNodeSetParams)", side.name, what[was], what[is])
+	}
+	return nil
 }

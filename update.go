@@ -183,7 +183,7 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 	if err := e.checkCapturedPeerMemset(opName, n, p); err != nil {
 		return err
 	}
-	if err := e.checkGraphMemSource(opName, n, p); err != nil {
+	if err := e.checkGraphMemCopy(opName, n, p); err != nil {
 		return err
 	}
 	if err := e.be.SetParams(n.be, &op); err != nil {
@@ -218,10 +218,21 @@ func nodeAt(opName string, n *Node, err error) error {
 // launch completes before it does; tools/probe/disabledchild.cu,
 // docs/driver-capture.txt). Keep one node of the child graph enabled, or
 // disable nodes of the parent graph instead.
+//
+// Disabling a 1D memset node (Height 1) that has both dependencies and
+// dependents is refused the same way, for the same reason: the driver
+// then runs its dependents before its dependencies and completes the
+// launch early (H100, driver 580: tools/probe/disabledmid.cu,
+// docs/driver-disabledmid.txt; a 2D memset, a memcpy, a kernel, or a 1D
+// memset that is a source or a sink keep the order). Update the executable
+// graph to a graph without it instead (Exec.Update).
 func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	const opName = "Exec.SetEnabled"
 	if err := e.enableable(opName, n); err != nil {
 		return err
+	}
+	if !enabled && n.orderedMemset1D() {
+		return nodeErr(opName, n, ErrNotSupported, "a 1D memset node between other nodes: disabled, the driver would not order its dependencies before its dependents")
 	}
 	if !enabled {
 		if last, err := e.lastEnabledOfChild(n); err != nil {
@@ -231,6 +242,21 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 		}
 	}
 	return nodeAt(opName, n, e.be.SetEnabled(n.be, enabled))
+}
+
+// orderedMemset1D reports whether n is a 1D memset node with both
+// dependencies and dependents in its graph.
+func (n *Node) orderedMemset1D() bool {
+	if n.typ != NodeMemset {
+		return false
+	}
+	p, ok := n.params.(MemsetParams)
+	if !ok || p.Height > 1 {
+		return false
+	}
+	n.g.mu.Lock()
+	defer n.g.mu.Unlock()
+	return len(n.deps) > 0 && len(n.outs) > 0
 }
 
 // lastEnabledOfChild reports whether n is the only node of an embedded

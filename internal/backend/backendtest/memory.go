@@ -1,6 +1,8 @@
 package backendtest
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -255,8 +257,12 @@ func memcpyForeignAllocation(t *testing.T, d *gg.Device) {
 }
 
 // execSetParamsGraphMemSource: an update of a memcpy node cannot move its
-// source from a graph allocation to cudaMalloc memory, while its
-// destination and a memset's may move (docs/driver-condupdate.txt).
+// source or its destination between a graph allocation and cudaMalloc
+// memory, either way, while a memset's destination may move
+// (docs/driver-condupdate.txt). A memcpy node of a child graph or a
+// conditional body on an allocation that the graph frees takes no update
+// at all; a memset there does, and so does the copy when the graph leaves
+// the allocation live (docs/driver-freedset.txt).
 func execSetParamsGraphMemSource(t *testing.T, d *gg.Device) {
 	const size = 1 << 16
 	a := Must[gg.DevicePtr](t)(d.Malloc(size))
@@ -266,15 +272,64 @@ func execSetParamsGraphMemSource(t *testing.T, d *gg.Device) {
 	g := NewGraph(t, d)
 	an, p := AddAlloc(t, g, size)
 	cp := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(a, p, 64), an))
+	into := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(p+1024, a, 64), an))
+	out := Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoD(b+1024, a, 64), an))
 	ms := Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(p+256, 1, 64), an))
-	addFree(t, g, p, cp, ms)
+	addFree(t, g, p, cp, into, out, ms)
 	e := Must[*gg.Exec](t)(g.Instantiate(0))
 	defer e.Destroy()
-	IsCode(t, e.SetParams(cp, gg.DtoD(a, b, 64)), gg.ErrInvalidValue)
+	IsCode(t, e.SetParams(cp, gg.DtoD(a, b, 64)), gg.ErrInvalidValue)       // source leaves graph memory
+	IsCode(t, e.SetParams(into, gg.DtoD(b, a, 64)), gg.ErrInvalidValue)     // destination leaves it
+	IsCode(t, e.SetParams(out, gg.DtoD(p+2048, a, 64)), gg.ErrInvalidValue) // destination enters it
 	OK(t, e.SetParams(cp, gg.DtoD(a+8, p+16, 32)))
 	OK(t, e.SetParams(cp, gg.DtoD(b, p, 64)))
+	OK(t, e.SetParams(into, gg.DtoD(p+17, a+5, 3)))
 	OK(t, e.SetParams(ms, gg.Memset8(b, 2, 64)))
 	s := NewStream(t, d)
 	OK(t, e.Launch(s))
 	OK(t, s.Synchronize())
+
+	// In a child graph and an IF body, with and without a free node.
+	for _, body := range []bool{false, true} {
+		for _, freed := range []bool{false, true} {
+			what := fmt.Sprintf("in an IF body %v, the graph frees the allocation %v", body, freed)
+			g := NewGraph(t, d)
+			an, p := AddAlloc(t, g, size)
+			var holder *gg.Node
+			var in *gg.Graph
+			if body {
+				h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, 0))
+				holder = Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}, an))
+				in = Must[[]*gg.Graph](t)(holder.ConditionalBodies())[0]
+			} else {
+				in = NewGraph(t, d)
+			}
+			cp := Must[*gg.Node](t)(in.AddMemcpyNode(gg.DtoD(a, p, 64)))
+			into := Must[*gg.Node](t)(in.AddMemcpyNode(gg.DtoD(p+1024, a+1024, 64)))
+			ms := Must[*gg.Node](t)(in.AddMemsetNode(gg.Memset8(p+2048, 1, 64)))
+			if !body {
+				holder = Must[*gg.Node](t)(g.AddChildGraphNode(in, an))
+				nodes := Must[[]*gg.Node](t)(Must[*gg.Graph](t)(holder.ChildGraph()).Nodes())
+				cp, into, ms = nodes[0], nodes[1], nodes[2]
+			}
+			if freed {
+				addFree(t, g, p, holder)
+			}
+			e := Must[*gg.Exec](t)(g.Instantiate(0))
+			for _, c := range []struct {
+				n *gg.Node
+				p gg.NodeParams
+			}{
+				{cp, gg.DtoD(a+8, p+16, 32)}, {into, gg.DtoD(p+1032, a+8, 32)}, {cp, gg.DtoD(a+4096, p, 64)},
+			} {
+				if err := e.SetParams(c.n, c.p); freed != errors.Is(err, gg.ErrInvalidValue) || !freed && err != nil {
+					t.Errorf("%s: SetParams %+v: %v, want invalid value %v", what, c.p, err, freed)
+				}
+			}
+			OK(t, e.SetParams(ms, gg.Memset8(p+2056, 2, 64)))
+			OK(t, e.Launch(s))
+			OK(t, s.Synchronize())
+			OK(t, e.Destroy())
+		}
+	}
 }
