@@ -237,6 +237,31 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	IsCode(t, e.SetEnabled(h, false), gg.ErrInvalidValue)
 	_, err = e.Enabled(h)
 	IsCode(t, err, gg.ErrInvalidValue)
+
+	// A 1D memset between two nodes cannot be disabled: the driver would
+	// run the node after it before the node before it
+	// (docs/driver-disabledmid.txt). One that is a source or a sink, and a
+	// 2D memset, can.
+	g3 := NewGraph(t, d)
+	k1 := Must[*gg.Node](t)(g3.AddKernelNode(SetAt(p, 0, 1)))
+	mid := Must[*gg.Node](t)(g3.AddMemsetNode(gg.Memset8(p+16, 7, 8), k1))
+	mid2 := Must[*gg.Node](t)(g3.AddMemsetNode(gg.MemsetParams{Dst: p + 32, Value: 7, ElementSize: 1, Width: 4, Height: 2, Pitch: 8}, k1))
+	Must[*gg.Node](t)(g3.AddKernelNode(SetAt(p, 1, 2), mid, mid2))
+	src := Must[*gg.Node](t)(g3.AddMemsetNode(gg.Memset8(p+48, 7, 4)))
+	sink := Must[*gg.Node](t)(g3.AddMemsetNode(gg.Memset8(p+52, 7, 4), k1))
+	Must[*gg.Node](t)(g3.AddKernelNode(SetAt(p, 2, 3), src))
+	e3 := Must[*gg.Exec](t)(g3.Instantiate(0))
+	defer e3.Destroy()
+	IsCode(t, e3.SetEnabled(mid, false), gg.ErrNotSupported)
+	if !Must[bool](t)(e3.Enabled(mid)) {
+		t.Fatal("a refused SetEnabled disabled the memset")
+	}
+	for _, n := range []*gg.Node{mid2, src, sink} {
+		OK(t, e3.SetEnabled(n, false))
+	}
+	OK(t, e3.Launch(s))
+	OK(t, s.Synchronize())
+	equalU32(t, ReadU32(t, d, p, 3), 1, 2, 3)
 }
 
 // launchAndRead returns a function that zeroes n words at p, launches e
