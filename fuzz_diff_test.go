@@ -847,8 +847,9 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 			st.hv[i] = r.dflt
 		}
 	}
-	// A memcpy node reads pageable host memory at the launch call, pinned
-	// memory when it runs.
+	// A memcpy node reads pageable host memory as staged at the launch
+	// call (and written since by copies of the launch), pinned memory
+	// when it runs.
 	st.staged = make([][]byte, len(p.res))
 	for i, r := range p.res {
 		if r.kind == resHost && !p.pinned {
@@ -939,6 +940,12 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 			src = st.staged[nd.src]
 		}
 		copy(st.mem[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])
+		if st.staged != nil && st.staged[nd.dst] != nil {
+			// A copy into pageable memory writes its staging too: a
+			// later copy from it delivers these bytes
+			// (docs/driver-pageable.txt).
+			copy(st.staged[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])
+		}
 	case dHost:
 		hostOp(st.mem[nd.dst], nd.mul, nd.add)
 	case dChild:

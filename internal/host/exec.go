@@ -3,6 +3,7 @@ package host
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/sched"
@@ -99,6 +100,9 @@ type launch struct {
 	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
 	ops    []op          // e's op table as of this launch: later updates do not change it
 	staged [][]byte      // the sources of its copies from pageable memory, read at the call, parallel to e.copies
+	// stageMu orders the copies that read staged with those that write it
+	// (writeThrough), which the graph need not order.
+	stageMu sync.Mutex
 	bodies [][]op        // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
 	xsems []*Semaphore // held from issue to end (extsem.go)
@@ -194,6 +198,7 @@ func (d *Device) prepare(o *backend.Op) (op, *backend.Error) {
 			return fail(err)
 		}
 		x.staged = o.Memcpy.Staged() // the gpugraph package's rule: a pageable source is read at launch
+		x.writesStaged = o.Memcpy.DstHost != nil && !o.Memcpy.DstPinned
 		return x, nil
 	case backend.NodeMemset:
 		x, err := d.memsetOp(&o.Memset)
@@ -435,6 +440,33 @@ func (l *launch) stageCopies() {
 	}
 }
 
+// writeThrough puts what a copy of the launch wrote into pageable host
+// memory dst into the launch's staged sources that overlap it as well: the
+// driver stages a pageable range once per launch and a copy into it writes
+// the staging buffer too, so a later copy from it in the same launch
+// delivers the copied bytes, while a host node's writes to it come too
+// late (H100, driver 580: tools/probe/pageable.cu, docs/driver-pageable.txt).
+func (l *launch) writeThrough(dst []byte) {
+	if len(dst) == 0 || len(l.staged) == 0 {
+		return
+	}
+	d0 := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+	d1 := d0 + uintptr(len(dst))
+	l.stageMu.Lock()
+	defer l.stageMu.Unlock()
+	for k, x := range l.e.copies {
+		o := &l.ops[x]
+		if !o.staged || o.off || len(o.src) == 0 {
+			continue
+		}
+		s0 := uintptr(unsafe.Pointer(unsafe.SliceData(o.src)))
+		lo, hi := max(d0, s0), min(d1, s0+uintptr(len(o.src)))
+		if lo < hi {
+			copy(l.staged[k][lo-s0:hi-s0], dst[lo-d0:hi-d0])
+		}
+	}
+}
+
 // issueEvents takes the launch's event sequence numbers, in stream order
 // (the stream's lock is held).
 func (l *launch) issueEvents() {
@@ -668,11 +700,19 @@ func (e *Exec) execNode(i int32) {
 		return
 	}
 	if o.kind == opMemcpy && o.staged && o.stage > 0 {
-		copy(o.dst, e.cur.staged[o.stage-1]) // the source as it was at the launch call
+		l := e.cur
+		l.stageMu.Lock()
+		copy(o.dst, l.staged[o.stage-1]) // the source as it was at the launch call
+		l.stageMu.Unlock()
+		if o.writesStaged {
+			l.writeThrough(o.dst)
+		}
 		return
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
+	} else if o.kind == opMemcpy && o.writesStaged && o.stage > 0 {
+		e.cur.writeThrough(o.dst)
 	}
 }
 

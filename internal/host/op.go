@@ -54,6 +54,9 @@ type op struct {
 	// stream's).
 	staged bool
 	stage  int32
+	// A graph's memcpy op into pageable host memory writes the launch's
+	// staged sources that overlap its destination too (launch.writeThrough).
+	writesStaged bool
 }
 
 type memsetOp struct {

@@ -50,6 +50,7 @@ var scenarios = []struct {
 	{"PinnedHostMemory", pinnedHostMemory},
 	{"PinnedStreamCopies", pinnedStreamCopies},
 	{"PinnedGraphCopies", pinnedGraphCopies},
+	{"PageableCopyChain", pageableCopyChain},
 	// conditional.go
 	{"ConditionalIf", conditionalIf},
 	{"ConditionalIfElse", conditionalIfElse},
