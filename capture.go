@@ -423,6 +423,9 @@ func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured boo
 		return nil, true, err
 	}
 	n.captured = true
+	if m, ok := n.be.(interface{ MarkCaptured() }); ok {
+		m.MarkCaptured() // the host backend's whole-graph update rule on captured memsets
+	}
 	s.capDeps = append(s.capDeps[:0], n)
 	s.capData = nil
 	return n, true, nil

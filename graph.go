@@ -847,7 +847,7 @@ func (g *Graph) clone(opName string) (*Graph, map[*Node]*Node, error) {
 	c := &Graph{dev: g.dev, id: graphIDs.Add(1), nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	c.hasRecords.Store(g.hasRecords.Load())
 	for _, n := range g.nodes {
-		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink, dev: n.dev}
+		m := &Node{g: c, id: n.id, typ: n.typ, params: copyParams(n.params), sink: n.sink, dev: n.dev, captured: n.captured}
 		if n.child != nil {
 			cc, inner, err := n.child.clone(opName)
 			if err != nil {

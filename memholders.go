@@ -103,6 +103,11 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	if !ok {
 		return nil
 	}
+	if n.captured && n.typ == NodeMemset && mo.MemoryOwner(uint64(p.(MemsetParams).Dst)) == n.device().props.Ordinal {
+		// A captured memset moves to the memory of the device whose
+		// stream captured it (capturedMemsetHome).
+		return nil
+	}
 	var peer func(from, to int) bool
 	if ps, ok := e.dev.be.(backend.Peers); ok {
 		peer = ps.PeerAccessEnabled
@@ -128,6 +133,12 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 // capturedMemsets and memsetShapes; docs/driver-multidev.txt). On the cuda
 // backend the node's parameters are the driver's (NativeNodeParams) and the
 // driver answers itself.
+//
+// capturedMemsetHome: two exceptions, each from one two-GPU differential
+// input on H100s (driver 580): a change that moves the destination to the
+// memory of the capturing stream's device is taken (checkHolders lets it
+// move there too), and so is any change to a memset on a graph
+// allocation.
 func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) error {
 	if !n.captured || n.typ != NodeMemset {
 		return nil
@@ -141,6 +152,12 @@ func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) err
 		return nil
 	}
 	dev := n.device()
+	if dev.allocs.holds(uint64(old.Dst)) {
+		return nil // a graph allocation: the driver takes the change (a two-GPU differential input)
+	}
+	if nu, ok := p.(MemsetParams); ok && mo.MemoryOwner(uint64(nu.Dst)) == dev.props.Ordinal {
+		return nil // moving home (capturedMemsetHome)
+	}
 	if o := mo.MemoryOwner(uint64(old.Dst)); o >= 0 && o != dev.props.Ordinal {
 		return nodeErr(opName, n, ErrInvalidValue, "a memset captured in a stream of device %d on memory of device %d cannot change (cudaGraphExecMemsetNodeSetParams refuses it); add the memset to the graph instead of capturing it, or capture it in a stream of device %d",
 			dev.props.Ordinal, o, o)

@@ -47,7 +47,14 @@ type Node struct {
 	outs  []*Node
 	sink  uint64 // when n last became a sink: orders sinks for update pairing
 	dead  bool
+	// captured: stream capture made n (MarkCaptured). A captured memset's
+	// destination may move to another device's memory in a whole-graph
+	// update (install).
+	captured bool
 }
+
+// MarkCaptured records that stream capture made n.
+func (n *Node) MarkCaptured() { n.captured = true }
 
 var _ backend.Graph = (*Graph)(nil)
 
@@ -330,7 +337,7 @@ func (g *Graph) clone() *Graph {
 	defer g.mu.Unlock()
 	c := &Graph{d: g.d, nextID: g.nextID, sinkSeq: g.sinkSeq, clonedBy: map[*Node]*Node{}}
 	for _, n := range g.nodes {
-		m := &Node{g: c, tag: n.tag, dev: n.dev, id: n.id, typ: n.typ, op: n.op, sink: n.sink}
+		m := &Node{g: c, tag: n.tag, dev: n.dev, id: n.id, typ: n.typ, op: n.op, sink: n.sink, captured: n.captured}
 		if n.child != nil {
 			m.child = n.child.clone()
 			m.child.parent = m

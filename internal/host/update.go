@@ -368,7 +368,10 @@ func (e *Exec) install(pairs [][2]*topo, cands []paramChange, mems []memChange, 
 		if r, why := updatable(&t.bops[c.op], c.p); r != updateSuccess {
 			return backend.UpdateInfo{Result: r, ErrorNode: c.from.tag}, why
 		}
-		if moves {
+		// A captured memset's destination may move to another device's
+		// memory, either way (H100 pair, driver 580: two-GPU whole-graph
+		// differential inputs, with the graphs captured).
+		if moves && !(c.p.Type == backend.NodeMemset && c.from.captured) {
 			if mv := c.x.memoryMove(c.op, &t.bops[c.op], c.p); mv != nil {
 				return backend.UpdateInfo{Result: updateParametersChanged, ErrorNode: c.from.tag}, mv.String()
 			}

@@ -142,6 +142,38 @@ func capturedPeerMemsetUpdate(t *testing.T, backend string, count int, open Open
 	launchSync(t, e, s0)
 	wantU32s(t, "the captured memset after the refused updates", d1, peer, n, 7)
 
+	// A change that moves it home, to memory of the capturing stream's
+	// device, is taken; a whole-graph update between captured graphs
+	// moves a captured memset's destination either way (two-GPU
+	// differential inputs).
+	own := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
+	defer d0.Free(own)
+	OK(t, e.SetParams(ms, gg.Memset32(own, 5, n)))
+	launchSync(t, e, s0)
+	wantU32s(t, "the captured memset moved home", d0, own, n, 5)
+	capture := func(p gg.MemsetParams) *gg.Graph {
+		OK(t, s0.BeginCapture(gg.CaptureModeGlobal))
+		OK(t, s0.Memset(p))
+		return Must[*gg.Graph](t)(s0.EndCapture())
+	}
+	home, away := capture(gg.Memset32(own, 6, n)), capture(gg.Memset32(peer, 4, n))
+	defer home.Destroy()
+	defer away.Destroy()
+	ew := Must[*gg.Exec](t)(home.Instantiate(0))
+	defer ew.Destroy()
+	for _, c := range []struct {
+		g    *gg.Graph
+		on   *gg.Device
+		at   gg.DevicePtr
+		want uint32
+	}{{away, d1, peer, 4}, {home, d0, own, 6}} {
+		if res, err := ew.Update(c.g); err != nil || res.Result != gg.UpdateSuccess {
+			t.Fatalf("whole-graph update of a captured memset to device %d's memory: %+v %v", c.on.Properties().Ordinal, res, err)
+		}
+		launchSync(t, ew, s0)
+		wantU32s(t, "the captured memset after a whole-graph update", c.on, c.at, n, c.want)
+	}
+
 	h := NewGraph(t, d0)
 	added := Must[*gg.Node](t)(h.AddMemsetNode(p))
 	eh := Must[*gg.Exec](t)(h.Instantiate(0))
