@@ -103,7 +103,7 @@ type launch struct {
 	// stageMu orders the copies that read staged with those that write it
 	// (writeThrough), which the graph need not order.
 	stageMu sync.Mutex
-	bodies [][]op        // the op tables of e's conditional bodies (e.conds.subs) as of this launch
+	bodies  [][]op // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
 	xsems []*Semaphore // held from issue to end (extsem.go)
 }
