@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
 // UpdateResult says why a whole-graph update failed
@@ -250,8 +252,20 @@ func (n *Node) orderedMemset1D() bool {
 	if n.typ != NodeMemset {
 		return false
 	}
-	p, ok := n.params.(MemsetParams)
-	if !ok || p.Height > 1 {
+	switch p := n.params.(type) {
+	case MemsetParams:
+		if p.Height > 1 {
+			return false
+		}
+	case NativeNodeParams:
+		nm, ok := n.g.dev.be.(backend.NativeMemsets)
+		if !ok {
+			return false
+		}
+		if h, err := nm.NativeMemsetHeight(p.Node); err != nil || h > 1 {
+			return false
+		}
+	default:
 		return false
 	}
 	n.g.mu.Lock()

@@ -209,6 +209,14 @@ type Peers interface {
 	PeerAccessEnabled(from, to int) bool
 }
 
+// NativeMemsets is implemented by devices whose graphs hold memset nodes
+// the driver made (stream capture on the cuda backend), whose parameters
+// the gpugraph package does not keep: it reads their rows when a rule
+// needs them.
+type NativeMemsets interface {
+	NativeMemsetHeight(node uintptr) (int, error)
+}
+
 // MemoryOwners is implemented by devices that can say which open device of
 // their backend holds a device address: the device the allocation was made
 // on (for the cuda backend, of the allocations it tracks: cuMemAlloc,

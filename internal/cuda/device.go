@@ -691,8 +691,9 @@ func (d *Device) Context() uintptr { return d.ctx }
 // the process, as the runtime keeps it.
 
 var (
-	_ backend.Peers        = (*Device)(nil)
-	_ backend.MemoryOwners = (*Device)(nil)
+	_ backend.Peers         = (*Device)(nil)
+	_ backend.MemoryOwners  = (*Device)(nil)
+	_ backend.NativeMemsets = (*Device)(nil)
 )
 
 // CanAccessPeer is cuDeviceCanAccessPeer.

@@ -317,6 +317,18 @@ func (d *Device) GraphNodes(g uintptr) ([]uintptr, error) {
 
 // Node describes node n: its dependencies and, withParams, its type and
 // the parameters gpugraph models.
+// NativeMemsetHeight returns the rows of memset node n, one the driver
+// made (backend.NativeMemsets).
+func (d *Device) NativeMemsetHeight(n uintptr) (int, error) {
+	var h int
+	err := d.Do(func() error {
+		p, err := d.drv.GraphMemsetNodeParams(n)
+		h = int(p.Height)
+		return err
+	})
+	return h, err
+}
+
 func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 	var info NodeInfo
 	err := d.Do(func() error {
@@ -354,8 +366,8 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 			}
 		case backend.NodeMemset:
 			if d.OpenDevices() > 1 {
-				if dst, err := d.drv.GraphMemsetNodeDst(n); err == nil {
-					info.Pointers = []uint64{dst}
+				if p, err := d.drv.GraphMemsetNodeParams(n); err == nil {
+					info.Pointers = []uint64{p.Dst}
 				}
 			}
 		}

@@ -156,12 +156,12 @@ func (d *Driver) GraphKernelNodeArgs(node uintptr, idx func(fn uintptr) []int) (
 	return a, nil
 }
 
-// GraphMemsetNodeDst returns the destination of memset node node
+// GraphMemsetNodeParams returns the parameters of memset node node
 // (cuGraphMemsetNodeGetParams).
-func (d *Driver) GraphMemsetNodeDst(node uintptr) (uint64, error) {
+func (d *Driver) GraphMemsetNodeParams(node uintptr) (MemsetNodeParams, error) {
 	var p MemsetNodeParams
 	err := d.call("cuGraphMemsetNodeGetParams", node, uintptr(unsafe.Pointer(&p)))
-	return p.Dst, err
+	return p, err
 }
 
 // GraphMemcpyNodeDevicePtrs returns the device-side addresses of memcpy
