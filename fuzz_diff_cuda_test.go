@@ -39,6 +39,7 @@ func TestDifferentialCUDA(t *testing.T) {
 	}
 	t.Logf("%d GPU(s): two-device programs run on %s", gpus, map[bool]string{true: "GPUs 0 and 1", false: "two host devices only"}[gpus >= 2])
 	n := 300
+	logAll := os.Getenv("GPUGRAPH_DIFF_LOG") == "1"
 	if v, err := strconv.Atoi(os.Getenv("GPUGRAPH_DIFF_INPUTS")); err == nil {
 		n = v
 	}
@@ -72,6 +73,11 @@ func TestDifferentialCUDA(t *testing.T) {
 					return
 				}
 				cudaOK = t.Run("cuda", func(t *testing.T) { cuda = tg.run(t, gg.BackendCUDA, in) })
+				if logAll {
+					// GPUGRAPH_DIFF_LOG=1: every input's program and what
+					// cuda did, to read what ran before a fault.
+					t.Logf("program:\n%v\nchanges on cuda:\n\t%s", p, strings.Join(cuda.changes, "\n\t"))
+				}
 				if diffLast != nil && diffLast.run.gap != "" {
 					gaps[diffLast.run.gap]++
 					return
