@@ -350,6 +350,11 @@ func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 			if p, err := d.drv.GraphMemAllocNodeGetParams(n); err == nil {
 				info.Ptr, info.Size, info.Location = p.Dptr, int(p.Bytesize), int(p.PoolProps.LocationID)
 				info.Access = peerAccess(p)
+				// A captured alloc node's allocation, as an added one's,
+				// is in the range checks and Close's to free if the
+				// program leaves it live.
+				d.track(p.Dptr, int(p.Bytesize))
+				d.ownGraphMem(p.Dptr)
 			}
 		case backend.NodeMemFree:
 			if ptr, err := d.drv.GraphMemFreeNodeGetParams(n); err == nil {

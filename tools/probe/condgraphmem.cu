@@ -71,6 +71,46 @@ static void leak(size_t size, cudaStream_t s) {
   if (freeLeaked > 1) MUST(cudaDeviceGraphMemTrim(0));
 }
 
+// leakCond is leak with an IF node after the memset whose body sets other
+// memory o (as the differential inputs before a lost context had: a
+// SWITCH or IF node beside an allocation left live), launched launches
+// times under AutoFreeOnLaunch; then, as gpugraph's Device.Close does,
+// cudaFree of the live allocation if freeIt, the executable graph and the
+// graph destroyed, and the graph memory trimmed.
+static void leakCond(cudaStream_t s, unsigned* o, int launches, bool freeIt) {
+  cudaGraph_t g;
+  MUST(cudaGraphCreate(&g, 0));
+  void* p;
+  cudaGraphNode_t a = alloc(g, nullptr, 0, 48, &p);
+  cudaMemsetParams mp = {};
+  mp.dst = p; mp.value = 0; mp.elementSize = 4; mp.width = 12; mp.height = 1;
+  cudaGraphNode_t m;
+  MUST(cudaGraphAddMemsetNode(&m, g, &a, 1, &mp));
+  cudaGraphConditionalHandle h;
+  MUST(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
+  cudaGraphNodeParams cp = {};
+  cp.type = cudaGraphNodeTypeConditional;
+  cp.conditional.handle = h;
+  cp.conditional.type = cudaGraphCondTypeIf;
+  cp.conditional.size = 1;
+  cudaGraphNode_t cn;
+  MUST(ADDNODE(&cn, g, &m, 1, &cp));
+  cudaMemsetParams bp = {};
+  bp.dst = o; bp.value = 7; bp.elementSize = 4; bp.width = 4; bp.height = 1;
+  cudaGraphNode_t bm;
+  MUST(cudaGraphAddMemsetNode(&bm, cp.conditional.phGraph_out[0], nullptr, 0, &bp));
+  cudaGraphExec_t e;
+  MUST(cudaGraphInstantiate(&e, g, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+  for (int l = 0; l < launches; l++) {
+    MUST(cudaGraphLaunch(e, s));
+    MUST(cudaStreamSynchronize(s));
+  }
+  if (freeIt) MUST(cudaFree(p));
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  MUST(cudaDeviceGraphMemTrim(0));
+}
+
 // run builds alloc t -> memset t -> WHILE (or IF) { countdown; read t } ->
 // read t -> free t, and launches it twice.
 static void run(const char* name, int leaks, bool upload, bool loop, bool bodyReads, cudaStream_t s, unsigned* d, int* c) {
@@ -140,6 +180,18 @@ int main() {
   run("after 8 leaked allocations, WHILE body reads it, upload", 8, true, true, true, s, d, c);
   run("after 64 leaked allocations, WHILE body reads it, upload", 64, true, true, true, s, d, c);
   run("after 64 leaked allocations, WHILE body reads it", 64, false, true, true, s, d, c);
+  unsigned* o;
+  MUST(cudaMalloc(&o, 64));
+  for (int launches = 1; launches <= 2; launches++)
+    for (int f = 0; f < 2; f++) {
+      leakCond(s, o, launches, f);
+      char name[128];
+      snprintf(name, sizeof name, "after an IF graph leaked one (%d launches, cudaFree'd %d), WHILE body reads it, upload", launches, f);
+      run(name, 0, true, true, true, s, d, c);
+      leakCond(s, o, launches, f);
+      snprintf(name, sizeof name, "after an IF graph leaked one (%d launches, cudaFree'd %d), WHILE body reads it", launches, f);
+      run(name, 0, false, true, true, s, d, c);
+    }
   freeLeaked = 1;
   run("after 1 allocation leaked and cudaFree'd, WHILE body reads it, upload", 1, true, true, true, s, d, c);
   run("after 1 allocation leaked and cudaFree'd, WHILE body reads it", 1, false, true, true, s, d, c);
