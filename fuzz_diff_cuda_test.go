@@ -27,18 +27,12 @@ import (
 // the machine has them; with one GPU they run on two host devices only,
 // against the reference, and the log says how many did.
 func TestDifferentialCUDA(t *testing.T) {
-	gpus, err := gg.DeviceCount(gg.BackendCUDA)
-	ok(t, err)
 	// The keeps hold the primary contexts (each input's Open retains them,
 	// cheaply): device 0's, and device 1's for the two-device programs.
-	openKeeps := func() []*gg.Device {
-		ks := []*gg.Device{openCUDA(t)}
-		if gpus >= 2 {
-			ks = append(ks, must[*gg.Device](t)(gg.Open(gg.BackendCUDA, gg.WithOrdinal(1))))
-		}
-		return ks
-	}
-	keeps := openKeeps()
+	keep0 := openCUDA(t) // skips the test without a GPU
+	gpus, err := gg.DeviceCount(gg.BackendCUDA)
+	ok(t, err)
+	keeps := append([]*gg.Device{keep0}, openDevice1(t, gpus)...)
 	defer func() {
 		for _, d := range keeps {
 			d.Close()
@@ -122,7 +116,7 @@ func TestDifferentialCUDA(t *testing.T) {
 						keeps = nil
 						t.Fatalf("three lost contexts: stopping")
 					}
-					keeps = openKeeps()
+					keeps = append([]*gg.Device{openCUDA(t)}, openDevice1(t, gpus)...)
 					keep = keeps[0]
 					break
 				}
@@ -197,3 +191,11 @@ func readCorpusFile(name string) ([]byte, error) {
 // There are none now; a gap found later goes here, explained, until it is
 // closed.
 func knownGap(host, cuda diffRun) string { return "" }
+
+// openDevice1 opens device 1, when there are two GPUs.
+func openDevice1(t *testing.T, gpus int) []*gg.Device {
+	if gpus < 2 {
+		return nil
+	}
+	return []*gg.Device{must[*gg.Device](t)(gg.Open(gg.BackendCUDA, gg.WithOrdinal(1)))}
+}
