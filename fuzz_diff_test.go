@@ -803,8 +803,12 @@ type diffState struct {
 	mem [][]byte // by resource; nil for handles
 	hv  []uint32 // handle values, by resource
 	// staged are the pageable host buffers as they were when the launch
-	// was called, by resource: what a memcpy node copies from them.
-	staged [][]byte
+	// was called, by resource: what a memcpy node copies from them,
+	// unless a copy into pageable memory before it staged its source
+	// again (restaged, by node; after: copiesAfter).
+	staged   [][]byte
+	restaged map[*dnode][]byte
+	after    map[*dnode][]*dnode
 }
 
 var ne = binary.NativeEndian
@@ -848,15 +852,16 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 		}
 	}
 	// A memcpy node reads pageable host memory as staged at the launch
-	// call (and written since by copies of the launch), pinned memory
-	// when it runs.
+	// call, or where a copy into pageable memory before it completed
+	// (docs/driver-pageable.txt); pinned memory when it runs.
 	st.staged = make([][]byte, len(p.res))
 	for i, r := range p.res {
 		if r.kind == resHost && !p.pinned {
 			st.staged[i] = slices.Clone(st.mem[i])
 		}
 	}
-	defer func() { st.staged = nil }()
+	st.restaged, st.after = map[*dnode][]byte{}, p.copiesAfter()
+	defer func() { st.staged, st.restaged, st.after = nil, nil, nil }()
 	return p.eval(st, p.top, rng)
 }
 
@@ -889,6 +894,90 @@ func order(g *dgraph, rng *uint32) []int {
 			}
 		}
 	}
+	return out
+}
+
+// copiesAfter maps each copy node to the copy nodes after it, in its
+// graph and, through the child graph nodes holding it, in theirs (the
+// nodes of child graphs after it included; conditional bodies are not
+// looked into: they hold no copies of host memory).
+func (p *diffProg) copiesAfter() map[*dnode][]*dnode {
+	type at struct {
+		g *dgraph
+		i int
+	}
+	parent := map[*dgraph]at{}
+	succ := map[*dgraph][][]int{}
+	var walk func(g *dgraph)
+	walk = func(g *dgraph) {
+		s := make([][]int, len(g.nodes))
+		for i, nd := range g.nodes {
+			for _, d := range nd.deps {
+				s[d] = append(s[d], i)
+			}
+			if nd.kind == dChild {
+				parent[nd.body[0]] = at{g, i}
+				walk(nd.body[0])
+			}
+		}
+		succ[g] = s
+	}
+	walk(p.top)
+	var all func(g *dgraph, add func(*dnode))
+	all = func(g *dgraph, add func(*dnode)) {
+		for _, nd := range g.nodes {
+			add(nd)
+			if nd.kind == dChild {
+				all(nd.body[0], add)
+			}
+		}
+	}
+	out := map[*dnode][]*dnode{}
+	var from func(g *dgraph)
+	from = func(g *dgraph) {
+		for i, x := range g.nodes {
+			if x.kind == dChild {
+				from(x.body[0])
+			}
+			if x.kind != dCopy {
+				continue
+			}
+			seen := map[*dnode]bool{}
+			add := func(nd *dnode) {
+				if nd.kind == dCopy && !seen[nd] {
+					seen[nd] = true
+					out[x] = append(out[x], nd)
+				}
+			}
+			visited := map[at]bool{}
+			var visit func(a at)
+			visit = func(a at) {
+				if visited[a] {
+					return
+				}
+				visited[a] = true
+				nd := a.g.nodes[a.i]
+				add(nd)
+				if nd.kind == dChild {
+					all(nd.body[0], add)
+				}
+				for _, s := range succ[a.g][a.i] {
+					visit(at{a.g, s})
+				}
+			}
+			for c := (at{g, i}); ; {
+				for _, s := range succ[c.g][c.i] {
+					visit(at{c.g, s})
+				}
+				up, ok := parent[c.g]
+				if !ok {
+					break
+				}
+				c = up
+			}
+		}
+	}
+	from(p.top)
 	return out
 }
 
@@ -938,13 +1027,19 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 		src := st.mem[nd.src]
 		if st.staged != nil && st.staged[nd.src] != nil {
 			src = st.staged[nd.src]
+			if r, ok := st.restaged[nd]; ok {
+				src = r
+			}
 		}
 		copy(st.mem[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])
 		if st.staged != nil && st.staged[nd.dst] != nil {
-			// A copy into pageable memory writes its staging too: a
-			// later copy from it delivers these bytes
-			// (docs/driver-pageable.txt).
-			copy(st.staged[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])
+			// Into pageable memory: the copies after it stage their
+			// pageable sources again.
+			for _, y := range st.after[nd] {
+				if st.staged[y.src] != nil {
+					st.restaged[y] = slices.Clone(st.mem[y.src])
+				}
+			}
 		}
 	case dHost:
 		hostOp(st.mem[nd.dst], nd.mul, nd.add)

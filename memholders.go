@@ -152,7 +152,7 @@ func (e *Exec) checkCapturedPeerMemset(opName string, n *Node, p NodeParams) err
 		return nil
 	}
 	dev := n.device()
-	if dev.allocs.holds(uint64(old.Dst)) {
+	if e.dev.allocs.holds(uint64(old.Dst)) || dev.allocs.holds(uint64(old.Dst)) {
 		return nil // a graph allocation: the driver takes the change (a two-GPU differential input)
 	}
 	if nu, ok := p.(MemsetParams); ok && mo.MemoryOwner(uint64(nu.Dst)) == dev.props.Ordinal {

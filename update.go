@@ -226,7 +226,9 @@ func nodeAt(opName string, n *Node, err error) error {
 // then runs its dependents before its dependencies and completes the
 // launch early (H100, driver 580: tools/probe/disabledmid.cu,
 // docs/driver-disabledmid.txt; a 2D memset, a memcpy, a kernel, or a 1D
-// memset that is a source or a sink keep the order). Update the executable
+// memset that is a source or a sink of the top graph keep the order). A
+// sink of a child graph or a body counts as having dependents: the nodes
+// after the graph's node (two-GPU differential inputs). Update the executable
 // graph to a graph without it instead (Exec.Update).
 func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	const opName = "Exec.SetEnabled"
@@ -246,8 +248,9 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	return nodeAt(opName, n, e.be.SetEnabled(n.be, enabled))
 }
 
-// orderedMemset1D reports whether n is a 1D memset node with both
-// dependencies and dependents in its graph.
+// orderedMemset1D reports whether n is a 1D memset node with
+// dependencies and either dependents in its graph or a graph embedded in
+// another.
 func (n *Node) orderedMemset1D() bool {
 	if n.typ != NodeMemset {
 		return false
@@ -270,7 +273,9 @@ func (n *Node) orderedMemset1D() bool {
 	}
 	n.g.mu.Lock()
 	defer n.g.mu.Unlock()
-	return len(n.deps) > 0 && len(n.outs) > 0
+	// A sink of an embedded graph orders what the child graph node does:
+	// its dependents wait for it.
+	return len(n.deps) > 0 && (len(n.outs) > 0 || n.g.parent != nil)
 }
 
 // lastEnabledOfChild reports whether n is the only node of an embedded

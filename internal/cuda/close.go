@@ -270,14 +270,17 @@ func (d *Device) endOpenCapture(h uintptr) error {
 	return nil // an invalidated capture ends with an error and no graph
 }
 
-// stickyCode reports the driver errors that leave the context unusable.
+// stickyCode reports the driver errors that leave the context unusable:
+// the faults, and 709 (context is destroyed), which every call answers on
+// a primary context that another Device's fault killed; only a reset
+// makes it usable again.
 func stickyCode(err error) bool {
 	var e *backend.Error
 	if !errors.As(err, &e) {
 		return false
 	}
 	switch e.Code.Num() {
-	case 700, 701, 702, 714, 715, 716, 717, 718, 719, 720:
+	case 700, 701, 702, 709, 714, 715, 716, 717, 718, 719, 720:
 		return true
 	}
 	return false

@@ -3,7 +3,6 @@ package host
 import (
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
 	"github.com/gpugraph/gpugraph/internal/sched"
@@ -32,6 +31,9 @@ type Exec struct {
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
 	copies         []int32 // memcpy ops, each with a staging slot in every launch (op.stage)
+	// restage[i], for a memcpy op i with a host destination, lists the
+	// staging slots of the memcpy ops after it (launch.restage).
+	restage map[int32][]int32
 	extSems        []int32 // external semaphore ops, whose semaphores launches hold
 
 	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
@@ -100,8 +102,8 @@ type launch struct {
 	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
 	ops    []op          // e's op table as of this launch: later updates do not change it
 	staged [][]byte      // the sources of its copies from pageable memory, read at the call, parallel to e.copies
-	// stageMu orders the copies that read staged with those that write it
-	// (writeThrough), which the graph need not order.
+	// stageMu orders the copies that read staged with those that stage
+	// again (restage), which the graph need not order.
 	stageMu sync.Mutex
 	bodies  [][]op // the op tables of e's conditional bodies (e.conds.subs) as of this launch
 
@@ -168,6 +170,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 			e.ops[i].stage = int32(len(e.copies))
 		}
 	}
+	e.restage = restageSlots(&e.dag, e.ops, e.bops)
 	e.run = e.newRunner(d, g.d.Pool, e.execFunc())
 	e.instantiateExtSems()
 	if flags&flagUpload != 0 {
@@ -440,29 +443,62 @@ func (l *launch) stageCopies() {
 	}
 }
 
-// writeThrough puts what a copy of the launch wrote into pageable host
-// memory dst into the launch's staged sources that overlap it as well: the
-// driver stages a pageable range once per launch and a copy into it writes
-// the staging buffer too, so a later copy from it in the same launch
-// delivers the copied bytes, while a host node's writes to it come too
-// late (H100, driver 580: tools/probe/pageable.cu, docs/driver-pageable.txt).
-func (l *launch) writeThrough(dst []byte) {
-	if len(dst) == 0 || len(l.staged) == 0 {
-		return
-	}
-	d0 := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
-	d1 := d0 + uintptr(len(dst))
-	l.stageMu.Lock()
-	defer l.stageMu.Unlock()
-	for k, x := range l.e.copies {
-		o := &l.ops[x]
-		if !o.staged || o.off || len(o.src) == 0 {
+// restageSlots finds, for each memcpy op with a host destination, the
+// staging slots of the memcpy ops that come after it in d (nil if none).
+func restageSlots(d *sched.DAG, ops []op, bops []backend.Op) map[int32][]int32 {
+	var m map[int32][]int32
+	var seen []bool
+	for i := range ops {
+		if ops[i].kind != opMemcpy || bops[i].Memcpy.DstHost == nil {
 			continue
 		}
-		s0 := uintptr(unsafe.Pointer(unsafe.SliceData(o.src)))
-		lo, hi := max(d0, s0), min(d1, s0+uintptr(len(o.src)))
-		if lo < hi {
-			copy(l.staged[k][lo-s0:hi-s0], dst[lo-d0:hi-d0])
+		if seen == nil {
+			seen = make([]bool, len(ops))
+		} else {
+			clear(seen)
+		}
+		var slots []int32
+		stack := append([]int32(nil), d.Succ[d.SuccOff[i]:d.SuccOff[i+1]]...)
+		for len(stack) > 0 {
+			x := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[x] {
+				continue
+			}
+			seen[x] = true
+			if ops[x].kind == opMemcpy && bops[x].Memcpy.SrcHost != nil {
+				slots = append(slots, ops[x].stage-1)
+			}
+			stack = append(stack, d.Succ[d.SuccOff[x]:d.SuccOff[x+1]]...)
+		}
+		if len(slots) > 0 {
+			if m == nil {
+				m = map[int32][]int32{}
+			}
+			m[int32(i)] = slots
+		}
+	}
+	return m
+}
+
+// restage reads again, when copy op i of the launch has written pageable
+// host memory, the pageable sources of the copies after it: the driver
+// stages a graph's pageable sources at the launch call and again where a
+// copy into pageable memory completes, so such a later copy delivers the
+// source as it was then, the copied bytes and a host node's earlier
+// writes included, while a host node's writes after that point come too
+// late (H100, driver 580: tools/probe/pageable.cu, docs/driver-pageable.txt,
+// and two-GPU differential inputs).
+func (l *launch) restage(i int32) {
+	slots := l.e.restage[i]
+	if len(slots) == 0 {
+		return
+	}
+	l.stageMu.Lock()
+	defer l.stageMu.Unlock()
+	for _, k := range slots {
+		if o := &l.ops[l.e.copies[k]]; o.staged && !o.off {
+			l.staged[k] = append(l.staged[k][:0], o.src...)
 		}
 	}
 }
@@ -705,14 +741,14 @@ func (e *Exec) execNode(i int32) {
 		copy(o.dst, l.staged[o.stage-1]) // the source as it was at the launch call
 		l.stageMu.Unlock()
 		if o.writesStaged {
-			l.writeThrough(o.dst)
+			l.restage(i)
 		}
 		return
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
 	} else if o.kind == opMemcpy && o.writesStaged && o.stage > 0 {
-		e.cur.writeThrough(o.dst)
+		e.cur.restage(i)
 	}
 }
 

@@ -54,8 +54,8 @@ type op struct {
 	// stream's).
 	staged bool
 	stage  int32
-	// A graph's memcpy op into pageable host memory writes the launch's
-	// staged sources that overlap its destination too (launch.writeThrough).
+	// A graph's memcpy op into pageable host memory stages the pageable
+	// sources of the copies after it again (launch.restage).
 	writesStaged bool
 }
 

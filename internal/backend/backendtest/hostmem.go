@@ -250,4 +250,32 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 			}
 		}
 	}
+
+	// A copy into other pageable memory stages the pageable sources of
+	// the copies after it again: a host node's write before that point
+	// reaches them; without it, the source is as at the launch call
+	// (two-GPU differential inputs).
+	for _, between := range []bool{false, true} {
+		src, other := bytes.Repeat([]byte{0x11}, n), make([]byte, n)
+		g := NewGraph(t, d)
+		last := Must[*gg.Node](t)(g.AddHostNode(func() {
+			for i := range src {
+				src[i] = 0x44
+			}
+		}))
+		if between {
+			last = Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoH(other, dev), last))
+		}
+		Must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(dev+n, src), last))
+		e := Must[*gg.Exec](t)(g.Instantiate(0))
+		OK(t, e.Launch(s))
+		OK(t, s.Synchronize())
+		got := make([]byte, n)
+		OK(t, d.Memcpy(gg.DtoH(got, dev+n)))
+		want := map[bool]byte{false: 0x11, true: 0x44}[between]
+		if got[0] != want || got[n-1] != want {
+			t.Errorf("a copy into other pageable memory between %v: delivered %#x ... %#x, want %#x", between, got[0], got[n-1], want)
+		}
+		OK(t, e.Destroy())
+	}
 }

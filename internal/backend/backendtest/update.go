@@ -262,6 +262,20 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	OK(t, e3.Launch(s))
 	OK(t, s.Synchronize())
 	equalU32(t, ReadU32(t, d, p, 3), 1, 2, 3)
+
+	// In a child graph a sink counts as between: the node after the child
+	// graph node waits for it.
+	c := NewGraph(t, d)
+	ck := Must[*gg.Node](t)(c.AddKernelNode(SetAt(p, 0, 4)))
+	Must[*gg.Node](t)(c.AddMemsetNode(gg.Memset8(p+16, 7, 8), ck))
+	g4 := NewGraph(t, d)
+	cn := Must[*gg.Node](t)(g4.AddChildGraphNode(c))
+	Must[*gg.Node](t)(g4.AddKernelNode(SetAt(p, 1, 5), cn))
+	cs := Must[[]*gg.Node](t)(Must[*gg.Graph](t)(cn.ChildGraph()).Nodes())
+	e4 := Must[*gg.Exec](t)(g4.Instantiate(0))
+	defer e4.Destroy()
+	IsCode(t, e4.SetEnabled(cs[1], false), gg.ErrNotSupported)
+	OK(t, e4.SetEnabled(cs[0], false)) // the kernel may go
 }
 
 // launchAndRead returns a function that zeroes n words at p, launches e
