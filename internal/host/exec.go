@@ -34,7 +34,7 @@ type Exec struct {
 	// restage[i], for a memcpy op i with a host destination, lists the
 	// staging slots of the memcpy ops after it (launch.restage).
 	restage map[int32][]int32
-	extSems        []int32 // external semaphore ops, whose semaphores launches hold
+	extSems []int32 // external semaphore ops, whose semaphores launches hold
 
 	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
 	mu        sync.Mutex
