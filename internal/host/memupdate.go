@@ -16,10 +16,10 @@ import (
 //     graph's addresses, and it is the new graph's executable graph: the
 //     new graph cannot be instantiated again while it lives, the old one
 //     can (memExecs moves). An update back to the old graph is the same.
-//   - Found before any node's own failure (after the topology): a memset
-//     node on an allocation of the new graph that the new graph frees
-//     refuses the whole update, UpdateError, naming the first such memset
-//     in creation order (child graphs' nodes at their child graph node).
+//   - A memset node on an allocation of the new graph that the new graph
+//     frees, in the graph, a child graph or a conditional body, refuses
+//     the whole update, UpdateError; the driver checks it with the node's
+//     own parameters, node by node in its check order (firstRefusal).
 //     A memcpy node into such an allocation does not, nor a memset on an
 //     allocation the new graph does not free, nor any node when the new
 //     graph is the executable graph's own (the driver updates a graph's
@@ -75,8 +75,9 @@ func (e *Exec) memsetRefusal(g *Graph) func(*Node) (backend.UpdateInfo, string) 
 	}
 }
 
-// memsetsOnFreed adds to m the memset nodes of g, and of its child graphs,
-// on an allocation of address space va that its graph frees.
+// memsetsOnFreed adds to m the memset nodes of g, and of its child graphs
+// and conditional bodies, on an allocation of address space va that its
+// graph frees (a body's too: two-GPU whole-graph differential inputs).
 func memsetsOnFreed(gm *GraphMem, g *Graph, va *GraphVA, m map[*Node]bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -88,6 +89,10 @@ func memsetsOnFreed(gm *GraphMem, g *Graph, va *GraphVA, m map[*Node]bool) {
 			}
 		case backend.NodeChildGraph:
 			memsetsOnFreed(gm, n.child, va, m)
+		case backend.NodeConditional:
+			for _, b := range n.cond.bodies {
+				memsetsOnFreed(gm, b, va, m)
+			}
 		}
 	}
 }

@@ -292,6 +292,25 @@ func updateMemsetRefused(t *testing.T, d *gg.Device) {
 		OK(t, e.Destroy())
 	}
 
+	// A memset in a conditional body on B's freed allocation refuses it
+	// too (two-GPU whole-graph differential inputs; the driver names a
+	// body's node, which the cuda backend may not name).
+	body := func(v uint32) *gg.Graph {
+		g := NewGraph(t, d)
+		an, p := AddAlloc(t, g, size)
+		h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, 0))
+		cn := Must[*gg.Node](t)(g.AddNode(gg.ConditionalParams{Handle: h, Type: gg.ConditionalIf, Size: 1}, an))
+		b := Must[[]*gg.Graph](t)(cn.ConditionalBodies())[0]
+		Must[*gg.Node](t)(b.AddMemsetNode(gg.Memset32(p, v, 16)))
+		addFree(t, g, p, cn)
+		return g
+	}
+	eb := Must[*gg.Exec](t)(body(1).Instantiate(0))
+	if res, err := eb.Update(body(2)); !errors.Is(err, gg.ErrGraphExecUpdateFailure) || res.Result != gg.UpdateError {
+		t.Fatalf("a memset in a body on B's freed allocation: %+v %v, want UpdateError", res, err)
+	}
+	OK(t, eb.Destroy())
+
 	// Case 16: a memcpy node into B's allocation, which B frees.
 	a := newMuGraph(t, d, rep, src, muShape{size: size, mid: muMemcpy}, 1)
 	b := newMuGraph(t, d, rep, src, muShape{size: size, mid: muMemcpy}, 2)
