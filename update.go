@@ -226,17 +226,19 @@ func nodeAt(opName string, n *Node, err error) error {
 // then runs its dependents before its dependencies and completes the
 // launch early (H100, driver 580: tools/probe/disabledmid.cu,
 // docs/driver-disabledmid.txt; a 2D memset, a memcpy, a kernel, or a 1D
-// memset that is a source or a sink of the top graph keep the order). A
-// sink of a child graph or a body counts as having dependents: the nodes
-// after the graph's node (two-GPU differential inputs). Update the executable
-// graph to a graph without it instead (Exec.Update).
+// memset that is a source or a sink of the top graph keep the order). In
+// a child graph or a body, a memset of any shape that is a source with
+// dependents or a sink with dependencies is refused too: it carries the
+// ordering of the node that embeds the graph (two-GPU differential
+// inputs); an isolated one may be disabled. Update the executable graph
+// to a graph without it instead (Exec.Update).
 func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	const opName = "Exec.SetEnabled"
 	if err := e.enableable(opName, n); err != nil {
 		return err
 	}
-	if !enabled && n.orderedMemset1D() {
-		return nodeErr(opName, n, ErrNotSupported, "a 1D memset node between other nodes: disabled, the driver would not order its dependencies before its dependents")
+	if !enabled && n.memsetKeepsOrder() {
+		return nodeErr(opName, n, ErrNotSupported, "a memset node that orders other work (a 1D memset between nodes, or a source or sink of a child graph or body): disabled, the driver would not order its dependencies before its dependents")
 	}
 	if !enabled {
 		if last, err := e.lastEnabledOfChild(n); err != nil {
@@ -248,34 +250,37 @@ func (e *Exec) SetEnabled(n *Node, enabled bool) error {
 	return nodeAt(opName, n, e.be.SetEnabled(n.be, enabled))
 }
 
-// orderedMemset1D reports whether n is a 1D memset node with
-// dependencies and either dependents in its graph or a graph embedded in
-// another.
-func (n *Node) orderedMemset1D() bool {
+// memsetKeepsOrder reports whether disabling memset node n would lose
+// ordering on the driver: a 1D memset with dependencies and dependents
+// (tools/probe/disabledmid.cu), and in a child graph or body a memset of
+// any shape that is a source with dependents or a sink with dependencies,
+// which carries the ordering of the node embedding the graph (two-GPU
+// differential inputs).
+func (n *Node) memsetKeepsOrder() bool {
 	if n.typ != NodeMemset {
+		return false
+	}
+	n.g.mu.Lock()
+	deps, outs := len(n.deps), len(n.outs)
+	n.g.mu.Unlock()
+	if n.g.parent != nil && (deps == 0) != (outs == 0) {
+		return true // an isolated one keeps the order (scenario SetEnabledNested)
+	}
+	if deps == 0 || outs == 0 {
 		return false
 	}
 	switch p := n.params.(type) {
 	case MemsetParams:
-		if p.Height > 1 {
-			return false
-		}
+		return p.Height <= 1
 	case NativeNodeParams:
 		nm, ok := n.g.dev.be.(backend.NativeMemsets)
 		if !ok {
 			return false
 		}
-		if h, err := nm.NativeMemsetHeight(p.Node); err != nil || h > 1 {
-			return false
-		}
-	default:
-		return false
+		h, err := nm.NativeMemsetHeight(p.Node)
+		return err == nil && h <= 1
 	}
-	n.g.mu.Lock()
-	defer n.g.mu.Unlock()
-	// A sink of an embedded graph orders what the child graph node does:
-	// its dependents wait for it.
-	return len(n.deps) > 0 && (len(n.outs) > 0 || n.g.parent != nil)
+	return false
 }
 
 // lastEnabledOfChild reports whether n is the only node of an embedded

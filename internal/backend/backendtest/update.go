@@ -276,6 +276,16 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	defer e4.Destroy()
 	IsCode(t, e4.SetEnabled(cs[1], false), gg.ErrNotSupported)
 	OK(t, e4.SetEnabled(cs[0], false)) // the kernel may go
+	// A 2D memset that is a source of a child graph with a node after it
+	// cannot be disabled either.
+	c5 := NewGraph(t, d)
+	m5 := Must[*gg.Node](t)(c5.AddMemsetNode(gg.MemsetParams{Dst: p + 32, Value: 7, ElementSize: 1, Width: 4, Height: 2, Pitch: 8}))
+	Must[*gg.Node](t)(c5.AddKernelNode(SetAt(p, 0, 6), m5))
+	g5 := NewGraph(t, d)
+	cn5 := Must[*gg.Node](t)(g5.AddChildGraphNode(c5, Must[*gg.Node](t)(g5.AddKernelNode(SetAt(p, 1, 7)))))
+	e5 := Must[*gg.Exec](t)(g5.Instantiate(0))
+	defer e5.Destroy()
+	IsCode(t, e5.SetEnabled(Must[[]*gg.Node](t)(Must[*gg.Graph](t)(cn5.ChildGraph()).Nodes())[0], false), gg.ErrNotSupported)
 }
 
 // launchAndRead returns a function that zeroes n words at p, launches e
