@@ -519,6 +519,14 @@ func (gn *diffGen) copy(x *gctx) {
 	}
 	gn.copyShape(nd)
 	nd.foot = addTouch(addTouch(nil, nd.dst, true), nd.src, false)
+	if nd.ckind == cDtoH {
+		// A copy into pageable memory stages again the pageable sources
+		// of the copies after it: it reads every host buffer, so host
+		// nodes writing one are ordered with it (docs/driver-pageable.txt).
+		for _, h := range hs {
+			nd.foot = addTouch(nd.foot, h, false)
+		}
+	}
 	if r.n(3) == 0 {
 		dsts := ts
 		if nd.ckind == cDtoH {
@@ -806,9 +814,10 @@ type diffState struct {
 	// was called, by resource: what a memcpy node copies from them,
 	// unless a copy into pageable memory before it staged its source
 	// again (restaged, by node; after: copiesAfter).
-	staged   [][]byte
-	restaged map[*dnode][]byte
-	after    map[*dnode][]*dnode
+	staged    [][]byte
+	restaged  map[*dnode][]byte
+	after     map[*dnode][]*dnode
+	afterWork map[*dnode]bool // copies after a kernel, memset or copy: they read pageable memory when they run, unless restaged
 }
 
 var ne = binary.NativeEndian
@@ -851,17 +860,32 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 			st.hv[i] = r.dflt
 		}
 	}
-	// A memcpy node reads pageable host memory as staged at the launch
-	// call, or where a copy into pageable memory before it completed
-	// (docs/driver-pageable.txt); pinned memory when it runs.
+	// A memcpy node reads pageable host memory as staged where the last
+	// copy into pageable memory before it completed; without one, at the
+	// launch call if no device work comes before it, else when it runs
+	// (docs/driver-pageable.txt). Pinned memory when it runs.
 	st.staged = make([][]byte, len(p.res))
 	for i, r := range p.res {
 		if r.kind == resHost && !p.pinned {
 			st.staged[i] = slices.Clone(st.mem[i])
 		}
 	}
-	st.restaged, st.after = map[*dnode][]byte{}, p.copiesAfter()
-	defer func() { st.staged, st.restaged, st.after = nil, nil, nil }()
+	st.restaged = map[*dnode][]byte{}
+	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy })
+	st.afterWork = map[*dnode]bool{}
+	work := func(nd *dnode) bool {
+		switch nd.kind {
+		case dKernel, dSet, dCount, dMemset, dCopy:
+			return true
+		}
+		return false
+	}
+	for _, ys := range p.copiesAfter(work) {
+		for _, y := range ys {
+			st.afterWork[y] = true
+		}
+	}
+	defer func() { st.staged, st.restaged, st.after, st.afterWork = nil, nil, nil, nil }()
 	return p.eval(st, p.top, rng)
 }
 
@@ -897,11 +921,11 @@ func order(g *dgraph, rng *uint32) []int {
 	return out
 }
 
-// copiesAfter maps each copy node to the copy nodes after it, in its
-// graph and, through the child graph nodes holding it, in theirs (the
-// nodes of child graphs after it included; conditional bodies are not
-// looked into: they hold no copies of host memory).
-func (p *diffProg) copiesAfter() map[*dnode][]*dnode {
+// copiesAfter maps each node that from accepts to the copy nodes after
+// it, in its graph and, through the child graph nodes holding it, in
+// theirs (the nodes of child graphs after it included; conditional bodies
+// are not looked into: they hold no copies of host memory).
+func (p *diffProg) copiesAfter(from func(*dnode) bool) map[*dnode][]*dnode {
 	type at struct {
 		g *dgraph
 		i int
@@ -933,13 +957,13 @@ func (p *diffProg) copiesAfter() map[*dnode][]*dnode {
 		}
 	}
 	out := map[*dnode][]*dnode{}
-	var from func(g *dgraph)
-	from = func(g *dgraph) {
+	var each func(g *dgraph)
+	each = func(g *dgraph) {
 		for i, x := range g.nodes {
 			if x.kind == dChild {
-				from(x.body[0])
+				each(x.body[0])
 			}
-			if x.kind != dCopy {
+			if !from(x) {
 				continue
 			}
 			seen := map[*dnode]bool{}
@@ -977,7 +1001,7 @@ func (p *diffProg) copiesAfter() map[*dnode][]*dnode {
 			}
 		}
 	}
-	from(p.top)
+	each(p.top)
 	return out
 }
 
@@ -1026,9 +1050,10 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 	case dCopy:
 		src := st.mem[nd.src]
 		if st.staged != nil && st.staged[nd.src] != nil {
-			src = st.staged[nd.src]
 			if r, ok := st.restaged[nd]; ok {
 				src = r
+			} else if !st.afterWork[nd] {
+				src = st.staged[nd.src]
 			}
 		}
 		copy(st.mem[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])

@@ -34,7 +34,11 @@ type Exec struct {
 	// restage[i], for a memcpy op i with a host destination, lists the
 	// staging slots of the memcpy ops after it (launch.restage).
 	restage map[int32][]int32
-	extSems []int32 // external semaphore ops, whose semaphores launches hold
+	// afterWork[k]: staging slot k's copy comes after a kernel, memset or
+	// memcpy op, so it reads a pageable source when it runs unless a copy
+	// into pageable memory before it staged it again.
+	afterWork []bool
+	extSems   []int32 // external semaphore ops, whose semaphores launches hold
 
 	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
 	mu        sync.Mutex
@@ -102,6 +106,8 @@ type launch struct {
 	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
 	ops    []op          // e's op table as of this launch: later updates do not change it
 	staged [][]byte      // the sources of its copies from pageable memory, read at the call, parallel to e.copies
+	// restaged[k]: staged[k] was read again this launch (restage).
+	restaged []bool
 	// stageMu orders the copies that read staged with those that stage
 	// again (restage), which the graph need not order.
 	stageMu sync.Mutex
@@ -171,6 +177,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 		}
 	}
 	e.restage = restageSlots(&e.dag, e.ops, e.bops)
+	e.afterWork = afterWork(preds, e.ops, e.bops, e.copies)
 	e.run = e.newRunner(d, g.d.Pool, e.execFunc())
 	e.instantiateExtSems()
 	if flags&flagUpload != 0 {
@@ -403,6 +410,7 @@ func (e *Exec) newLaunchLocked(s *Stream) *launch {
 		}
 		if len(e.copies) > 0 {
 			l.staged = make([][]byte, len(e.copies))
+			l.restaged = make([]bool, len(e.copies))
 		}
 	}
 	l.stream = s
@@ -437,10 +445,44 @@ func (l *launch) takeBodiesLocked() {
 // buffers of a recycled launch record are reused.
 func (l *launch) stageCopies() {
 	for k, x := range l.e.copies {
-		if o := &l.ops[x]; o.staged && !o.off {
+		l.restaged[k] = false
+		if o := &l.ops[x]; o.staged && !o.off && !l.e.afterWork[k] {
 			l.staged[k] = append(l.staged[k][:0], o.src...)
 		}
 	}
+}
+
+// afterWork reports, for each memcpy op of copies with a host source,
+// whether a kernel, memset or memcpy op comes before it (preds are the
+// ops' dependencies).
+func afterWork(preds [][]int32, ops []op, bops []backend.Op, copies []int32) []bool {
+	out := make([]bool, len(copies))
+	var seen []bool
+	for k, x := range copies {
+		if bops[x].Memcpy.SrcHost == nil {
+			continue
+		}
+		if seen == nil {
+			seen = make([]bool, len(ops))
+		} else {
+			clear(seen)
+		}
+		stack := append([]int32(nil), preds[x]...)
+		for len(stack) > 0 && !out[k] {
+			y := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[y] {
+				continue
+			}
+			seen[y] = true
+			switch ops[y].kind {
+			case opKernel, opMemset, opMemcpy:
+				out[k] = true
+			}
+			stack = append(stack, preds[y]...)
+		}
+	}
+	return out
 }
 
 // restageSlots finds, for each memcpy op with a host destination, the
@@ -499,6 +541,7 @@ func (l *launch) restage(i int32) {
 	for _, k := range slots {
 		if o := &l.ops[l.e.copies[k]]; o.staged && !o.off {
 			l.staged[k] = append(l.staged[k][:0], o.src...)
+			l.restaged[k] = true
 		}
 	}
 }
@@ -736,9 +779,13 @@ func (e *Exec) execNode(i int32) {
 		return
 	}
 	if o.kind == opMemcpy && o.staged && o.stage > 0 {
-		l := e.cur
+		l, k := e.cur, o.stage-1
 		l.stageMu.Lock()
-		copy(o.dst, l.staged[o.stage-1]) // the source as it was at the launch call
+		if l.restaged[k] || !e.afterWork[k] {
+			copy(o.dst, l.staged[k]) // the source as it was staged
+		} else {
+			copy(o.dst, o.src) // after device work: the source as it is now
+		}
 		l.stageMu.Unlock()
 		if o.writesStaged {
 			l.restage(i)

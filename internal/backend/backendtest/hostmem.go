@@ -253,17 +253,25 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 
 	// A copy into other pageable memory stages the pageable sources of
 	// the copies after it again: a host node's write before that point
-	// reaches them; without it, the source is as at the launch call
-	// (two-GPU differential inputs).
-	for _, between := range []bool{false, true} {
+	// reaches them. Without one, a copy after device work reads its
+	// pageable source when it runs, and one after host nodes only reads
+	// it as it was at the launch call (two-GPU differential inputs).
+	for _, c := range []struct {
+		what           string
+		first, between bool
+	}{{"host node only", false, false}, {"device work first", true, false}, {"copy into pageable memory between", false, true}} {
 		src, other := bytes.Repeat([]byte{0x11}, n), make([]byte, n)
 		g := NewGraph(t, d)
+		var deps []*gg.Node
+		if c.first {
+			deps = append(deps, Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(dev, 1, n))))
+		}
 		last := Must[*gg.Node](t)(g.AddHostNode(func() {
 			for i := range src {
 				src[i] = 0x44
 			}
-		}))
-		if between {
+		}, deps...))
+		if c.between {
 			last = Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoH(other, dev), last))
 		}
 		Must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(dev+n, src), last))
@@ -272,9 +280,9 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 		OK(t, s.Synchronize())
 		got := make([]byte, n)
 		OK(t, d.Memcpy(gg.DtoH(got, dev+n)))
-		want := map[bool]byte{false: 0x11, true: 0x44}[between]
+		want := map[bool]byte{false: 0x11, true: 0x44}[c.first || c.between]
 		if got[0] != want || got[n-1] != want {
-			t.Errorf("a copy into other pageable memory between %v: delivered %#x ... %#x, want %#x", between, got[0], got[n-1], want)
+			t.Errorf("%s: delivered %#x ... %#x, want %#x", c.what, got[0], got[n-1], want)
 		}
 		OK(t, e.Destroy())
 	}
