@@ -541,6 +541,12 @@ func (gn *diffGen) host(x *gctx) {
 	r := gn.r
 	nd := &dnode{kind: dHost, dst: diffBufs + r.n(diffHosts), mul: byte(r.u8() | 1), add: byte(r.u8())}
 	nd.foot = addTouch(nil, nd.dst, true)
+	// A host node right after device work stages pageable sources again
+	// (hostSyncs): it reads every host buffer, so host nodes and copies
+	// into host memory are ordered with it.
+	for h := range diffHosts {
+		nd.foot = addTouch(nd.foot, diffBufs+h, false)
+	}
 	if r.n(3) == 0 {
 		nd.foot = addTouch(nd.foot, diffBufs+r.n(diffHosts), true)
 	}
@@ -814,10 +820,9 @@ type diffState struct {
 	// was called, by resource: what a memcpy node copies from them,
 	// unless a copy into pageable memory before it staged its source
 	// again (restaged, by node; after: copiesAfter).
-	staged    [][]byte
-	restaged  map[*dnode][]byte
-	after     map[*dnode][]*dnode
-	afterWork map[*dnode]bool // copies after a kernel, memset or copy: they read pageable memory when they run, unless restaged
+	staged   [][]byte
+	restaged map[*dnode][]byte
+	after    map[*dnode][]*dnode
 }
 
 var ne = binary.NativeEndian
@@ -871,21 +876,9 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 		}
 	}
 	st.restaged = map[*dnode][]byte{}
-	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy })
-	st.afterWork = map[*dnode]bool{}
-	work := func(nd *dnode) bool {
-		switch nd.kind {
-		case dKernel, dSet, dCount, dMemset, dCopy:
-			return true
-		}
-		return false
-	}
-	for _, ys := range p.copiesAfter(work) {
-		for _, y := range ys {
-			st.afterWork[y] = true
-		}
-	}
-	defer func() { st.staged, st.restaged, st.after, st.afterWork = nil, nil, nil, nil }()
+	syncs := p.hostSyncs()
+	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy || syncs[nd] })
+	defer func() { st.staged, st.restaged, st.after = nil, nil, nil }()
 	return p.eval(st, p.top, rng)
 }
 
@@ -918,6 +911,84 @@ func order(g *dgraph, rng *uint32) []int {
 			}
 		}
 	}
+	return out
+}
+
+// hostSyncs are the host nodes right after device work: one of their
+// dependencies, looking through empty nodes, into the sinks of child
+// graph nodes and out of the child graph holding them, is neither a host
+// node nor a copy of host (pageable) memory. The driver waits for that
+// work and stages pageable sources again after the host node
+// (docs/driver-pageable.txt).
+func (p *diffProg) hostSyncs() map[*dnode]bool {
+	type at struct {
+		g *dgraph
+		i int
+	}
+	parent := map[*dgraph]at{}
+	var walk func(g *dgraph)
+	walk = func(g *dgraph) {
+		for i, nd := range g.nodes {
+			if nd.kind == dChild {
+				parent[nd.body[0]] = at{g, i}
+				walk(nd.body[0])
+			}
+		}
+	}
+	walk(p.top)
+	var work func(g *dgraph, i int) bool // node i of g ends with device work
+	var before func(g *dgraph, i int) bool
+	work = func(g *dgraph, i int) bool {
+		nd := g.nodes[i]
+		switch {
+		case nd.kind == dEmpty:
+			return before(g, i)
+		case nd.kind == dChild:
+			b := nd.body[0]
+			for j := range b.nodes {
+				sink := true
+				for _, m := range b.nodes {
+					if slices.Contains(m.deps, j) {
+						sink = false
+					}
+				}
+				if sink && work(b, j) {
+					return true
+				}
+			}
+			return len(b.nodes) == 0 && before(g, i)
+		case nd.kind == dHost, nd.kind == dCopy && nd.ckind != cDtoD:
+			return false
+		}
+		return true
+	}
+	before = func(g *dgraph, i int) bool {
+		deps := g.nodes[i].deps
+		if len(deps) == 0 {
+			if up, ok := parent[g]; ok {
+				return before(up.g, up.i)
+			}
+		}
+		for _, d := range deps {
+			if work(g, d) {
+				return true
+			}
+		}
+		return false
+	}
+	out := map[*dnode]bool{}
+	var each func(g *dgraph)
+	each = func(g *dgraph) {
+		for i, nd := range g.nodes {
+			if nd.kind == dHost && before(g, i) {
+				out[nd] = true
+			}
+			if nd.kind == dChild {
+				each(nd.body[0])
+			}
+		}
+	}
+	each(p.top)
 	return out
 }
 
@@ -1050,10 +1121,9 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 	case dCopy:
 		src := st.mem[nd.src]
 		if st.staged != nil && st.staged[nd.src] != nil {
+			src = st.staged[nd.src]
 			if r, ok := st.restaged[nd]; ok {
 				src = r
-			} else if !st.afterWork[nd] {
-				src = st.staged[nd.src]
 			}
 		}
 		copy(st.mem[nd.dst][nd.doff:nd.doff+nd.size], src[nd.soff:])
@@ -1068,6 +1138,15 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 		}
 	case dHost:
 		hostOp(st.mem[nd.dst], nd.mul, nd.add)
+		if st.staged != nil {
+			// Right after device work (hostSyncs): the copies after
+			// it stage their pageable sources again.
+			for _, y := range st.after[nd] {
+				if st.staged[y.src] != nil {
+					st.restaged[y] = slices.Clone(st.mem[y.src])
+				}
+			}
+		}
 	case dChild:
 		return p.eval(st, nd.body[0], rng)
 	case dCond:

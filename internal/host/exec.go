@@ -31,14 +31,11 @@ type Exec struct {
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
 	copies         []int32 // memcpy ops, each with a staging slot in every launch (op.stage)
-	// restage[i], for a memcpy op i with a host destination, lists the
-	// staging slots of the memcpy ops after it (launch.restage).
+	// restage[i], for a memcpy op i with a host destination or a host op
+	// right after device work, lists the staging slots of the memcpy ops
+	// after it (launch.restage).
 	restage map[int32][]int32
-	// afterWork[k]: staging slot k's copy comes after a kernel, memset or
-	// memcpy op, so it reads a pageable source when it runs unless a copy
-	// into pageable memory before it staged it again.
-	afterWork []bool
-	extSems   []int32 // external semaphore ops, whose semaphores launches hold
+	extSems []int32 // external semaphore ops, whose semaphores launches hold
 
 	imu       sync.Mutex // serialises issuing launches and uploads: sequence numbers follow graph memory plans
 	mu        sync.Mutex
@@ -106,8 +103,6 @@ type launch struct {
 	freed  []*GraphAlloc // allocations AutoFreeOnLaunch frees at its start
 	ops    []op          // e's op table as of this launch: later updates do not change it
 	staged [][]byte      // the sources of its copies from pageable memory, read at the call, parallel to e.copies
-	// restaged[k]: staged[k] was read again this launch (restage).
-	restaged []bool
 	// stageMu orders the copies that read staged with those that stage
 	// again (restage), which the graph need not order.
 	stageMu sync.Mutex
@@ -176,8 +171,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 			e.ops[i].stage = int32(len(e.copies))
 		}
 	}
-	e.restage = restageSlots(&e.dag, e.ops, e.bops)
-	e.afterWork = afterWork(preds, e.ops, e.bops, e.copies)
+	e.restage = restageSlots(&e.dag, preds, e.ops, e.bops)
 	e.run = e.newRunner(d, g.d.Pool, e.execFunc())
 	e.instantiateExtSems()
 	if flags&flagUpload != 0 {
@@ -410,7 +404,6 @@ func (e *Exec) newLaunchLocked(s *Stream) *launch {
 		}
 		if len(e.copies) > 0 {
 			l.staged = make([][]byte, len(e.copies))
-			l.restaged = make([]bool, len(e.copies))
 		}
 	}
 	l.stream = s
@@ -445,53 +438,25 @@ func (l *launch) takeBodiesLocked() {
 // buffers of a recycled launch record are reused.
 func (l *launch) stageCopies() {
 	for k, x := range l.e.copies {
-		l.restaged[k] = false
-		if o := &l.ops[x]; o.staged && !o.off && !l.e.afterWork[k] {
+		if o := &l.ops[x]; o.staged && !o.off {
 			l.staged[k] = append(l.staged[k][:0], o.src...)
 		}
 	}
 }
 
-// afterWork reports, for each memcpy op of copies with a host source,
-// whether a kernel, memset or memcpy op comes before it (preds are the
-// ops' dependencies).
-func afterWork(preds [][]int32, ops []op, bops []backend.Op, copies []int32) []bool {
-	out := make([]bool, len(copies))
-	var seen []bool
-	for k, x := range copies {
-		if bops[x].Memcpy.SrcHost == nil {
-			continue
-		}
-		if seen == nil {
-			seen = make([]bool, len(ops))
-		} else {
-			clear(seen)
-		}
-		stack := append([]int32(nil), preds[x]...)
-		for len(stack) > 0 && !out[k] {
-			y := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[y] {
-				continue
-			}
-			seen[y] = true
-			switch ops[y].kind {
-			case opKernel, opMemset, opMemcpy:
-				out[k] = true
-			}
-			stack = append(stack, preds[y]...)
-		}
-	}
-	return out
-}
-
-// restageSlots finds, for each memcpy op with a host destination, the
-// staging slots of the memcpy ops that come after it in d (nil if none).
-func restageSlots(d *sched.DAG, ops []op, bops []backend.Op) map[int32][]int32 {
+// restageSlots finds the ops where a launch stages pageable sources
+// again, and for each the staging slots of the memcpy ops after it in d
+// (nil if none): a memcpy op with a host destination (when it is pageable
+// at run time), and a host op with device work right before it, which
+// the driver waits for (launch.restage).
+func restageSlots(d *sched.DAG, preds [][]int32, ops []op, bops []backend.Op) map[int32][]int32 {
 	var m map[int32][]int32
 	var seen []bool
 	for i := range ops {
-		if ops[i].kind != opMemcpy || bops[i].Memcpy.DstHost == nil {
+		switch {
+		case ops[i].kind == opMemcpy && bops[i].Memcpy.DstHost != nil:
+		case ops[i].kind == opHost && afterDeviceWork(preds, ops, bops, int32(i)):
+		default:
 			continue
 		}
 		if seen == nil {
@@ -523,14 +488,32 @@ func restageSlots(d *sched.DAG, ops []op, bops []backend.Op) map[int32][]int32 {
 	return m
 }
 
-// restage reads again, when copy op i of the launch has written pageable
-// host memory, the pageable sources of the copies after it: the driver
-// stages a graph's pageable sources at the launch call and again where a
-// copy into pageable memory completes, so such a later copy delivers the
-// source as it was then, the copied bytes and a host node's earlier
-// writes included, while a host node's writes after that point come too
-// late (H100, driver 580: tools/probe/pageable.cu, docs/driver-pageable.txt,
-// and two-GPU differential inputs).
+// afterDeviceWork reports whether one of op i's dependencies, looking
+// through empty ops (child graph entries and exits among them), is device
+// work: not a host op, not a copy of pageable memory.
+func afterDeviceWork(preds [][]int32, ops []op, bops []backend.Op, i int32) bool {
+	for _, p := range preds[i] {
+		switch o := &ops[p]; {
+		case o.kind == opEmpty:
+			if afterDeviceWork(preds, ops, bops, p) {
+				return true
+			}
+		case o.kind == opHost, o.kind == opMemcpy && bops[p].Memcpy.Pageable():
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// restage reads again, when op i of the launch has completed (a copy
+// into pageable host memory, or a host op right after device work), the
+// pageable sources of the copies after it. The driver stages a graph's
+// pageable sources at the launch call and again at those points, so such
+// a copy delivers its source as it was at the last of them before it: a
+// host node's writes after that point come too late (H100, driver 580:
+// tools/probe/pageable.cu, docs/driver-pageable.txt, and two-GPU
+// differential inputs).
 func (l *launch) restage(i int32) {
 	slots := l.e.restage[i]
 	if len(slots) == 0 {
@@ -541,7 +524,6 @@ func (l *launch) restage(i int32) {
 	for _, k := range slots {
 		if o := &l.ops[l.e.copies[k]]; o.staged && !o.off {
 			l.staged[k] = append(l.staged[k][:0], o.src...)
-			l.restaged[k] = true
 		}
 	}
 }
@@ -779,13 +761,9 @@ func (e *Exec) execNode(i int32) {
 		return
 	}
 	if o.kind == opMemcpy && o.staged && o.stage > 0 {
-		l, k := e.cur, o.stage-1
+		l := e.cur
 		l.stageMu.Lock()
-		if l.restaged[k] || !e.afterWork[k] {
-			copy(o.dst, l.staged[k]) // the source as it was staged
-		} else {
-			copy(o.dst, o.src) // after device work: the source as it is now
-		}
+		copy(o.dst, l.staged[o.stage-1]) // the source as it was staged
 		l.stageMu.Unlock()
 		if o.writesStaged {
 			l.restage(i)
@@ -794,7 +772,7 @@ func (e *Exec) execNode(i int32) {
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
-	} else if o.kind == opMemcpy && o.writesStaged && o.stage > 0 {
+	} else if e.restage != nil && (o.kind == opHost || o.kind == opMemcpy && o.writesStaged && o.stage > 0) {
 		e.cur.restage(i)
 	}
 }
