@@ -514,19 +514,14 @@ func (gn *diffGen) copy(x *gctx) {
 		nd.src = ts[(slices.Index(ts, nd.dst)+1+r.n(len(ts)-1))%len(ts)] // another buffer: no overlap
 	case cHtoD:
 		nd.dst, nd.src = pick(r, ts), pick(r, hs)
+		if !gn.p.pinned {
+			nd.src = hs[0] // the host buffer no host node writes (host)
+		}
 	case cDtoH:
 		nd.dst, nd.src = pick(r, hs), pick(r, ts)
 	}
 	gn.copyShape(nd)
 	nd.foot = addTouch(addTouch(nil, nd.dst, true), nd.src, false)
-	if nd.ckind == cDtoH {
-		// A copy into pageable memory stages again the pageable sources
-		// of the copies after it: it reads every host buffer, so host
-		// nodes writing one are ordered with it (docs/driver-pageable.txt).
-		for _, h := range hs {
-			nd.foot = addTouch(nd.foot, h, false)
-		}
-	}
 	if r.n(3) == 0 {
 		dsts := ts
 		if nd.ckind == cDtoH {
@@ -539,16 +534,19 @@ func (gn *diffGen) copy(x *gctx) {
 
 func (gn *diffGen) host(x *gctx) {
 	r := gn.r
-	nd := &dnode{kind: dHost, dst: diffBufs + r.n(diffHosts), mul: byte(r.u8() | 1), add: byte(r.u8())}
-	nd.foot = addTouch(nil, nd.dst, true)
-	// A host node right after device work stages pageable sources again
-	// (hostSyncs): it reads every host buffer, so host nodes and copies
-	// into host memory are ordered with it.
-	for h := range diffHosts {
-		nd.foot = addTouch(nd.foot, diffBufs+h, false)
+	// With pageable host buffers a host node writes only the second:
+	// copies read only the first (copy), since what a copy reads of
+	// pageable memory a host node of the same launch wrote is not
+	// settled (the GPU answered both ways: docs/memory.md).
+	hosts := diffHosts
+	if !gn.p.pinned {
+		hosts = 1
 	}
+	first := diffBufs + diffHosts - hosts
+	nd := &dnode{kind: dHost, dst: first + r.n(hosts), mul: byte(r.u8() | 1), add: byte(r.u8())}
+	nd.foot = addTouch(nil, nd.dst, true)
 	if r.n(3) == 0 {
-		nd.foot = addTouch(nd.foot, diffBufs+r.n(diffHosts), true)
+		nd.foot = addTouch(nd.foot, first+r.n(hosts), true)
 	}
 	gn.add(x, nd)
 }
@@ -865,10 +863,11 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 			st.hv[i] = r.dflt
 		}
 	}
-	// A memcpy node reads pageable host memory as staged where the last
-	// copy into pageable memory before it completed; without one, at the
-	// launch call if no device work comes before it, else when it runs
-	// (docs/driver-pageable.txt). Pinned memory when it runs.
+	// A memcpy node reads pageable host memory as staged at the launch
+	// call or where the last copy into pageable memory before it
+	// completed (docs/driver-pageable.txt); pinned memory when it runs.
+	// Host nodes of pageable programs never write what copies read
+	// (diffGen.host): what such a copy would read is not settled.
 	st.staged = make([][]byte, len(p.res))
 	for i, r := range p.res {
 		if r.kind == resHost && !p.pinned {
@@ -876,8 +875,7 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 		}
 	}
 	st.restaged = map[*dnode][]byte{}
-	syncs := p.hostSyncs()
-	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy || syncs[nd] })
+	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy })
 	defer func() { st.staged, st.restaged, st.after = nil, nil, nil }()
 	return p.eval(st, p.top, rng)
 }
@@ -911,84 +909,6 @@ func order(g *dgraph, rng *uint32) []int {
 			}
 		}
 	}
-	return out
-}
-
-// hostSyncs are the host nodes right after device work: one of their
-// dependencies, looking through empty nodes, into the sinks of child
-// graph nodes and out of the child graph holding them, is neither a host
-// node nor a copy of host (pageable) memory. The driver waits for that
-// work and stages pageable sources again after the host node
-// (docs/driver-pageable.txt).
-func (p *diffProg) hostSyncs() map[*dnode]bool {
-	type at struct {
-		g *dgraph
-		i int
-	}
-	parent := map[*dgraph]at{}
-	var walk func(g *dgraph)
-	walk = func(g *dgraph) {
-		for i, nd := range g.nodes {
-			if nd.kind == dChild {
-				parent[nd.body[0]] = at{g, i}
-				walk(nd.body[0])
-			}
-		}
-	}
-	walk(p.top)
-	var work func(g *dgraph, i int) bool // node i of g ends with device work
-	var before func(g *dgraph, i int) bool
-	work = func(g *dgraph, i int) bool {
-		nd := g.nodes[i]
-		switch {
-		case nd.kind == dEmpty:
-			return before(g, i)
-		case nd.kind == dChild:
-			b := nd.body[0]
-			for j := range b.nodes {
-				sink := true
-				for _, m := range b.nodes {
-					if slices.Contains(m.deps, j) {
-						sink = false
-					}
-				}
-				if sink && work(b, j) {
-					return true
-				}
-			}
-			return len(b.nodes) == 0 && before(g, i)
-		case nd.kind == dHost, nd.kind == dCopy && nd.ckind != cDtoD:
-			return false
-		}
-		return true
-	}
-	before = func(g *dgraph, i int) bool {
-		deps := g.nodes[i].deps
-		if len(deps) == 0 {
-			if up, ok := parent[g]; ok {
-				return before(up.g, up.i)
-			}
-		}
-		for _, d := range deps {
-			if work(g, d) {
-				return true
-			}
-		}
-		return false
-	}
-	out := map[*dnode]bool{}
-	var each func(g *dgraph)
-	each = func(g *dgraph) {
-		for i, nd := range g.nodes {
-			if nd.kind == dHost && before(g, i) {
-				out[nd] = true
-			}
-			if nd.kind == dChild {
-				each(nd.body[0])
-			}
-		}
-	}
-	each(p.top)
 	return out
 }
 
@@ -1138,15 +1058,6 @@ func (p *diffProg) evalNode(st *diffState, nd *dnode, rng *uint32) error {
 		}
 	case dHost:
 		hostOp(st.mem[nd.dst], nd.mul, nd.add)
-		if st.staged != nil {
-			// Right after device work (hostSyncs): the copies after
-			// it stage their pageable sources again.
-			for _, y := range st.after[nd] {
-				if st.staged[y.src] != nil {
-					st.restaged[y] = slices.Clone(st.mem[y.src])
-				}
-			}
-		}
 	case dChild:
 		return p.eval(st, nd.body[0], rng)
 	case dCond:

@@ -31,9 +31,8 @@ type Exec struct {
 	// Event nodes take per-launch sequence numbers: indexes of those ops.
 	records, waits []int32
 	copies         []int32 // memcpy ops, each with a staging slot in every launch (op.stage)
-	// restage[i], for a memcpy op i with a host destination or a host op
-	// right after device work, lists the staging slots of the memcpy ops
-	// after it (launch.restage).
+	// restage[i], for a memcpy op i with a host destination, lists the
+	// staging slots of the memcpy ops after it (launch.restage).
 	restage map[int32][]int32
 	extSems []int32 // external semaphore ops, whose semaphores launches hold
 
@@ -171,7 +170,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, tag any) (backend
 			e.ops[i].stage = int32(len(e.copies))
 		}
 	}
-	e.restage = restageSlots(&e.dag, preds, e.ops, e.bops)
+	e.restage = restageSlots(&e.dag, e.ops, e.bops)
 	e.run = e.newRunner(d, g.d.Pool, e.execFunc())
 	e.instantiateExtSems()
 	if flags&flagUpload != 0 {
@@ -444,19 +443,15 @@ func (l *launch) stageCopies() {
 	}
 }
 
-// restageSlots finds the ops where a launch stages pageable sources
-// again, and for each the staging slots of the memcpy ops after it in d
-// (nil if none): a memcpy op with a host destination (when it is pageable
-// at run time), and a host op with device work right before it, which
-// the driver waits for (launch.restage).
-func restageSlots(d *sched.DAG, preds [][]int32, ops []op, bops []backend.Op) map[int32][]int32 {
+// restageSlots finds, for each memcpy op with a host destination (where
+// a launch stages pageable sources again when that destination is
+// pageable), the staging slots of the memcpy ops after it in d (nil if
+// none).
+func restageSlots(d *sched.DAG, ops []op, bops []backend.Op) map[int32][]int32 {
 	var m map[int32][]int32
 	var seen []bool
 	for i := range ops {
-		switch {
-		case ops[i].kind == opMemcpy && bops[i].Memcpy.DstHost != nil:
-		case ops[i].kind == opHost && afterDeviceWork(preds, ops, bops, int32(i)):
-		default:
+		if ops[i].kind != opMemcpy || bops[i].Memcpy.DstHost == nil {
 			continue
 		}
 		if seen == nil {
@@ -488,32 +483,16 @@ func restageSlots(d *sched.DAG, preds [][]int32, ops []op, bops []backend.Op) ma
 	return m
 }
 
-// afterDeviceWork reports whether one of op i's dependencies, looking
-// through empty ops (child graph entries and exits among them), is device
-// work: not a host op, not a copy of pageable memory.
-func afterDeviceWork(preds [][]int32, ops []op, bops []backend.Op, i int32) bool {
-	for _, p := range preds[i] {
-		switch o := &ops[p]; {
-		case o.kind == opEmpty:
-			if afterDeviceWork(preds, ops, bops, p) {
-				return true
-			}
-		case o.kind == opHost, o.kind == opMemcpy && bops[p].Memcpy.Pageable():
-		default:
-			return true
-		}
-	}
-	return false
-}
-
-// restage reads again, when op i of the launch has completed (a copy
-// into pageable host memory, or a host op right after device work), the
-// pageable sources of the copies after it. The driver stages a graph's
-// pageable sources at the launch call and again at those points, so such
-// a copy delivers its source as it was at the last of them before it: a
-// host node's writes after that point come too late (H100, driver 580:
-// tools/probe/pageable.cu, docs/driver-pageable.txt, and two-GPU
-// differential inputs).
+// restage reads again, when copy op i of the launch has written pageable
+// host memory, the pageable sources of the copies after it. The driver
+// stages a graph's pageable sources at the launch call and again where a
+// copy into pageable memory completes, so such a later copy delivers its
+// source as it was at the last of those points: the copied bytes, and a
+// host node's writes before that point, arrive; a host node's writes
+// after it come too late (H100, driver 580: tools/probe/pageable.cu,
+// docs/driver-pageable.txt, two-GPU differential inputs). What a copy
+// reads of pageable memory that a host node of the same launch wrote
+// otherwise is not settled: the GPU answered both ways (docs/memory.md).
 func (l *launch) restage(i int32) {
 	slots := l.e.restage[i]
 	if len(slots) == 0 {
@@ -772,7 +751,7 @@ func (e *Exec) execNode(i int32) {
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
-	} else if e.restage != nil && (o.kind == opHost || o.kind == opMemcpy && o.writesStaged && o.stage > 0) {
+	} else if o.kind == opMemcpy && o.writesStaged && o.stage > 0 {
 		e.cur.restage(i)
 	}
 }

@@ -253,24 +253,20 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 
 	// A copy into other pageable memory stages the pageable sources of
 	// the copies after it again: a host node's write before that point
-	// reaches them. Without one, a copy after device work reads its
-	// pageable source when it runs, and one after host nodes only reads
-	// it as it was at the launch call (two-GPU differential inputs).
+	// reaches them; without one, the source is as at the launch call.
+	// (After device work, what a copy reads of a host node's write is not
+	// settled: the GPU answered both ways, docs/memory.md.)
 	for _, c := range []struct {
-		what           string
-		first, between bool
-	}{{"host node only", false, false}, {"device work first", true, false}, {"copy into pageable memory between", false, true}} {
+		what    string
+		between bool
+	}{{"host node only", false}, {"copy into pageable memory between", true}} {
 		src, other := bytes.Repeat([]byte{0x11}, n), make([]byte, n)
 		g := NewGraph(t, d)
-		var deps []*gg.Node
-		if c.first {
-			deps = append(deps, Must[*gg.Node](t)(g.AddMemsetNode(gg.Memset8(dev, 1, n))))
-		}
 		last := Must[*gg.Node](t)(g.AddHostNode(func() {
 			for i := range src {
 				src[i] = 0x44
 			}
-		}, deps...))
+		}))
 		if c.between {
 			last = Must[*gg.Node](t)(g.AddMemcpyNode(gg.DtoH(other, dev), last))
 		}
@@ -280,7 +276,7 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 		OK(t, s.Synchronize())
 		got := make([]byte, n)
 		OK(t, d.Memcpy(gg.DtoH(got, dev+n)))
-		want := map[bool]byte{false: 0x11, true: 0x44}[c.first || c.between]
+		want := map[bool]byte{false: 0x11, true: 0x44}[c.between]
 		if got[0] != want || got[n-1] != want {
 			t.Errorf("%s: delivered %#x ... %#x, want %#x", c.what, got[0], got[n-1], want)
 		}
