@@ -34,6 +34,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +62,7 @@ type config struct {
 	opts                                Options
 	budgetMiB                           float64
 	bench                               bool
-	requests, rows                      int
+	requests, rows, reps                int
 	seconds                             time.Duration
 }
 
@@ -83,6 +84,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.conc, "concurrency", "1,4,16,64", "-bench: concurrency levels")
 	fs.IntVar(&c.requests, "requests", 2000, "-bench: requests per level")
 	fs.IntVar(&c.rows, "rows", 1, "-bench: inputs per request")
+	fs.IntVar(&c.reps, "reps", 1, "-bench: runs of each mode, alternated (ops first every other run), with the medians after")
 	fs.StringVar(&c.target, "target", "", "-bench: load this server (http://HOST:PORT, same protocol) instead of starting ours")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -105,8 +107,8 @@ func parse(args []string, out io.Writer) (config, error) {
 		return c, usageError{fmt.Errorf("-mode %q: want graphs or ops", c.mode)}
 	case c.opts.MaxBatch < 0 || c.opts.MaxWait < 0 || c.budgetMiB < 0:
 		return c, usageError{errors.New("-max-batch, -max-wait and -budget cannot be negative")}
-	case c.requests < 1 || c.rows < 1:
-		return c, usageError{errors.New("-requests and -rows: want at least 1")}
+	case c.requests < 1 || c.rows < 1 || c.reps < 1:
+		return c, usageError{errors.New("-requests, -rows and -reps: want at least 1")}
 	case c.target != "" && !c.bench:
 		return c, usageError{errors.New("-target applies to -bench only")}
 	}
@@ -222,26 +224,66 @@ func bench(out io.Writer, ck train.Checkpoint, c config) error {
 		printLoad(out, "target", res)
 		return err
 	}
-	for _, graphs := range []bool{true, false} {
-		o := c.opts
-		o.Graphs = graphs
-		res, mi, err := benchOne(ck, o, levels, c.requests, c.rows)
-		mode := map[bool]string{true: "graphs", false: "ops"}[graphs]
-		printLoad(out, mode, res)
-		if mi != nil {
-			describe(out, *mi)
-			fmt.Fprintf(out, "  %d batches, %.1f rows a batch, %d padding rows\n", mi.Batches, float64(mi.Rows)/float64(max(1, mi.Batches)), mi.PaddedRows)
-			if p := mi.Phases; p != nil {
-				fmt.Fprintf(out, "  a batch, µs p50/p99: inputs in %.0f/%.0f, %s %.0f/%.0f, outputs back %.0f/%.0f; the slowest %.0f + %.0f + %.0f\n",
-					p.InP50, p.InP99, map[bool]string{true: "replay", false: "forward issued"}[graphs], p.RunP50, p.RunP99, p.OutP50, p.OutP99,
-					p.Slowest[0], p.Slowest[1], p.Slowest[2])
+	// Modes alternate, ops first every other run, so that neither always
+	// has the warmer process; with several runs, the medians follow.
+	all := map[bool][][]LoadResult{}
+	for rep := range c.reps {
+		for _, graphs := range []bool{rep%2 == 0, rep%2 != 0} {
+			o := c.opts
+			o.Graphs = graphs
+			res, mi, err := benchOne(ck, o, levels, c.requests, c.rows)
+			mode := map[bool]string{true: "graphs", false: "ops"}[graphs]
+			printLoad(out, mode, res)
+			if mi != nil {
+				describe(out, *mi)
+				fmt.Fprintf(out, "  %d batches, %.1f rows a batch, %d padding rows\n", mi.Batches, float64(mi.Rows)/float64(max(1, mi.Batches)), mi.PaddedRows)
+				if p := mi.Phases; p != nil {
+					fmt.Fprintf(out, "  a batch, µs p50/p99: inputs in %.0f/%.0f, %s %.0f/%.0f, outputs back %.0f/%.0f; the slowest %.0f + %.0f + %.0f\n",
+						p.InP50, p.InP99, map[bool]string{true: "replay", false: "forward issued"}[graphs], p.RunP50, p.RunP99, p.OutP50, p.OutP99,
+						p.Slowest[0], p.Slowest[1], p.Slowest[2])
+				}
+				if w := mi.Waits; w != nil {
+					fmt.Fprintf(out, "  a request, µs p50/p99: queued until its batch ran %.0f/%.0f, from its batch's result to its response %.0f/%.0f\n",
+						w.QueuedP50, w.QueuedP99, w.AnswerP50, w.AnswerP99)
+				}
 			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", mode, err)
+			}
+			all[graphs] = append(all[graphs], res)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", mode, err)
+	}
+	if c.reps > 1 {
+		fmt.Fprintf(out, "medians of %d runs:\n", c.reps)
+		for _, graphs := range []bool{true, false} {
+			printLoad(out, map[bool]string{true: "graphs", false: "ops"}[graphs], medianLoads(all[graphs]))
 		}
 	}
 	return nil
+}
+
+// medianLoads is, level by level, the median throughput, p50 and p99 of
+// runs (each the same levels).
+func medianLoads(runs [][]LoadResult) []LoadResult {
+	var out []LoadResult
+	for i := range runs[0] {
+		var tput []float64
+		var p50, p99 []time.Duration
+		r := runs[0][i]
+		for _, run := range runs {
+			tput = append(tput, run[i].Throughput())
+			p50, p99 = append(p50, run[i].P50), append(p99, run[i].P99)
+		}
+		slices.Sort(tput)
+		slices.Sort(p50)
+		slices.Sort(p99)
+		m := len(runs) / 2
+		// A result whose Throughput is the median: Requests over Elapsed.
+		r.Elapsed = time.Duration(float64(r.Requests) / tput[m] * float64(time.Second))
+		r.P50, r.P99 = p50[m], p99[m]
+		out = append(out, r)
+	}
+	return out
 }
 
 func benchOne(ck train.Checkpoint, o Options, levels []int, requests, rows int) (res []LoadResult, mi *ModelInfo, err error) {

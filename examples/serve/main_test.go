@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -343,6 +344,7 @@ func TestFlags(t *testing.T) {
 		{"-demo small -gemm nosuch", `-gemm "nosuch": want cublas, cublaslt or kernel`},
 		{"-demo small -gemm cublaslt", "-gemm applies to -backend cuda"},
 		{"-demo small -bench -target http://127.0.0.1:1/v1/infer", "want http://HOST:PORT"},
+		{"-demo small -bench -reps 0", "-reps: want at least 1"},
 	}
 	for _, b := range bad {
 		err := run(strings.Fields(b.args), io.Discard)
@@ -386,5 +388,20 @@ func TestBenchTarget(t *testing.T) {
 	}
 	if mi := srv.Info(); mi.Rows < 40*2 {
 		t.Errorf("the target served %d rows, want at least %d", mi.Rows, 40*2)
+	}
+}
+
+// TestMedianLoads: level by level, the median of each measure over the
+// runs, each measure on its own.
+func TestMedianLoads(t *testing.T) {
+	ms := time.Millisecond
+	run := func(tput float64, p50, p99 time.Duration) LoadResult {
+		return LoadResult{Concurrency: 4, Requests: 100, Elapsed: time.Duration(100 / tput * float64(time.Second)), P50: p50, P99: p99}
+	}
+	got := medianLoads([][]LoadResult{
+		{run(100, 3*ms, 9*ms)}, {run(300, 1*ms, 30*ms)}, {run(200, 2*ms, 10*ms)},
+	})
+	if len(got) != 1 || got[0].P50 != 2*ms || got[0].P99 != 10*ms || math.Abs(got[0].Throughput()-200) > 1e-6 || got[0].Concurrency != 4 {
+		t.Fatalf("medians %+v (throughput %v), want p50 2ms, p99 10ms, 200 req/s at concurrency 4", got, got[0].Throughput())
 	}
 }

@@ -236,6 +236,9 @@ type request struct {
 	x    []float32 // rows×In
 	rows int
 	done chan result // buffered: the batcher never waits for the handler
+	// When it was queued, when its batch started, when its batch sent the
+	// result: the request's own phases (waits), around its batch's.
+	queued, started, answered time.Time
 }
 
 type result struct {
@@ -256,8 +259,13 @@ type Server struct {
 		sync.Mutex
 		n, rows, padded int
 		timings         []phases // of each batch, up to maxTimings
+		waits           []waits  // of each request answered, up to maxTimings
 	}
 }
+
+// waits are a request's time outside its batch's phases: queued until its
+// batch started, and from the batch's result to the response written.
+type waits struct{ queued, answer time.Duration }
 
 // NewServer loads the model and, with Graphs, captures its graph set.
 func NewServer(ck train.Checkpoint, o Options) (*Server, error) {
@@ -348,6 +356,10 @@ func (srv *Server) runBatch(batch []*request, rows int) {
 		x = append(x, r.x...)
 	}
 	var ph phases
+	start := time.Now()
+	for _, r := range batch {
+		r.started = start
+	}
 	z, err := srv.eng.run(x, rows, &ph)
 	srv.batches.Lock()
 	if len(srv.batches.timings) < maxTimings {
@@ -360,7 +372,9 @@ func (srv *Server) runBatch(batch []*request, rows int) {
 	}
 	srv.batches.Unlock()
 	c, off := srv.eng.cfg.Classes, 0
+	now := time.Now()
 	for _, r := range batch {
+		r.answered = now
 		if err != nil {
 			r.done <- result{err: err}
 			continue
@@ -457,6 +471,7 @@ func (srv *Server) infer(w http.ResponseWriter, r *http.Request) {
 		}
 		q.x = append(q.x, row...)
 	}
+	q.queued = time.Now()
 	select {
 	case srv.queue <- q:
 		srv.queued.Add(1)
@@ -485,6 +500,11 @@ func (srv *Server) infer(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, resp)
+	srv.batches.Lock()
+	if len(srv.batches.waits) < maxTimings {
+		srv.batches.waits = append(srv.batches.waits, waits{q.started.Sub(q.queued), time.Since(q.answered)})
+	}
+	srv.batches.Unlock()
 }
 
 // ModelInfo is the answer of GET /v1/model.
@@ -510,6 +530,14 @@ type ModelInfo struct {
 	// percentile of each phase over the batches run so far, and the
 	// phases of the slowest batch.
 	Phases *PhaseStats `json:"phases,omitempty"`
+	// A request's time outside its batch, in µs: queued until its batch
+	// started, and from its batch's result to its response written.
+	Waits *WaitStats `json:"waits,omitempty"`
+}
+
+// WaitStats summarize the requests' waits (µs).
+type WaitStats struct {
+	QueuedP50, QueuedP99, AnswerP50, AnswerP99 float64
 }
 
 // PhaseStats summarize the batches' phases (µs): copying inputs in, the
@@ -519,20 +547,35 @@ type PhaseStats struct {
 	Slowest                                      [3]float64 // in, run, out of the slowest batch
 }
 
+// quantiles returns the median and the 99th percentile, in µs, of f over
+// ts.
+func quantiles[T any](ts []T, f func(T) time.Duration) (p50, p99 float64) {
+	v := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		v[i] = f(t)
+	}
+	slices.Sort(v)
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+	return us(v[len(v)/2]), us(v[min(len(v)-1, len(v)*99/100)])
+}
+
+// waitStats summarizes ws (nil for none).
+func waitStats(ws []waits) *WaitStats {
+	if len(ws) == 0 {
+		return nil
+	}
+	var st WaitStats
+	st.QueuedP50, st.QueuedP99 = quantiles(ws, func(w waits) time.Duration { return w.queued })
+	st.AnswerP50, st.AnswerP99 = quantiles(ws, func(w waits) time.Duration { return w.answer })
+	return &st
+}
+
 // phaseStats summarizes ts (nil for none).
 func phaseStats(ts []phases) *PhaseStats {
 	if len(ts) == 0 {
 		return nil
 	}
-	q := func(f func(phases) time.Duration) (p50, p99 float64) {
-		v := make([]time.Duration, len(ts))
-		for i, t := range ts {
-			v[i] = f(t)
-		}
-		slices.Sort(v)
-		us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-		return us(v[len(v)/2]), us(v[min(len(v)-1, len(v)*99/100)])
-	}
+	q := func(f func(phases) time.Duration) (p50, p99 float64) { return quantiles(ts, f) }
 	var st PhaseStats
 	st.InP50, st.InP99 = q(func(p phases) time.Duration { return p.in })
 	st.RunP50, st.RunP99 = q(func(p phases) time.Duration { return p.run })
@@ -554,6 +597,7 @@ func (srv *Server) Info() ModelInfo {
 	srv.batches.Lock()
 	mi.Batches, mi.Rows, mi.PaddedRows = srv.batches.n, srv.batches.rows, srv.batches.padded
 	mi.Phases = phaseStats(srv.batches.timings)
+	mi.Waits = waitStats(srv.batches.waits)
 	srv.batches.Unlock()
 	return mi
 }
