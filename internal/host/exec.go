@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
+	"github.com/gpugraph/gpugraph/internal/dag"
 	"github.com/gpugraph/gpugraph/internal/sched"
 )
 
@@ -449,29 +450,16 @@ func (l *launch) stageCopies() {
 // none).
 func restageSlots(d *sched.DAG, ops []op, bops []backend.Op) map[int32][]int32 {
 	var m map[int32][]int32
-	var seen []bool
+	succ := func(x int32) []int32 { return d.Succ[d.SuccOff[x]:d.SuccOff[x+1]] }
 	for i := range ops {
 		if ops[i].kind != opMemcpy || bops[i].Memcpy.DstHost == nil {
 			continue
 		}
-		if seen == nil {
-			seen = make([]bool, len(ops))
-		} else {
-			clear(seen)
-		}
 		var slots []int32
-		stack := append([]int32(nil), d.Succ[d.SuccOff[i]:d.SuccOff[i+1]]...)
-		for len(stack) > 0 {
-			x := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if seen[x] {
-				continue
-			}
-			seen[x] = true
+		for x := range dag.Ancestors(int32(i), succ) { // its descendants
 			if ops[x].kind == opMemcpy && bops[x].Memcpy.SrcHost != nil {
 				slots = append(slots, ops[x].stage-1)
 			}
-			stack = append(stack, d.Succ[d.SuccOff[x]:d.SuccOff[x+1]]...)
 		}
 		if len(slots) > 0 {
 			if m == nil {
