@@ -116,7 +116,12 @@ func TestDifferentialCUDA(t *testing.T) {
 						keeps = nil
 						t.Fatalf("three lost contexts: stopping")
 					}
-					keeps = append([]*gg.Device{openCUDA(t)}, openDevice1(t, gpus)...)
+					k0, err := gg.Open(gg.BackendCUDA)
+					if err != nil {
+						keeps = nil
+						t.Fatalf("after the lost context the device does not open again (the driver kept the context): %v", err)
+					}
+					keeps = append([]*gg.Device{k0}, openDevice1(t, gpus)...)
 					keep = keeps[0]
 					break
 				}
