@@ -4,7 +4,7 @@
 # BASE=<commit> for the ab section), carry .gpu, then there:
 #
 #	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
-#	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev probe, 3000-input differential (failures in $OUT/diff-failures.txt)
+#	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev and peerreenable probes, 3000-input differential (failures in $OUT/diff-failures.txt)
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~200 s: graph-set capture/replay (cuBLAS and cuBLASLt), serving (5 alternated runs, medians) beside PyTorch
@@ -29,6 +29,8 @@ tests)
 two)
   t devices 90 .gpu/gpugraph.test -test.run '^TestDevicesCUDA$' -test.v
   t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
+  t peerreenable 60 bash -c 'nvcc -O2 -o /tmp/peerreenable tools/probe/peerreenable.cu && /tmp/peerreenable'
+  cp "$L/peerreenable.txt" "$O/driver-peerreenable.txt"
   t diff 240 env GPUGRAPH_DIFF_INPUTS=3000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v
   # the failures only (the full log is tens of MB), each failing input whole:
   # its runs on both backends and the changes B makes
