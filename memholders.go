@@ -103,7 +103,7 @@ func (e *Exec) checkHolders(opName string, n *Node, p NodeParams) error {
 	if !ok {
 		return nil
 	}
-	if n.captured && n.typ == NodeMemset && mo.MemoryOwner(uint64(p.(MemsetParams).Dst)) == n.device().props.Ordinal {
+	if ms, isMemset := p.(MemsetParams); isMemset && n.captured && mo.MemoryOwner(uint64(ms.Dst)) == n.device().props.Ordinal {
 		// A captured memset moves to the memory of the device whose
 		// stream captured it (capturedMemsetHome).
 		return nil
