@@ -874,8 +874,9 @@ func (p *diffProg) launch(st *diffState, rng *uint32) error {
 			st.staged[i] = slices.Clone(st.mem[i])
 		}
 	}
-	st.restaged = map[*dnode][]byte{}
-	st.after = p.copiesAfter(func(nd *dnode) bool { return nd.kind == dCopy })
+	if !p.pinned { // only pageable programs stage again
+		st.restaged, st.after = map[*dnode][]byte{}, p.copiesAfter()
+	}
 	defer func() { st.staged, st.restaged, st.after = nil, nil, nil }()
 	return p.eval(st, p.top, rng)
 }
@@ -912,11 +913,11 @@ func order(g *dgraph, rng *uint32) []int {
 	return out
 }
 
-// copiesAfter maps each node that from accepts to the copy nodes after
-// it, in its graph and, through the child graph nodes holding it, in
-// theirs (the nodes of child graphs after it included; conditional bodies
-// are not looked into: they hold no copies of host memory).
-func (p *diffProg) copiesAfter(from func(*dnode) bool) map[*dnode][]*dnode {
+// copiesAfter maps each copy node to the copy nodes after it, in its
+// graph and, through the child graph nodes holding it, in theirs (the
+// nodes of child graphs after it included; conditional bodies are not
+// looked into: they hold no copies of host memory).
+func (p *diffProg) copiesAfter() map[*dnode][]*dnode {
 	type at struct {
 		g *dgraph
 		i int
@@ -954,7 +955,7 @@ func (p *diffProg) copiesAfter(from func(*dnode) bool) map[*dnode][]*dnode {
 			if x.kind == dChild {
 				each(x.body[0])
 			}
-			if !from(x) {
+			if x.kind != dCopy {
 				continue
 			}
 			seen := map[*dnode]bool{}

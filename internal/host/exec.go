@@ -202,7 +202,7 @@ func (d *Device) prepare(o *backend.Op) (op, *backend.Error) {
 			return fail(err)
 		}
 		x.staged = o.Memcpy.Staged() // the gpugraph package's rule: a pageable source is read at launch
-		x.writesStaged = o.Memcpy.DstHost != nil && !o.Memcpy.DstPinned
+		x.restages = o.Memcpy.DstHost != nil && !o.Memcpy.DstPinned
 		return x, nil
 	case backend.NodeMemset:
 		x, err := d.memsetOp(&o.Memset)
@@ -732,14 +732,14 @@ func (e *Exec) execNode(i int32) {
 		l.stageMu.Lock()
 		copy(o.dst, l.staged[o.stage-1]) // the source as it was staged
 		l.stageMu.Unlock()
-		if o.writesStaged {
+		if o.restages {
 			l.restage(i)
 		}
 		return
 	}
 	if err := o.exec(e.deviceOf(i)); err != nil {
 		e.failed.CompareAndSwap(nil, at(err, e.nodes[i].tag))
-	} else if o.kind == opMemcpy && o.writesStaged && o.stage > 0 {
+	} else if o.kind == opMemcpy && o.restages && o.stage > 0 {
 		e.cur.restage(i)
 	}
 }

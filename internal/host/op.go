@@ -56,7 +56,7 @@ type op struct {
 	stage  int32
 	// A graph's memcpy op into pageable host memory stages the pageable
 	// sources of the copies after it again (launch.restage).
-	writesStaged bool
+	restages bool
 }
 
 type memsetOp struct {
