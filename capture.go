@@ -423,7 +423,7 @@ func (s *Stream) captureNode(opName string, p NodeParams) (n *Node, captured boo
 		return nil, true, err
 	}
 	n.captured = true
-	if m, ok := n.be.(interface{ MarkCaptured() }); ok {
+	if m, ok := n.be.(backend.CaptureMarker); ok {
 		m.MarkCaptured() // the host backend's whole-graph update rule on captured memsets
 	}
 	s.capDeps = append(s.capDeps[:0], n)

@@ -96,6 +96,13 @@ type Abandoner interface {
 	Abandon()
 }
 
+// CaptureMarker is implemented by nodes of backends that emulate stream
+// capture (the host backend): the gpugraph package marks the nodes a
+// capture made, which the driver treats apart in some updates.
+type CaptureMarker interface {
+	MarkCaptured()
+}
+
 // EventFlags are cudaEventCreateWithFlags' flags, with gpugraph's values.
 type EventFlags uint
 

@@ -53,8 +53,10 @@ type Node struct {
 	captured bool
 }
 
-// MarkCaptured records that stream capture made n.
+// MarkCaptured records that stream capture made n (backend.CaptureMarker).
 func (n *Node) MarkCaptured() { n.captured = true }
+
+var _ backend.CaptureMarker = (*Node)(nil)
 
 var _ backend.Graph = (*Graph)(nil)
 
