@@ -1,6 +1,9 @@
 package cuda
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
@@ -17,6 +20,14 @@ type Node uintptr
 type Exec struct {
 	d *Device
 	h uintptr
+
+	// set holds the parameters last given to a node with SetParams, to
+	// give them again when the node is enabled: the driver (580.159.04)
+	// enables a kernel node that was updated and then disabled with the
+	// parameters it had before the update (tools/probe/peerreenable.cu,
+	// docs/driver-peerreenable.txt). A whole-graph update forgets them.
+	mu  sync.Mutex
+	set map[uintptr]backend.Op
 }
 
 var (
@@ -212,7 +223,7 @@ func (g *Graph) Instantiate(flags uint, upload backend.Stream, _ any) (backend.E
 	if err != nil {
 		return nil, &InstantiateError{Err: err, Result: result, Node: Node(errNode)}
 	}
-	return &Exec{g.d, h}, nil
+	return &Exec{d: g.d, h: h}, nil
 }
 
 // InstantiateError is a failed instantiation: the driver's error, its
@@ -302,12 +313,30 @@ func (e *Exec) Update(g backend.Graph) (backend.UpdateInfo, error) {
 	if info.ErrFrom != 0 {
 		r.ErrFrom = Node(info.ErrFrom)
 	}
+	if err == nil {
+		e.mu.Lock()
+		e.set = nil
+		e.mu.Unlock()
+	}
 	return r, err
 }
 
 // SetParams is cuGraphExec*NodeSetParams.
 func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
-	return opDevice(e.d, op).SetNodeParams(e.h, handle(n), op)
+	if err := opDevice(e.d, op).SetNodeParams(e.h, handle(n), op); err != nil {
+		return err
+	}
+	if op.Type == backend.NodeKernel || op.Type == backend.NodeMemcpy || op.Type == backend.NodeMemset {
+		kept := *op
+		kept.Launch.Args = slices.Clone(op.Launch.Args)
+		e.mu.Lock()
+		if e.set == nil {
+			e.set = map[uintptr]backend.Op{}
+		}
+		e.set[handle(n)] = kept
+		e.mu.Unlock()
+	}
+	return nil
 }
 
 // SetChildGraph is cuGraphExecChildGraphNodeSetParams.
@@ -316,8 +345,20 @@ func (e *Exec) SetChildGraph(n backend.Node, g backend.Graph) error {
 	return err
 }
 
-// SetEnabled is cuGraphNodeSetEnabled.
-func (e *Exec) SetEnabled(n backend.Node, on bool) error { return e.d.SetEnabled(e.h, handle(n), on) }
+// SetEnabled is cuGraphNodeSetEnabled; a node enabled again is given the
+// parameters SetParams last gave it (see Exec.set).
+func (e *Exec) SetEnabled(n backend.Node, on bool) error {
+	if err := e.d.SetEnabled(e.h, handle(n), on); err != nil || !on {
+		return err
+	}
+	e.mu.Lock()
+	op, ok := e.set[handle(n)]
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return opDevice(e.d, &op).SetNodeParams(e.h, handle(n), &op)
+}
 
 // Enabled is cuGraphNodeGetEnabled.
 func (e *Exec) Enabled(n backend.Node) (bool, error) { return e.d.Enabled(e.h, handle(n)) }

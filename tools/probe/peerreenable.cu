@@ -6,9 +6,10 @@
 // memory and device 0's (the control). One line per case. Needs two GPUs
 // with peer access.
 //
-//	nvcc -O2 -o peerreenable tools/probe/peerreenable.cu && ./peerreenable
+//	nvcc -O2 -o peerreenable tools/probe/peerreenable.cu -lcuda && ./peerreenable
 #include <cstdio>
 #include <cstdlib>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #define MUST(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { printf("FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); exit(1); } } while (0)
@@ -72,12 +73,15 @@ static void run(bool captured, int memDev, bool setFirst) {
 
 // multiDevice is the differential input's shape (FuzzDifferential 2977): a
 // capture on device 0 forks a kernel onto a stream of device 1, so the
-// graph spans both devices, all on device 1's memory; kernel k2 (device
-// 0) is updated with its own parameters, disabled for one launch and
-// enabled again, the launches alternating between two streams.
+// graph spans both devices, all on device 1's memory. Kernel k2 (device 0)
+// is captured over the first 2 elements; it is launched, then updated to
+// cover 4 (cuGraphExecKernelNodeSetParams) and, if disable, disabled for
+// one launch and enabled again; the launches alternate between two streams.
+// With onOne, the whole graph is captured on device 1 (one device).
 __global__ void addFrom(int* d, const int* s) { d[threadIdx.x] += s[threadIdx.x] + 1; }
 
-static void multiDevice() {
+static void multiDevice(bool disable, bool onOne, bool drvUpdate) {
+  int dev0 = onOne ? 1 : 0;
   MUST(cudaSetDevice(1));
   int *a, *b, *c;
   MUST(cudaMalloc(&a, 64));
@@ -89,7 +93,7 @@ static void multiDevice() {
   cudaStream_t s1;
   MUST(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   MUST(cudaDeviceSynchronize());
-  MUST(cudaSetDevice(0));
+  MUST(cudaSetDevice(dev0));
   cudaStream_t s0, t0;
   MUST(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
   MUST(cudaStreamCreateWithFlags(&t0, cudaStreamNonBlocking));
@@ -97,7 +101,7 @@ static void multiDevice() {
   MUST(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   MUST(cudaSetDevice(1));
   MUST(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-  MUST(cudaSetDevice(0));
+  MUST(cudaSetDevice(dev0));
   cudaGraph_t g;
   MUST(cudaStreamBeginCapture(s0, cudaStreamCaptureModeGlobal));
   addFrom<<<1, 4, 0, s0>>>(a, b); // k0: a += b + 1
@@ -106,8 +110,8 @@ static void multiDevice() {
   MUST(cudaStreamWaitEvent(s1, fork, 0));
   addFrom<<<1, 4, 0, s1>>>(c, a); // k1 on device 1: c += a + 1
   MUST(cudaEventRecord(join, s1));
-  MUST(cudaSetDevice(0));
-  addFrom<<<1, 4, 0, s0>>>(b, a); // k2: b += a + 1
+  MUST(cudaSetDevice(dev0));
+  addFrom<<<1, 2, 0, s0>>>(b, a); // k2: b += a + 1, elements 0 and 1
   MUST(cudaStreamWaitEvent(s0, join, 0));
   MUST(cudaStreamEndCapture(s0, &g));
   cudaGraphNode_t nodes[8];
@@ -120,41 +124,137 @@ static void multiDevice() {
     cudaGetLastError();
   }
   if (!k2) {
-    printf("multi-device graph: k2 not found among %zu nodes\n", n);
+    printf("k2 not found among %zu nodes\n", n);
     return;
   }
   cudaGraphExec_t e;
   MUST(cudaGraphInstantiate(&e, g, 0));
-  // The reference, launch by launch (a, b, c start at 0).
-  int ra = 0, rb = 0, rc = 0;
+  // The reference, launch by launch, for elements 0 (k2 always covers it)
+  // and 3 (only once updated); a, b, c start at 0.
+  int ra[4] = {}, rb[4] = {}, rc[4] = {};
   int got[3][4];
-  const char* step[] = {"enabled", "disabled", "enabled again"};
-  printf("multi-device graph, k2 updated, disabled, enabled:");
+  const char* step[] = {"as captured", disable ? "updated, disabled" : "updated", disable ? "enabled again" : "again"};
+  printf("%s graph, k2 updated%s%s:", onOne ? "one-device" : "two-device", drvUpdate ? " (cuGraphExecKernelNodeSetParams, CUfunction)" : "", disable ? ", disabled, enabled" : "");
   for (int l = 0; l < 3; l++) {
-    if (l == 0) {
+    if (l == 1) {
       cudaKernelNodeParams kp = {};
       void* args[] = {&b, &a};
       kp.func = (void*)addFrom;
       kp.gridDim = dim3(1);
       kp.blockDim = dim3(4);
       kp.kernelParams = args;
-      MUST(cudaGraphExecKernelNodeSetParams(e, k2, &kp));
+      if (drvUpdate) {
+        // As gpugraph does: the driver's call, with the CUfunction of the
+        // kernel in the capturing device's context.
+        cudaFunction_t f;
+        MUST(cudaSetDevice(dev0));
+        MUST(cudaGetFuncBySymbol(&f, (const void*)addFrom));
+        CUDA_KERNEL_NODE_PARAMS dp = {};
+        dp.func = (CUfunction)f;
+        dp.gridDimX = dp.gridDimY = dp.gridDimZ = 1;
+        dp.blockDimX = 4;
+        dp.blockDimY = dp.blockDimZ = 1;
+        dp.kernelParams = args;
+        CUresult r = cuGraphExecKernelNodeSetParams((CUgraphExec)e, (CUgraphNode)k2, &dp);
+        if (r != CUDA_SUCCESS) {
+          printf("cuGraphExecKernelNodeSetParams: %d\n", (int)r);
+          exit(1);
+        }
+      } else {
+        MUST(cudaGraphExecKernelNodeSetParams(e, k2, &kp));
+      }
     }
-    if (l > 0) MUST(cudaGraphNodeSetEnabled(e, k2, l == 1 ? 0 : 1));
+    if (l > 0 && disable) MUST(cudaGraphNodeSetEnabled(e, k2, l == 1 ? 0 : 1));
     MUST(cudaGraphLaunch(e, l % 2 ? t0 : s0));
     MUST(cudaStreamSynchronize(l % 2 ? t0 : s0));
     MUST(cudaDeviceSynchronize());
-    ra += rb + 1;
-    rc += ra + 1;
-    if (l != 1) rb += ra + 1;
+    for (int i = 0; i < 4; i++) {
+      ra[i] += rb[i] + 1;
+      rc[i] += ra[i] + 1;
+      bool runs = !(l == 1 && disable) && (l > 0 || i < 2);
+      if (runs) rb[i] += ra[i] + 1;
+    }
     MUST(cudaMemcpy(got[0], a, 16, cudaMemcpyDefault));
     MUST(cudaMemcpy(got[1], b, 16, cudaMemcpyDefault));
     MUST(cudaMemcpy(got[2], c, 16, cudaMemcpyDefault));
-    printf("  %s -> a %d b %d c %d (want %d %d %d)", step[l], got[0][0], got[1][0], got[2][0], ra, rb, rc);
+    bool ok = true;
+    for (int i = 0; i < 4; i++) ok = ok && got[0][i] == ra[i] && got[1][i] == rb[i] && got[2][i] == rc[i];
+    printf("  %s -> b[0] %d b[3] %d (want %d %d)%s", step[l], got[1][0], got[1][3], rb[0], rb[3], ok ? "" : " WRONG");
   }
   printf("\n");
   cudaGraphExecDestroy(e);
   cudaGraphDestroy(g);
+}
+
+// explicitDriver builds k0 -> k2 with the driver's API, both nodes given
+// the CUfunction of the kernel (as gpugraph adds kernels: a function of a
+// module, not the runtime's CUkernel), k2 over the first 4 of 16 elements;
+// launches, updates k2 to all 16 (cuGraphExecKernelNodeSetParams with the
+// same function) and disables it (or disables, then updates) for one
+// launch, enables it again and launches.
+static void explicitDriver(bool disableFirst) {
+  MUST(cudaSetDevice(0));
+  int *a, *b;
+  MUST(cudaMalloc(&a, 64));
+  MUST(cudaMalloc(&b, 64));
+  MUST(cudaMemset(a, 0, 64));
+  MUST(cudaMemset(b, 0, 64));
+  cudaStream_t s;
+  MUST(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaFunction_t f;
+  MUST(cudaGetFuncBySymbol(&f, (const void*)addFrom));
+  CUgraph g;
+  if (cuGraphCreate(&g, 0) != CUDA_SUCCESS) exit(1);
+  auto params = [&](int* d, int* src, unsigned block, void** args) {
+    args[0] = d == a ? (void*)&a : (void*)&b;
+    args[1] = src == a ? (void*)&a : (void*)&b;
+    CUDA_KERNEL_NODE_PARAMS p = {};
+    p.func = (CUfunction)f;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = block;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    return p;
+  };
+  void *a0[2], *a2[2], *a2b[2];
+  CUDA_KERNEL_NODE_PARAMS p0 = params(a, b, 16, a0), p2 = params(b, a, 4, a2), p2b = params(b, a, 16, a2b);
+  CUgraphNode k0, k2;
+  CUresult r = cuGraphAddKernelNode(&k0, g, nullptr, 0, &p0);
+  if (r == CUDA_SUCCESS) r = cuGraphAddKernelNode(&k2, g, &k0, 1, &p2);
+  CUgraphExec e;
+  if (r == CUDA_SUCCESS) r = cuGraphInstantiate(&e, g, 0);
+  if (r != CUDA_SUCCESS) {
+    printf("driver graph: %d\n", (int)r);
+    exit(1);
+  }
+  int ra[16] = {}, rb[16] = {};
+  printf("one device, driver API, CUfunction, k2 %s, enabled:", disableFirst ? "disabled, updated" : "updated, disabled");
+  for (int l = 0; l < 3; l++) {
+    if (l == 1) {
+      if (disableFirst) r = cuGraphNodeSetEnabled(e, k2, 0);
+      if (r == CUDA_SUCCESS) r = cuGraphExecKernelNodeSetParams(e, k2, &p2b);
+      if (r == CUDA_SUCCESS && !disableFirst) r = cuGraphNodeSetEnabled(e, k2, 0);
+    }
+    if (l == 2) r = cuGraphNodeSetEnabled(e, k2, 1);
+    if (r == CUDA_SUCCESS) r = cuGraphLaunch(e, (CUstream)s);
+    if (r != CUDA_SUCCESS) {
+      printf(" call failed: %d\n", (int)r);
+      exit(1);
+    }
+    MUST(cudaStreamSynchronize(s));
+    for (int i = 0; i < 16; i++) {
+      ra[i] += rb[i] + 1;
+      if (l == 0 ? i < 4 : l == 2) rb[i] += ra[i] + 1;
+    }
+    int got[16];
+    MUST(cudaMemcpy(got, b, 64, cudaMemcpyDefault));
+    bool ok = true;
+    for (int i = 0; i < 16; i++) ok = ok && got[i] == rb[i];
+    printf("  launch %d -> b[0] %d b[8] %d (want %d %d)%s", l, got[0], got[8], rb[0], rb[8], ok ? "" : " WRONG");
+  }
+  printf("\n");
+  cuGraphExecDestroy(e);
+  cuGraphDestroy(g);
 }
 
 int main() {
@@ -175,6 +275,10 @@ int main() {
   for (int f = 0; f < 2; f++)
     for (int c = 0; c < 2; c++)
       for (int m = 1; m >= 0; m--) run(c, m, f);
-  multiDevice();
+  for (int one = 0; one < 2; one++)
+    for (int dis = 0; dis < 2; dis++)
+      for (int drv = 0; drv < 2; drv++) multiDevice(dis, one, drv);
+  explicitDriver(false);
+  explicitDriver(true);
   return 0;
 }

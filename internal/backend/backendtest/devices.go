@@ -52,6 +52,7 @@ var deviceScenarios = []struct {
 	{"CondBodyPeerMemory", 2, condBodyPeerMemory},
 	{"CapturedPeerMemsetUpdate", 2, capturedPeerMemsetUpdate},
 	{"ExecUpdateHoldersMatrix", 2, execUpdateHoldersMatrix},
+	{"ExecSetParamsReenabledAcrossDevices", 2, execSetParamsReenabledAcrossDevices},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in
