@@ -339,10 +339,42 @@ func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
 	return nil
 }
 
-// SetChildGraph is cuGraphExecChildGraphNodeSetParams.
+// SetChildGraph is cuGraphExecChildGraphNodeSetParams. The nodes of the
+// child graph take the new graph's parameters: what SetParams gave them
+// before is forgotten.
 func (e *Exec) SetChildGraph(n backend.Node, g backend.Graph) error {
-	_, err := e.d.SetChildGraph(e.h, handle(n), g.(*Graph).h)
-	return err
+	if _, err := e.d.SetChildGraph(e.h, handle(n), g.(*Graph).h); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.set) == 0 {
+		return nil
+	}
+	return e.d.Do(func() error { return e.forgetIn(handle(n)) })
+}
+
+// forgetIn drops the parameters kept for the nodes of child graph node n's
+// graph, at every depth of child graphs. e.mu is held, on the device's
+// thread.
+func (e *Exec) forgetIn(n uintptr) error {
+	g, err := e.d.drv.GraphChildGraphNodeGetGraph(n)
+	if err != nil {
+		return err
+	}
+	ns, err := e.d.drv.GraphGetNodes(g)
+	if err != nil {
+		return err
+	}
+	for _, m := range ns {
+		delete(e.set, m)
+		if t, err := e.d.drv.GraphNodeGetType(m); err == nil && backend.NodeType(t) == backend.NodeChildGraph {
+			if err := e.forgetIn(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // SetEnabled is cuGraphNodeSetEnabled; a node enabled again is given the

@@ -53,6 +53,7 @@ var deviceScenarios = []struct {
 	{"CapturedPeerMemsetUpdate", 2, capturedPeerMemsetUpdate},
 	{"ExecUpdateHoldersMatrix", 2, execUpdateHoldersMatrix},
 	{"ExecSetParamsReenabledAcrossDevices", 2, execSetParamsReenabledAcrossDevices},
+	{"ExecSetParamsReenabledChildGraph", 1, execSetParamsReenabledChildGraph},
 }
 
 // deviceOrdinals: every ordinal below the count opens, with its ordinal in

@@ -183,3 +183,61 @@ func slicesEqual(a, b []uint32) bool {
 	}
 	return true
 }
+
+// execSetParamsReenabledChildGraph: a kernel node of a child graph, widened
+// with Exec.SetParams, then given a new child graph (Exec.SetParams with
+// ChildGraphParams) whose kernel covers another range, then disabled for
+// one launch and enabled again, runs the new child graph's kernel: what
+// SetParams gave the node before is gone with its graph (the cuda
+// backend's re-enable must not bring it back).
+func execSetParamsReenabledChildGraph(t *testing.T, backend string, count int, open OpenOrdinal) {
+	d := open(t, 0)
+	const n = 16
+	a := Must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	b := Must[gg.DevicePtr](t)(d.Malloc(4 * n))
+	OK(t, d.Memset(gg.Memset32(a, 1, n)))
+	OK(t, d.Memset(gg.Memset32(b, 0, n)))
+	kp := func(grid, m int) gg.KernelParams {
+		return gg.KernelParams{Kernel: AccumFrom, Grid: gg.Dim1(grid), Block: gg.Dim1(4), Args: []any{a, b, m}}
+	}
+	child := func(p gg.KernelParams) *gg.Graph {
+		cg := NewGraph(t, d)
+		Must[*gg.Node](t)(cg.AddKernelNode(p))
+		Must[*gg.Node](t)(cg.AddEmptyNode()) // so that the kernel may be disabled
+		return cg
+	}
+	g := NewGraph(t, d)
+	ch := Must[*gg.Node](t)(g.AddChildGraphNode(child(kp(1, 4))))
+	e := Must[*gg.Exec](t)(g.Instantiate(0))
+	k := Must[[]*gg.Node](t)(Must[*gg.Graph](t)(ch.ChildGraph()).Nodes())[0]
+	s := NewStream(t, d)
+	var rb [n]uint32
+	for l, step := range []struct {
+		what string
+		m    int // elements the kernel covers at this launch
+	}{
+		{"as built", 4},
+		{"widened to 16, then a new child graph covering 8", 8},
+		{"disabled", 0},
+		{"enabled again", 8},
+	} {
+		switch l {
+		case 1:
+			OK(t, e.SetParams(k, kp(4, 16)))
+			OK(t, e.SetParams(ch, gg.ChildGraphParams{Graph: child(kp(2, 8))}))
+		case 2:
+			OK(t, e.SetEnabled(k, false))
+		case 3:
+			OK(t, e.SetEnabled(k, true))
+		}
+		OK(t, e.Launch(s))
+		OK(t, s.Synchronize())
+		for i := range step.m {
+			rb[i] += 2
+		}
+		if got := readU32s(t, d, b, n); !slicesEqual(got, rb[:]) {
+			t.Fatalf("launch %d (%s): b = %v, want %v", l, step.what, got, rb)
+		}
+	}
+	OK(t, e.Destroy())
+}
