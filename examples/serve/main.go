@@ -1,8 +1,9 @@
 // Command serve is an inference server for the MLP that `gpugraph train
 // --save FILE` trains: it loads the checkpoint, captures one graph of the
 // forward pass per batch size into a gpugraph.GraphSet (one memory budget:
-// the largest graph's), batches concurrent requests dynamically (at most
-// -max-batch rows, waiting at most -max-wait for more), pads each batch up
+// the largest graph's), batches concurrent requests dynamically (a batch
+// takes the requests that queued while the last one ran, at most -max-batch
+// rows, and waits -max-wait for more, none by default), pads each batch up
 // to the next captured size, replays, and answers each request with its own
 // rows.
 //
@@ -67,7 +68,7 @@ type config struct {
 }
 
 func parse(args []string, out io.Writer) (config, error) {
-	c := config{opts: Options{Backend: "host", MaxWait: 2 * time.Millisecond}}
+	c := config{opts: Options{Backend: "host"}}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.model, "model", "", "checkpoint FILE written by gpugraph train --save")
@@ -78,7 +79,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.mode, "mode", "graphs", "graphs (replay a graph set) or ops (op by op)")
 	fs.StringVar(&c.keys, "keys", "", "batch sizes to capture, comma-separated (default: the checkpoint's, else vLLM's 51 up to 512)")
 	fs.IntVar(&c.opts.MaxBatch, "max-batch", 0, "most rows in a batch (default: the largest batch size)")
-	fs.DurationVar(&c.opts.MaxWait, "max-wait", c.opts.MaxWait, "how long a batch waits for more requests")
+	fs.DurationVar(&c.opts.MaxWait, "max-wait", c.opts.MaxWait, "how long a batch waits for more requests once it has taken those queued (0: it runs at once)")
 	fs.Float64Var(&c.budgetMiB, "budget", 0, "refuse to start if the graph set needs more than this many MiB (0: no budget)")
 	fs.BoolVar(&c.bench, "bench", false, "load a graphs server and an ops server on 127.0.0.1 and print throughput and latency")
 	fs.StringVar(&c.conc, "concurrency", "1,4,16,64", "-bench: concurrency levels")

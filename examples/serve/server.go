@@ -25,7 +25,7 @@ type Options struct {
 	Graphs   bool          // replay a graph set (false: run op by op)
 	Keys     []int         // batch sizes to capture; nil: the checkpoint's, else vLLM's up to MaxBatch
 	MaxBatch int           // rows per batch; 0: the largest key
-	MaxWait  time.Duration // how long a batch waits for more requests
+	MaxWait  time.Duration // how long a batch waits for more requests once it has taken those queued (0: none)
 	Budget   uint64        // memory budget of the graph set in bytes; 0: none
 	// GEMM is the forward pass's matrix product on cuda: "cublas" (the
 	// default, ""), "cublaslt" (bias and ReLU in cuBLASLt's epilogue, one
@@ -305,8 +305,12 @@ func (srv *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(err, srv.eng.close())
 }
 
-// batch collects requests into batches of at most MaxBatch rows, waiting
-// at most MaxWait after the first, and runs them one after another.
+// batch collects requests into batches of at most MaxBatch rows and runs
+// them one after another: a batch takes the requests that queued while the
+// last one ran and, with MaxWait, waits up to MaxWait after its first for
+// more. Without a wait a lone request runs at once, and under load batches
+// still fill, from the queue that builds while a batch runs (what Triton's
+// dynamic batcher does by default).
 func (srv *Server) batch() {
 	defer srv.stopped.Done()
 	var next *request // a request that did not fit the last batch
@@ -330,21 +334,42 @@ func (srv *Server) batch() {
 			}
 		}
 		batch, rows := []*request{first}, first.rows
-		timer := time.NewTimer(srv.opts.MaxWait)
-	fill:
+		// What queued while the last batch ran joins this one at once;
+		// then, with MaxWait, the batch waits for more until it is full.
+		add := func(r *request) bool {
+			if rows+r.rows > srv.eng.maxBatch {
+				next = r
+				return false
+			}
+			batch, rows = append(batch, r), rows+r.rows
+			return true
+		}
+	drain:
 		for rows < srv.eng.maxBatch {
 			select {
 			case r := <-srv.queue:
-				if rows+r.rows > srv.eng.maxBatch {
-					next = r
-					break fill
+				if !add(r) {
+					break drain
 				}
-				batch, rows = append(batch, r), rows+r.rows
-			case <-timer.C:
-				break fill
+			default:
+				break drain
 			}
 		}
-		timer.Stop()
+		if next == nil && rows < srv.eng.maxBatch && srv.opts.MaxWait > 0 {
+			timer := time.NewTimer(srv.opts.MaxWait)
+		fill:
+			for rows < srv.eng.maxBatch {
+				select {
+				case r := <-srv.queue:
+					if !add(r) {
+						break fill
+					}
+				case <-timer.C:
+					break fill
+				}
+			}
+			timer.Stop()
+		}
 		srv.runBatch(batch, rows)
 	}
 }

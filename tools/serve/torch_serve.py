@@ -98,20 +98,29 @@ class Batcher:
         return self.outs[k][:n].cpu()
 
     def loop(self):
+        # As the Go server batches: what queued while the last batch ran
+        # joins the next at once; then, with --max-wait, the batch waits
+        # for more until it is full. A request that does not fit starts the
+        # batch after.
+        nxt = None
         while True:
-            first = self.q.get()
+            first = nxt if nxt is not None else self.q.get()
+            nxt = None
             batch, rows = [first], first[0].shape[0]
             deadline = time.perf_counter() + self.max_wait
             while rows < self.max_batch:
-                left = deadline - time.perf_counter()
-                if left <= 0:
-                    break
                 try:
-                    item = self.q.get(timeout=left)
+                    item = self.q.get_nowait()
                 except queue.Empty:
-                    break
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        break
+                    try:
+                        item = self.q.get(timeout=left)
+                    except queue.Empty:
+                        break
                 if rows + item[0].shape[0] > self.max_batch:
-                    self.q.put(item)  # the next batch's first
+                    nxt = item
                     break
                 batch.append(item)
                 rows += item[0].shape[0]
@@ -198,7 +207,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, default=8090)
     ap.add_argument("--max-batch", type=int, default=512)
-    ap.add_argument("--max-wait", type=float, default=0.002, help="seconds a batch waits for more requests")
+    ap.add_argument("--max-wait", type=float, default=0.0, help="seconds a batch waits for more requests once the queue is drained (0: none)")
     ap.add_argument("--mode", choices=["graphs", "eager"], default="graphs")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
