@@ -25,6 +25,24 @@ type nativeCaptures struct {
 	mu    sync.Mutex
 	views map[uintptr]*Graph
 	n     atomic.Int32 // len(views): stream work asks the driver about captures only while some are under way
+	// only is the device of every view while they are all one device's
+	// (nil otherwise): stream work of that device cannot be joining
+	// another device's capture, and does not ask.
+	only atomic.Pointer[Device]
+}
+
+// countLocked publishes len(views) and only; c.mu is held.
+func (c *nativeCaptures) countLocked() {
+	c.n.Store(int32(len(c.views)))
+	var one *Device
+	for _, g := range c.views {
+		if one != nil && g.dev != one {
+			one = nil
+			break
+		}
+		one = g.dev
+	}
+	c.only.Store(one)
 }
 
 // cudaCaptures is the registry of the cuda backend's devices; noCaptures
@@ -44,7 +62,7 @@ func (c *nativeCaptures) view(h uintptr, newView func() *Graph) *Graph {
 		}
 		g = newView()
 		c.views[h] = g
-		c.n.Store(int32(len(c.views)))
+		c.countLocked()
 	}
 	return g
 }
@@ -62,7 +80,7 @@ func (c *nativeCaptures) end(h uintptr) *Graph {
 	defer c.mu.Unlock()
 	g := c.views[h]
 	delete(c.views, h)
-	c.n.Store(int32(len(c.views)))
+	c.countLocked()
 	return g
 }
 
@@ -77,7 +95,7 @@ func (c *nativeCaptures) endDevice(d *Device) {
 			delete(c.views, h)
 		}
 	}
-	c.n.Store(int32(len(c.views)))
+	c.countLocked()
 }
 
 func nativeHandle(g backend.Graph) uintptr {
@@ -154,20 +172,23 @@ func mirror(g *Graph) error {
 	if err != nil {
 		return err
 	}
-	byHandle := map[backend.Node]*Node{}
+	byHandle := make(map[backend.Node]*Node, len(handles)+len(g.nodes))
 	g.edata = nil
 	for _, node := range g.nodes {
 		byHandle[node.be] = node
 		node.deps, node.outs = nil, nil
 	}
-	infos := map[backend.Node]backend.NodeInfo{}
-	for _, h := range handles {
+	// Each listed node's description, by its index in handles (a map of
+	// NodeInfo values cost a tenth of a graph set's capture in growth).
+	infos := make([]backend.NodeInfo, len(handles))
+	at := make(map[backend.Node]int, len(handles))
+	for i, h := range handles {
 		known := byHandle[h] != nil
 		info, err := in.Node(h, !known)
 		if err != nil {
 			return err
 		}
-		infos[h] = info
+		infos[i], at[h] = info, i
 		if known {
 			continue
 		}
@@ -186,8 +207,10 @@ func mirror(g *Graph) error {
 		}
 	}
 	for _, node := range g.nodes {
-		info, ok := infos[node.be]
-		if !ok { // a node the driver no longer lists
+		var info backend.NodeInfo
+		if i, ok := at[node.be]; ok {
+			info = infos[i]
+		} else { // a node the driver no longer lists
 			if info, err = in.Node(node.be, false); err != nil {
 				return err
 			}
@@ -378,7 +401,7 @@ type nativeWork struct {
 // host), that costs an atomic load and the work no driver call more; while
 // one is, a cuStreamGetCaptureInfo before and after.
 func (s *Stream) nativeWorkBegin() *nativeWork {
-	if s.dev.native.n.Load() == 0 {
+	if nc := s.dev.native; nc.n.Load() == 0 || nc.only.Load() == s.dev {
 		return nil
 	}
 	return s.nativeWorkSlow()

@@ -226,6 +226,7 @@ func (d *Device) Close() error {
 	d.funcs = map[any]uintptr{}
 	d.mu.Unlock()
 	d.fast.Clear()
+	d.names.Clear()
 	d.forgetHostFuncs()
 	if d.capCalls != nil {
 		close(d.capCalls)

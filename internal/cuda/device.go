@@ -59,7 +59,10 @@ type Device struct {
 	// ptrArgs: CUfunction -> []int, the indices of its Pointer
 	// parameters, for what a captured kernel node addresses (Node).
 	ptrArgs sync.Map
-	allocs  []alloc // live allocations by address, for range checks
+	// names: CUfunction or CUkernel -> its name, for the read-back of
+	// captured kernel nodes (cuFuncGetName once a function, not once a node).
+	names  sync.Map
+	allocs []alloc // live allocations by address, for range checks
 }
 
 type alloc struct {

@@ -400,15 +400,20 @@ func (d *Device) kernelInfo(n uintptr) (name string, ptrs []uint64) {
 	if err != nil {
 		return "", nil
 	}
-	switch {
-	case ka.Func != 0:
-		name, err = d.drv.FuncGetName(ka.Func)
-	case ka.Kern != 0:
-		name, err = d.drv.KernelGetName(ka.Kern)
+	key, get := ka.Func, d.drv.FuncGetName
+	if key == 0 {
+		key, get = ka.Kern, d.drv.KernelGetName
 	}
-	if err != nil {
-		name = ""
+	if key == 0 {
+		return "", ka.Args
 	}
+	if v, ok := d.names.Load(key); ok {
+		return v.(string), ka.Args
+	}
+	if name, err = get(key); err != nil {
+		return "", ka.Args
+	}
+	d.names.Store(key, name)
 	return name, ka.Args
 }
 
