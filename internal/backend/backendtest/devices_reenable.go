@@ -3,6 +3,7 @@ package backendtest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
@@ -159,7 +160,7 @@ func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int
 							p    gg.DevicePtr
 							want []uint32
 						}{{"a", a, ra[:]}, {"b", b, rb[:]}, {"c", c, rc[:]}} {
-							if got := readU32s(t, other, r.p, n); !slicesEqual(got, r.want) {
+							if got := readU32s(t, other, r.p, n); !slices.Equal(got, r.want) {
 								t.Errorf("%s: launch %d: %s = %v, want %v", name, l, r.name, got, r.want)
 							}
 						}
@@ -170,18 +171,6 @@ func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int
 			}
 		}
 	}
-}
-
-func slicesEqual(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // execSetParamsReenabledChildGraph: a kernel node of a child graph, widened
@@ -235,7 +224,7 @@ func execSetParamsReenabledChildGraph(t *testing.T, backend string, count int, o
 		for i := range step.m {
 			rb[i] += 2
 		}
-		if got := readU32s(t, d, b, n); !slicesEqual(got, rb[:]) {
+		if got := readU32s(t, d, b, n); !slices.Equal(got, rb[:]) {
 			t.Fatalf("launch %d (%s): b = %v, want %v", l, step.what, got, rb)
 		}
 	}
