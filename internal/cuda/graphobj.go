@@ -22,10 +22,13 @@ type Exec struct {
 	h uintptr
 
 	// set holds the parameters last given to a node with SetParams, to
-	// give them again when the node is enabled: the driver (580.159.04)
-	// enables a kernel node that was updated and then disabled with the
-	// parameters it had before the update (tools/probe/peerreenable.cu,
-	// docs/driver-peerreenable.txt). A whole-graph update forgets them.
+	// give them again when the node is enabled: through this backend the
+	// driver (580.159.04) enables a kernel node that was updated and then
+	// disabled with the parameters it had before the update (device
+	// scenario ExecSetParamsReenabledAcrossDevices), though the same calls
+	// from C come back right (tools/probe/peerreenable.cu): the cause is
+	// not found. A whole-graph update forgets them, and a new child graph
+	// those of its nodes.
 	mu  sync.Mutex
 	set map[uintptr]backend.Op
 }
