@@ -29,7 +29,7 @@ tests)
 two)
   t devices 90 .gpu/gpugraph.test -test.run '^TestDevicesCUDA$' -test.v
   t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
-  t peerreenable 60 bash -c 'nvcc -O2 -o /tmp/peerreenable tools/probe/peerreenable.cu -lcuda && /tmp/peerreenable'
+  t peerreenable 60 bash -c 'nvcc -O2 -o /tmp/peerreenable tools/probe/peerreenable.cu -lcuda -lnvrtc && /tmp/peerreenable'
   cp "$L/peerreenable.txt" "$O/driver-peerreenable.txt"
   t diff 240 env GPUGRAPH_DIFF_INPUTS=3000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v
   # the failures only (the full log is tens of MB), each failing input whole:

@@ -6,10 +6,11 @@
 // memory and device 0's (the control). One line per case. Needs two GPUs
 // with peer access.
 //
-//	nvcc -O2 -o peerreenable tools/probe/peerreenable.cu -lcuda && ./peerreenable
+//	nvcc -O2 -o peerreenable tools/probe/peerreenable.cu -lcuda -lnvrtc && ./peerreenable
 #include <cstdio>
 #include <cstdlib>
 #include <cuda.h>
+#include <nvrtc.h>
 #include <cuda_runtime.h>
 
 #define MUST(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { printf("FATAL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); exit(1); } } while (0)
@@ -192,7 +193,42 @@ static void multiDevice(bool disable, bool onOne, bool drvUpdate) {
 // launches, updates k2 to all 16 (cuGraphExecKernelNodeSetParams with the
 // same function) and disables it (or disables, then updates) for one
 // launch, enables it again and launches.
-static void explicitDriver(bool disableFirst) {
+// nvrtcFunction compiles addFrom with NVRTC to PTX and loads it with
+// cuModuleLoadData, as gpugraph loads its kernels (a JIT-compiled module).
+static CUfunction nvrtcFunction() {
+  static CUfunction f;
+  if (f) return f;
+  const char* src = "extern \"C\" __global__ void addFrom(int* d, const int* s) { d[threadIdx.x] += s[threadIdx.x] + 1; }";
+  nvrtcProgram prog;
+  if (nvrtcCreateProgram(&prog, src, "addFrom.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) exit(1);
+  int major = 0, minor = 0;
+  MUST(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  MUST(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+  char arch[64];
+  snprintf(arch, sizeof arch, "--gpu-architecture=compute_%d%d", major, minor);
+  const char* opts[] = {arch, "--std=c++17"};
+  if (nvrtcCompileProgram(prog, 2, opts) != NVRTC_SUCCESS) {
+    printf("nvrtc compile failed\n");
+    exit(1);
+  }
+  size_t n;
+  nvrtcGetPTXSize(prog, &n);
+  char* ptx = (char*)malloc(n);
+  nvrtcGetPTX(prog, ptx);
+  nvrtcDestroyProgram(&prog);
+  CUmodule m;
+  if (cuModuleLoadData(&m, ptx) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "addFrom") != CUDA_SUCCESS) {
+    printf("module load failed\n");
+    exit(1);
+  }
+  free(ptx);
+  return f;
+}
+
+// explicitDriver with nvrtc takes the kernel from nvrtcFunction, and with
+// withParams instantiates with cuGraphInstantiateWithParams, as gpugraph
+// does (else cuGraphInstantiate).
+static void explicitDriver(bool disableFirst, bool nvrtc = false, bool withParams = false) {
   MUST(cudaSetDevice(0));
   int *a, *b;
   MUST(cudaMalloc(&a, 64));
@@ -202,7 +238,11 @@ static void explicitDriver(bool disableFirst) {
   cudaStream_t s;
   MUST(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaFunction_t f;
-  MUST(cudaGetFuncBySymbol(&f, (const void*)addFrom));
+  if (nvrtc) {
+    f = (cudaFunction_t)nvrtcFunction();
+  } else {
+    MUST(cudaGetFuncBySymbol(&f, (const void*)addFrom));
+  }
   CUgraph g;
   if (cuGraphCreate(&g, 0) != CUDA_SUCCESS) exit(1);
   auto params = [&](int* d, int* src, unsigned block, void** args) {
@@ -222,13 +262,19 @@ static void explicitDriver(bool disableFirst) {
   CUresult r = cuGraphAddKernelNode(&k0, g, nullptr, 0, &p0);
   if (r == CUDA_SUCCESS) r = cuGraphAddKernelNode(&k2, g, &k0, 1, &p2);
   CUgraphExec e;
-  if (r == CUDA_SUCCESS) r = cuGraphInstantiate(&e, g, 0);
+  if (r == CUDA_SUCCESS && withParams) {
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip = {};
+    r = cuGraphInstantiateWithParams(&e, g, &ip);
+  } else if (r == CUDA_SUCCESS) {
+    r = cuGraphInstantiate(&e, g, 0);
+  }
   if (r != CUDA_SUCCESS) {
     printf("driver graph: %d\n", (int)r);
     exit(1);
   }
   int ra[16] = {}, rb[16] = {};
-  printf("one device, driver API, CUfunction, k2 %s, enabled:", disableFirst ? "disabled, updated" : "updated, disabled");
+  printf("one device, driver API, %s, %s, k2 %s, enabled:", nvrtc ? "NVRTC module's CUfunction" : "runtime's CUfunction",
+         withParams ? "cuGraphInstantiateWithParams" : "cuGraphInstantiate", disableFirst ? "disabled, updated" : "updated, disabled");
   for (int l = 0; l < 3; l++) {
     if (l == 1) {
       if (disableFirst) r = cuGraphNodeSetEnabled(e, k2, 0);
@@ -280,5 +326,9 @@ int main() {
       for (int drv = 0; drv < 2; drv++) multiDevice(dis, one, drv);
   explicitDriver(false);
   explicitDriver(true);
+  explicitDriver(false, true, false);
+  explicitDriver(false, false, true);
+  explicitDriver(false, true, true);
+  explicitDriver(true, true, true);
   return 0;
 }
