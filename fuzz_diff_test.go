@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	gg "github.com/gpugraph/gpugraph"
+	"github.com/gpugraph/gpugraph/internal/backend/backendtest"
 )
 
 // FuzzDifferential builds a random graph of kernels, copies (host to
@@ -1176,17 +1177,7 @@ func (env *diffEnv) openPeer(backend string, opts []gg.Option) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d1.Close() })
-	for _, pair := range [][2]*gg.Device{{env.d, d1}, {d1, env.d}} {
-		if !must[bool](t)(pair[0].CanAccessPeer(pair[1])) {
-			t.Skipf("device %d cannot access device %d", pair[0].Properties().Ordinal, pair[1].Properties().Ordinal)
-		}
-		// On cuda the access belongs to the device's primary context,
-		// which an earlier input may have left it in.
-		if err := pair[0].EnablePeerAccess(pair[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { pair[0].DisablePeerAccess(pair[1]) })
-	}
+	backendtest.EnablePeers(t, env.d, d1)
 	env.d1 = d1
 	env.s1 = must[*gg.Stream](t)(d1.NewStream())
 	env.ev1 = must[*gg.Event](t)(d1.NewEvent(0))

@@ -19,15 +19,7 @@ import (
 // device 0's own memory the same nodes run.
 func condBodyPeerMemory(t *testing.T, backend string, count int, open OpenOrdinal) {
 	d0, d1 := open(t, 0), open(t, 1)
-	if !Must[bool](t)(d0.CanAccessPeer(d1)) || !Must[bool](t)(d1.CanAccessPeer(d0)) {
-		t.Skip("no peer access between devices 0 and 1")
-	}
-	for _, p := range [][2]*gg.Device{{d0, d1}, {d1, d0}} {
-		if err := p[0].EnablePeerAccess(p[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
-			t.Fatal(err)
-		}
-		defer p[0].DisablePeerAccess(p[1])
-	}
+	EnablePeers(t, d0, d1)
 	const n = 64
 	own := Must[gg.DevicePtr](t)(d0.Malloc(4 * n))
 	defer d0.Free(own)

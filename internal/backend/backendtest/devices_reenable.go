@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -39,20 +38,13 @@ var AccumFrom = &gg.Kernel{
 // stream of device 0 forking onto one of the other device, dependencies
 // set with UpdateCaptureDependencies as the differential test does) and
 // with the explicit API; the launches alternate between two streams of
-// device 0. On the driver an update made before the disable is lost when
-// the node is enabled again (docs/reliability.md): the cuda backend gives
-// the node its parameters again for a per-node update, not yet for a
-// whole-graph one.
+// device 0. Through gpugraph on the GPU an update made before the disable
+// was lost when the node was enabled again (docs/reliability.md): the cuda
+// backend gives the node its parameters again for a per-node update, not
+// yet for a whole-graph one.
 func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
 	d0, d1 := open(t, 0), open(t, 1)
-	if !Must[bool](t)(d1.CanAccessPeer(d0)) {
-		t.Skip("the devices cannot access each other")
-	}
-	for _, p := range [][2]*gg.Device{{d0, d1}, {d1, d0}} {
-		if err := p[0].EnablePeerAccess(p[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
-			t.Fatal(err)
-		}
-	}
+	EnablePeers(t, d0, d1)
 	const n = 16
 	kp := func(dst, src gg.DevicePtr, grid, block, m int) gg.KernelParams {
 		return gg.KernelParams{Kernel: AccumFrom, Grid: gg.Dim1(grid), Block: gg.Dim1(block), Args: []any{src, dst, m}}

@@ -34,6 +34,26 @@ func Must[T any](t testing.TB) func(T, error) T {
 	}
 }
 
+// EnablePeers enables peer access between a and b both ways, and disables
+// it when the test ends: on cuda the access belongs to the devices'
+// primary contexts, which outlive the Devices and the test. Access already
+// enabled is taken as it is. It skips the test when either device cannot
+// access the other.
+func EnablePeers(t testing.TB, a, b *gg.Device) {
+	t.Helper()
+	for _, p := range [][2]*gg.Device{{a, b}, {b, a}} {
+		if !Must[bool](t)(p[0].CanAccessPeer(p[1])) {
+			t.Skipf("device %d cannot access device %d", p[0].Properties().Ordinal, p[1].Properties().Ordinal)
+		}
+	}
+	for _, p := range [][2]*gg.Device{{a, b}, {b, a}} {
+		if err := p[0].EnablePeerAccess(p[1]); err != nil && !errors.Is(err, gg.ErrPeerAccessAlreadyEnabled) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p[0].DisablePeerAccess(p[1]) })
+	}
+}
+
 // OK fails the test if err is not nil.
 func OK(t testing.TB, err error) {
 	t.Helper()
