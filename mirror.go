@@ -178,8 +178,9 @@ func mirror(g *Graph) error {
 		byHandle[node.be] = node
 		node.deps, node.outs = nil, nil
 	}
-	// Each listed node's description, by its index in handles (a map of
-	// NodeInfo values cost a tenth of a graph set's capture in growth).
+	// Each listed node's description, by its index in handles: maps grown
+	// one entry at a time, one of them of whole NodeInfo values, took 4 %
+	// of a graph set's capture on an H100.
 	infos := make([]backend.NodeInfo, len(handles))
 	at := make(map[backend.Node]int, len(handles))
 	for i, h := range handles {

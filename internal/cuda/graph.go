@@ -315,8 +315,6 @@ func (d *Device) GraphNodes(g uintptr) ([]uintptr, error) {
 	return ns, err
 }
 
-// Node describes node n: its dependencies and, withParams, its type and
-// the parameters gpugraph models.
 // NativeMemsetHeight returns the rows of memset node n, one the driver
 // made (backend.NativeMemsets).
 func (d *Device) NativeMemsetHeight(n uintptr) (int, error) {
@@ -329,6 +327,8 @@ func (d *Device) NativeMemsetHeight(n uintptr) (int, error) {
 	return h, err
 }
 
+// Node describes node n: its dependencies and, withParams, its type and
+// the parameters gpugraph models.
 func (d *Device) Node(n uintptr, withParams bool) (NodeInfo, error) {
 	var info NodeInfo
 	err := d.Do(func() error {
