@@ -233,7 +233,7 @@ func bench(out io.Writer, ck train.Checkpoint, c config) error {
 			o := c.opts
 			o.Graphs = graphs
 			res, mi, err := benchOne(ck, o, levels, c.requests, c.rows)
-			mode := map[bool]string{true: "graphs", false: "ops"}[graphs]
+			mode := modeName(graphs)
 			printLoad(out, mode, res)
 			if mi != nil {
 				describe(out, *mi)
@@ -257,10 +257,19 @@ func bench(out io.Writer, ck train.Checkpoint, c config) error {
 	if c.reps > 1 {
 		fmt.Fprintf(out, "medians of %d runs:\n", c.reps)
 		for _, graphs := range []bool{true, false} {
-			printLoad(out, map[bool]string{true: "graphs", false: "ops"}[graphs], medianLoads(all[graphs]))
+			printLoad(out, modeName(graphs), medianLoads(all[graphs]))
 		}
 	}
 	return nil
+}
+
+// modeName is -mode's name of a server that replays a graph set (graphs)
+// or runs op by op.
+func modeName(graphs bool) string {
+	if graphs {
+		return "graphs"
+	}
+	return "ops"
 }
 
 // medianLoads is, level by level, the median throughput, p50 and p99 of
