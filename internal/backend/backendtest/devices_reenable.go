@@ -124,8 +124,7 @@ func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int
 						if l == 1 {
 							s = t0
 						}
-						OK(t, e.Launch(s))
-						OK(t, s.Synchronize())
+						launchSync(t, e, s)
 						set := w.from
 						if l > 0 {
 							set = w.to
@@ -211,8 +210,7 @@ func execSetParamsReenabledChildGraph(t *testing.T, backend string, count int, o
 		case 3:
 			OK(t, e.SetEnabled(k, true))
 		}
-		OK(t, e.Launch(s))
-		OK(t, s.Synchronize())
+		launchSync(t, e, s)
 		for i := range step.m {
 			rb[i] += 2
 		}

@@ -178,8 +178,7 @@ func pinnedGraphCopies(t *testing.T, d *gg.Device) {
 				src[i] = 10
 			}
 			for launch := 0; launch < 3; launch++ {
-				OK(t, e.Launch(s))
-				OK(t, s.Synchronize())
+				launchSync(t, e, s)
 				// The source was 10+launch at the call, 11+launch once the
 				// host node ran.
 				want := byte(10 + launch)
@@ -233,8 +232,7 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 			}, out))
 			Must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(dev+n, h), host))
 			e := Must[*gg.Exec](t)(g.Instantiate(0))
-			OK(t, e.Launch(s))
-			OK(t, s.Synchronize())
+			launchSync(t, e, s)
 			got := make([]byte, n)
 			OK(t, d.Memcpy(gg.DtoH(got, dev+n)))
 			want := byte(0x55)
@@ -272,8 +270,7 @@ func pageableCopyChain(t *testing.T, d *gg.Device) {
 		}
 		Must[*gg.Node](t)(g.AddMemcpyNode(gg.HtoD(dev+n, src), last))
 		e := Must[*gg.Exec](t)(g.Instantiate(0))
-		OK(t, e.Launch(s))
-		OK(t, s.Synchronize())
+		launchSync(t, e, s)
 		got := make([]byte, n)
 		OK(t, d.Memcpy(gg.DtoH(got, dev+n)))
 		want := map[bool]byte{false: 0x11, true: 0x44}[c.between]

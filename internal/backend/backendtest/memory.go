@@ -327,8 +327,7 @@ func execSetParamsGraphMemSource(t *testing.T, d *gg.Device) {
 				}
 			}
 			OK(t, e.SetParams(ms, gg.Memset8(p+2056, 2, 64)))
-			OK(t, e.Launch(s))
-			OK(t, s.Synchronize())
+			launchSync(t, e, s)
 			OK(t, e.Destroy())
 		}
 	}

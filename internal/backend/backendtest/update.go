@@ -259,8 +259,7 @@ func setEnabled(t *testing.T, d *gg.Device) {
 	for _, n := range []*gg.Node{mid2, src, sink} {
 		OK(t, e3.SetEnabled(n, false))
 	}
-	OK(t, e3.Launch(s))
-	OK(t, s.Synchronize())
+	launchSync(t, e3, s)
 	equalU32(t, ReadU32(t, d, p, 3), 1, 2, 3)
 
 	// In a child graph a sink counts as between: the node after the child
