@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -330,12 +329,14 @@ func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
 		return err
 	}
 	if op.Type == backend.NodeKernel || op.Type == backend.NodeMemcpy || op.Type == backend.NodeMemset {
-		kept := *op
-		kept.Launch.Args = slices.Clone(op.Launch.Args)
 		e.mu.Lock()
 		if e.set == nil {
 			e.set = map[uintptr]backend.Op{}
 		}
+		// The node's last argument words are overwritten in place: an
+		// update loop on one node allocates nothing here.
+		kept := *op
+		kept.Launch.Args = append(e.set[handle(n)].Launch.Args[:0], op.Launch.Args...)
 		e.set[handle(n)] = kept
 		e.mu.Unlock()
 	}
@@ -386,9 +387,9 @@ func (e *Exec) SetEnabled(n backend.Node, on bool) error {
 	if err := e.d.SetEnabled(e.h, handle(n), on); err != nil || !on {
 		return err
 	}
-	e.mu.Lock()
+	e.mu.Lock() // held: SetParams overwrites the kept words in place
+	defer e.mu.Unlock()
 	op, ok := e.set[handle(n)]
-	e.mu.Unlock()
 	if !ok {
 		return nil
 	}
