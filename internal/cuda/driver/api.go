@@ -299,6 +299,10 @@ func (l *Launcher) Launch(f uintptr, grid, block [3]uint32, shared uint32, strea
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(shared), stream, params, 0})
+	if t := trace.Load(); t != nil {
+		t.log("cuLaunchKernel", []uintptr{f, uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+			uintptr(block[0]), uintptr(block[1]), uintptr(block[2]), uintptr(shared), stream, params}, r)
+	}
 	if r == 0 {
 		return nil
 	}
@@ -308,6 +312,9 @@ func (l *Launcher) Launch(f uintptr, grid, block [3]uint32, shared uint32, strea
 // GraphLaunch is Driver.GraphLaunch.
 func (l *Launcher) GraphLaunch(exec, stream uintptr) error {
 	r := fastCall(l.graph, [12]uintptr{exec, stream})
+	if t := trace.Load(); t != nil {
+		t.log("cuGraphLaunch", []uintptr{exec, stream}, r)
+	}
 	if r == 0 {
 		return nil
 	}

@@ -101,6 +101,7 @@ func Load() (*Driver, error) {
 			}
 		}
 		d.launchKernel, d.graphLaunch = d.fn["cuLaunchKernel"], d.fn["cuGraphLaunch"]
+		traceFromEnv()
 		if err := d.call("cuInit", 0); err != nil {
 			loadErr = err
 			return
@@ -191,6 +192,9 @@ func (d *Driver) call(name string, args ...uintptr) error {
 		r = fastCall(f, a)
 	} else {
 		r, _, _ = purego.SyscallN(f, args...)
+	}
+	if t := trace.Load(); t != nil {
+		t.log(name, args, r)
 	}
 	return d.check(name, uintptr(uint32(r))) // a CUresult is a C enum: the low 32 bits
 }

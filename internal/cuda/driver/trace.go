@@ -1,0 +1,81 @@
+package driver
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// A driver-call trace: every entry point called through this package, its
+// argument words and its CUresult, one line each, in call order. It is what
+// a C reproduction of a driver fault needs (which calls, in which order,
+// on which handles), and costs one atomic load per call while off.
+//
+// GPUGRAPH_DRIVER_TRACE=FILE, read once when the first Driver loads,
+// writes it to FILE; TraceTo starts or stops it from code.
+
+type tracer struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+	c  io.Closer // nil for a writer the caller owns
+	n  uint64
+}
+
+var trace atomic.Pointer[tracer]
+
+var traceEnv sync.Once
+
+// traceFromEnv starts the trace GPUGRAPH_DRIVER_TRACE names, once.
+func traceFromEnv() {
+	traceEnv.Do(func() {
+		path := os.Getenv("GPUGRAPH_DRIVER_TRACE")
+		if path == "" {
+			return
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gpugraph: GPUGRAPH_DRIVER_TRACE: %v (no trace)\n", err)
+			return
+		}
+		trace.Store(&tracer{w: bufio.NewWriter(f), c: f})
+	})
+}
+
+// TraceTo writes every later driver call to w (nil stops the trace), after
+// flushing the trace it replaces.
+func TraceTo(w io.Writer) {
+	var t *tracer
+	if w != nil {
+		t = &tracer{w: bufio.NewWriter(w)}
+	}
+	if old := trace.Swap(t); old != nil {
+		old.close()
+	}
+}
+
+func (t *tracer) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.w.Flush()
+	if t.c != nil {
+		t.c.Close()
+	}
+}
+
+// log records one call. Words are printed in hex; the result in decimal
+// (0 is CUDA_SUCCESS). Every line is flushed: the trace must hold the
+// calls before a fault that ends the process.
+func (t *tracer) log(name string, args []uintptr, r uintptr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n++
+	fmt.Fprintf(t.w, "%d %s", t.n, name)
+	for _, a := range args {
+		fmt.Fprintf(t.w, " %#x", a)
+	}
+	fmt.Fprintf(t.w, " = %d\n", uint32(r))
+	t.w.Flush()
+}
