@@ -39,6 +39,7 @@ type Device struct {
 	goRun  bool                  // the backend runs kernels' Go bodies (Kernel.Go), not their CUDA
 	sticky atomic.Pointer[Error] // first asynchronous failure; the device is unusable after it
 	be     backend.Device        // the backend's device
+	loops  atomic.Bool           // a WHILE node was added on the device (loops.go)
 
 	props Properties
 	mu    sync.Mutex            // guards defPool

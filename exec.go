@@ -3,6 +3,7 @@ package gpugraph
 import (
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -41,6 +42,12 @@ type Exec struct {
 	// destroyed is read by every call on e, Launch included: an atomic
 	// load rather than a mutex taken and released per launch.
 	destroyed atomic.Bool
+
+	// loopHeld are graphs whose backend graphs keep edges loops.go added
+	// for e (the driver does not let them go while e lives): Destroy
+	// removes them.
+	loopMu   sync.Mutex
+	loopHeld []*Graph
 
 	mem  bool // the graph has memory nodes: its launches cannot be captured
 	cond bool // the graph has conditional nodes: likewise
@@ -101,18 +108,25 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 	g.mu.Unlock()
 	var be backend.Exec
 	var err error
-	if p.Flags&InstantiateUpload != 0 {
-		// The upload is work in the stream, ordered with the legacy
-		// default stream as the stream's other work.
-		err = p.UploadStream.issue(opName, func() error {
-			var err error
-			be, err = g.be.Instantiate(uint(p.Flags), p.UploadStream.be, e)
-			return err
-		})
-	} else {
+	e.loopHeld, err = g.withLoopsAlone(opName, func() error {
+		if p.Flags&InstantiateUpload != 0 {
+			// The upload is work in the stream, ordered with the legacy
+			// default stream as the stream's other work.
+			return p.UploadStream.issue(opName, func() error {
+				var err error
+				be, err = g.be.Instantiate(uint(p.Flags), p.UploadStream.be, e)
+				return err
+			})
+		}
+		var err error
 		be, err = g.be.Instantiate(uint(p.Flags), nil, e)
+		return err
+	})
+	if err != nil && be != nil { // instantiated, but an added edge could not be removed
+		be.Destroy()
 	}
 	if err != nil {
+		releaseLoopEdges(opName, e.loopHeld)
 		return nil, instantiateErr(opName, g, p, err)
 	}
 	e.be = be
@@ -182,6 +196,16 @@ func (g *Graph) recordEventsLocked(rs []execRecord, path []*Node) []execRecord {
 }
 
 func (e *Exec) setRecords(rs []execRecord) { e.records.Store(&rs) }
+
+// holdLoopEdges adds gs to the graphs whose loop edges e's Destroy removes.
+func (e *Exec) holdLoopEdges(gs []*Graph) {
+	if len(gs) == 0 {
+		return
+	}
+	e.loopMu.Lock()
+	e.loopHeld = append(e.loopHeld, gs...)
+	e.loopMu.Unlock()
+}
 
 // markRecords sets hasRecords on g and the graphs that embed it.
 func (g *Graph) markRecords() {
@@ -323,7 +347,13 @@ func (e *Exec) Destroy() error {
 		return newErr(opName, ErrInvalidResourceHandle, "executable graph is destroyed")
 	}
 	e.destroyUserRefs() // after the launches queued
-	return backendErr(opName, e.be.Destroy())
+	err := backendErr(opName, e.be.Destroy())
+	e.loopMu.Lock()
+	held := e.loopHeld
+	e.loopHeld = nil
+	e.loopMu.Unlock()
+	releaseLoopEdges(opName, held)
+	return err
 }
 
 // Upload maps the graph's memory in stream order, ahead of its first launch,

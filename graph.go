@@ -38,6 +38,11 @@ type Graph struct {
 
 	edata map[edgeKey]EdgeData // edges with non-default data (edgedata.go)
 
+	// loopHeld are edges loops.go added to be and has not removed yet
+	// (the driver keeps a graph with memory nodes unchanged while an
+	// executable graph of it lives).
+	loopHeld []Edge
+
 	// capDevs are nodes that a native capture into g made in a stream of
 	// another device, with that device, until mirror gives them their Go
 	// nodes (mirror.go, nativeWork).

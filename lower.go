@@ -227,6 +227,9 @@ func (d *Device) addBackendNode(g *Graph, n *Node, data []EdgeData) error {
 				gs[i] = &Graph{dev: d, id: graphIDs.Add(1), parent: n, be: b}
 			}
 			n.conds = &condNode{bodies: gs}
+			if p.Type == ConditionalWhile {
+				d.loops.Store(true) // see loops.go
+			}
 		}
 	default:
 		op, code, msg := n.lowerOp(n.params)

@@ -81,8 +81,14 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 	if err != nil {
 		return fail, err
 	}
-	info, err := e.be.Update(g.be)
-	err = backendErr(opName, err)
+	var info backend.UpdateInfo
+	var held []*Graph
+	held, err = g.withLoopsAlone(opName, func() error {
+		var err error
+		info, err = e.be.Update(g.be)
+		return backendErr(opName, err)
+	})
+	e.holdLoopEdges(held)
 	res := UpdateResultInfo{Result: UpdateResult(info.Result)}
 	if info.ErrorNode != nil || info.ErrFrom != nil { // none named (a success): no lock, no search
 		g.mu.Lock()
@@ -168,7 +174,9 @@ func (e *Exec) SetParams(n *Node, p NodeParams) error {
 			return err
 		}
 		g.mu.Unlock()
-		if err := e.be.SetChildGraph(n.be, g.be); err != nil {
+		held, err := g.withLoopsAlone(opName, func() error { return e.be.SetChildGraph(n.be, g.be) })
+		e.holdLoopEdges(held)
+		if err != nil {
 			return nodeAt(opName, n, err)
 		}
 		e.replaceChildUserRefs(n, g)

@@ -392,3 +392,12 @@ const (
 // Early reports whether the edge lets its downstream node start before its
 // upstream kernel completes.
 func (d EdgeData) Early() bool { return d.FromPort != PortDefault }
+
+// LoopsAlone is implemented by devices whose driver must not run a WHILE
+// loop beside other nodes of the same graph: there the gpugraph package
+// orders every node that holds a loop before or after all the others of
+// its graph in the backend's graph, for as long as an instantiation or
+// update reads it, and leaves its own graph as the user made it.
+type LoopsAlone interface {
+	LoopsAlone()
+}

@@ -802,3 +802,12 @@ func compileCached(nv *driver.NVRTC, src, name string, major, minor int, opts []
 	ptxCache.Unlock()
 	return ptx, nil
 }
+
+// LoopsAlone: the driver (580.159.04 on H100, CUDA 13.0) loses the context
+// (Xid 13, "SKEDCHECK22_INVALIDATE_ACTIVE_QMD failed"; every later call
+// cudaErrorLaunchFailure) when a WHILE loop runs its body more than once
+// while other nodes of its graph run, within a few dozen launches of such a
+// graph; nothing running beside the loop, or only other streams' work, it
+// never did in 27,000 launches (tools/probe/lostctx.cu,
+// docs/driver-lostctx.txt).
+func (d *Device) LoopsAlone() {}

@@ -1,7 +1,8 @@
 #!/bin/bash
-# lostctx.sh: narrows the lost context of the two-GPU differential run
-# (docs/reliability.md, "Open: a lost context") to the shortest history
-# that still loses it, in one device call. Build here with
+# lostctx.sh: narrows a lost context of the two-GPU differential run to
+# the shortest history that still loses it, in one device call (how the
+# WHILE-loop fault of docs/reliability.md, "The lost context", was first
+# narrowed; kept for the next one). Build here with
 # `VERIFY=1 bash tools/gpu/build.sh`, carry .gpu, then there:
 #
 #	OUT=$OUT bash tools/gpu/lostctx.sh [TARGET] [INPUT]

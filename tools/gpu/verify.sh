@@ -4,11 +4,11 @@
 # BASE=<commit> for the ab section), carry .gpu, then there:
 #
 #	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
-#	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev and peerreenable probes, 3000-input differential (failures in $OUT/diff-failures.txt)
+#	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev and peerreenable probes, 3000-input differential in one process (failures in $OUT/diff-failures.txt)
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~200 s: graph-set capture/replay (cuBLAS and cuBLASLt), serving (5 alternated runs, medians) beside PyTorch
-#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~20 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu, updorder.cu, freedset.cu: their outputs for docs/)
+#	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~30 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu, updorder.cu, freedset.cu, lostctx.cu: their outputs for docs/)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
 # end), one status line per command to $OUT/status.txt.
@@ -31,7 +31,7 @@ two)
   t multidev 90 bash -c 'nvcc -O2 -o /tmp/multidev tools/probe/multidev.cu -lcuda && /tmp/multidev'
   t peerreenable 60 bash -c 'nvcc -O2 -o /tmp/peerreenable tools/probe/peerreenable.cu -lcuda -lnvrtc && /tmp/peerreenable'
   cp "$L/peerreenable.txt" "$O/driver-peerreenable.txt"
-  t diff 240 env GPUGRAPH_DIFF_INPUTS=3000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v
+  t diff 400 env GPUGRAPH_DIFF_INPUTS=3000 .gpu/gpugraph.test -test.run '^TestDifferentialCUDA$' -test.v
   # the failures only (the full log is tens of MB), each failing input whole:
   # its runs on both backends and the changes B makes
   { echo "# failures only"; awk '/^=== RUN   TestDifferentialCUDA\/[A-Za-z]+\/[0-9]+$/ { if (bad) printf "%s", blk; blk = ""; bad = 0 }
@@ -63,6 +63,8 @@ probes)
   t condupdate 60 bash -c 'nvcc -O2 -o /tmp/condupdate tools/probe/condupdate.cu && /tmp/condupdate'
   t updorder 60 bash -c 'nvcc -O2 -o /tmp/updorder tools/probe/updorder.cu && /tmp/updorder'
   t freedset 60 bash -c 'nvcc -O2 -o /tmp/freedset tools/probe/freedset.cu && /tmp/freedset'
+  # the driver fault loops.go avoids: "LOST" means the driver still loses the context (a new process per case)
+  t lostctx 120 bash -c 'nvcc -O2 -o /tmp/lostctx tools/probe/lostctx.cu && for m in "2 0 while 3" "1 4 while 3" "2 0 while 3 chain"; do echo "mini $m: $(/tmp/lostctx iters 3000 mini $m | tail -1)"; done'
   cp "$L/updorder.txt" "$O/driver-updorder.txt"
   cp "$L/freedset.txt" "$O/driver-freedset.txt"
   cp "$L/condupdate.txt" "$O/driver-condupdate.txt"

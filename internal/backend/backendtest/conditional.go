@@ -472,3 +472,66 @@ var condDecSet = &gg.Kernel{
 	cudaGraphSetConditional(h, *c);
 }`,
 }
+
+// loopsSideBySide: two WHILE loops of three iterations side by side, a
+// chain of kernels beside them, and a third loop in an IF node's body
+// beside a kernel of the body. The driver loses the context when a loop
+// repeats its body while other nodes of its graph run (tools/probe/lostctx.cu
+// lost it within 132 launches of a smaller graph, every run): on cuda the
+// package orders loops alone in the driver's graph, and leaves the graph's
+// own edges as they were. Launched 300 times, then updated to a graph of
+// the same topology and launched 300 times more.
+func loopsSideBySide(t *testing.T, d *gg.Device) {
+	s := NewStream(t, d)
+	ctr := NewCondBuf(t, d, 6)   // counter, iterations of each loop
+	marks := NewCondBuf(t, d, 2) // the chain beside the loops, the child's kernel
+	build := func(step int32) (*gg.Graph, int) {
+		g := NewGraph(t, d)
+		for i := range 2 {
+			h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+			_, bodies := AddCond(t, g, h, gg.ConditionalWhile, 1)
+			Must[*gg.Node](t)(bodies[0].AddKernelNode(kp(CondCountDown, h, ctr.At(2*i), ctr.At(2*i+1))))
+		}
+		var prev []*gg.Node
+		for range 4 {
+			prev = []*gg.Node{Must[*gg.Node](t)(g.AddKernelNode(kp(CondMark, marks.P, 0, step), prev...))}
+		}
+		hi := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+		_, ifBody := AddCond(t, g, hi, gg.ConditionalIf, 1)
+		h := Must[gg.ConditionalHandle](t)(g.ConditionalHandleCreate(1, gg.ConditionalAssignDefault))
+		_, bodies := AddCond(t, ifBody[0], h, gg.ConditionalWhile, 1)
+		Must[*gg.Node](t)(bodies[0].AddKernelNode(kp(CondCountDown, h, ctr.At(4), ctr.At(5))))
+		Must[*gg.Node](t)(ifBody[0].AddKernelNode(kp(CondMark, marks.P, 1, step)))
+		return g, len(Must[[]gg.Edge](t)(g.Edges()))
+	}
+	ga, edges := build(1)
+	e := Must[*gg.Exec](t)(ga.Instantiate(0))
+	if n := len(Must[[]gg.Edge](t)(ga.Edges())); n != edges {
+		t.Fatalf("the graph has %d edges after instantiation, %d before", n, edges)
+	}
+	want := []int32{0, 0}
+	run := func(step int32) {
+		for l := range 300 {
+			ctr.Set(t, 3, 0, 3, 0, 3, 0)
+			launchSync(t, e, s)
+			want[0] += 4 * step
+			want[1] += step
+			if got := ctr.Get(t); !slices.Equal(got, []int32{0, 3, 0, 3, 0, 3}) {
+				t.Fatalf("step %d, launch %d: counters and iterations %v, want [0 3 0 3 0 3]", step, l, got)
+			}
+		}
+		if got := marks.Get(t); !slices.Equal(got, want) {
+			t.Fatalf("step %d: marks %v, want %v", step, got, want)
+		}
+	}
+	run(1)
+	gb, _ := build(2)
+	if _, err := e.Update(gb); err != nil {
+		t.Fatalf("update to a graph of the same topology: %v", err)
+	}
+	if n := len(Must[[]gg.Edge](t)(gb.Edges())); n != edges {
+		t.Fatalf("the new graph has %d edges after the update, %d before", n, edges)
+	}
+	run(2)
+	OK(t, e.Destroy())
+}

@@ -60,6 +60,7 @@ var scenarios = []struct {
 	{"ConditionalNested", nestedScenario},
 	{"ConditionalAssignDefault", conditionalAssignDefault},
 	{"ConditionalRules", conditionalRules},
+	{"ConditionalLoopsSideBySide", loopsSideBySide},
 	// update.go
 	{"WholeGraphUpdate", wholeGraphUpdate},
 	{"UpdateRefusals", updateRefusals},
