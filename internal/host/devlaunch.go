@@ -222,6 +222,7 @@ func (rt Runtime) LaunchGraph(h uint64, mode uint8) error {
 	into.ff++
 	into.kids.Add(1)
 	into.mu.Unlock()
+	c.hold(x)
 	go func() {
 		defer into.kids.Done()
 		debug.SetPanicOnFault(true) // kernels run here too: faults become errors

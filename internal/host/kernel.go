@@ -1,6 +1,10 @@
 package host
 
-import "github.com/gpugraph/gpugraph/internal/backend"
+import (
+	"sync"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
 
 // Body is a kernel's Go body. Dim3, Block and Args have the memory layout
 // of the gpugraph package's public types of the same names, which converts
@@ -34,6 +38,37 @@ type Runtime struct {
 type kernelCtx struct {
 	e    *Exec
 	node int32 // the kernel's index in e.ops
+
+	// holds are the graphs this kernel launched fire-and-forget: each
+	// stays pending until the kernel returns, so that the kernel cannot
+	// launch it again however fast it ran (the GPU refuses a second launch
+	// from one kernel every time; a goroutine may finish first).
+	holdMu sync.Mutex
+	holds  []*Exec
+}
+
+// hold keeps x pending until the kernel returns.
+func (c *kernelCtx) hold(x *Exec) {
+	x.mu.Lock()
+	x.dl.pending++
+	x.mu.Unlock()
+	c.holdMu.Lock()
+	c.holds = append(c.holds, x)
+	c.holdMu.Unlock()
+}
+
+// release ends the holds of the kernel's launches.
+func (c *kernelCtx) release() {
+	c.holdMu.Lock()
+	hs := c.holds
+	c.holds = nil
+	c.holdMu.Unlock()
+	for _, x := range hs {
+		x.mu.Lock()
+		x.dl.pending--
+		x.cond.Broadcast()
+		x.mu.Unlock()
+	}
 }
 
 // kernelOp is a Go kernel launch, checked and marshalled. It is kept small:
@@ -71,13 +106,29 @@ func kernelOf(l *backend.Launch, args []uint64) kernelOp {
 	body, _ := l.Kernel.Go.(Body)
 	o := kernelOp{body: body, name: l.Kernel.Name, blk: Block{Dim: dims(l.Block), Grid: dims(l.Grid)},
 		shared: int32(l.Shared), devRT: l.Kernel.DeviceRuntime, ptrs: uint16(l.Kernel.Pointers), args: args}
-	o.plain = count(o.blk.Grid) == 1 && o.shared == 0 && o.ptrs == 0
+	o.plain = count(o.blk.Grid) == 1 && o.shared == 0 && o.ptrs == 0 && !o.devRT // exec ends its launches' holds
 	return o
 }
 
 // exec runs the launch; a panic in a one-block kernel is the caller's to
 // recover (op.run, or a graph's runner).
 func (o *kernelOp) exec(d *Device) *backend.Error {
+	if o.devRT {
+		return o.execHolding(d)
+	}
+	return o.run(d)
+}
+
+// execHolding runs a kernel that may launch graphs, and ends the holds of
+// its launches when it returns, panicking included.
+func (o *kernelOp) execHolding(d *Device) *backend.Error {
+	if c := o.ctx(); c != nil {
+		defer c.release()
+	}
+	return o.run(d)
+}
+
+func (o *kernelOp) run(d *Device) *backend.Error {
 	if o.ptrs != 0 && d.cfg.Check { // ptrs first: a kernel without pointers pays nothing
 		if err := d.checkPointers(o); err != nil {
 			return err
