@@ -638,7 +638,11 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		undo()
 		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
 	}
-	if err := backendEdges(op, g, edges, true); err != nil {
+	// An edge that loops.go left in the backend graph is there already:
+	// from now on it is the user's.
+	fresh, held := g.takeLoopEdgesLocked(edges)
+	if err := backendEdges(op, g, fresh, true); err != nil {
+		g.loopHeld = append(g.loopHeld, held...)
 		undo()
 		return err
 	}

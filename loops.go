@@ -61,7 +61,7 @@ func (g *Graph) loopEdgesLocked(out *[]loopEdges) bool {
 	if len(loopy) == 0 {
 		return false
 	}
-	if es := aloneEdges(g.nodes, func(n *Node) bool { return loopy[n] }); len(es) > 0 {
+	if es := aloneEdges(g.nodes, g.loopHeld, func(n *Node) bool { return loopy[n] }); len(es) > 0 || len(g.loopHeld) > 0 {
 		*out = append(*out, loopEdges{g, es})
 	}
 	return true
@@ -73,64 +73,106 @@ func (g *Graph) loopEdgesNested(out *[]loopEdges) bool {
 	return g.loopEdgesLocked(out)
 }
 
-// aloneEdges returns the fewest edges, in a topological order of nodes,
-// that order every node alone(n) after all the nodes before it and before
-// all the nodes after it. Added edges only go forward in that order, so the
+// aloneEdges returns the fewest edges, in a topological order of nodes
+// (with the edges extra, already in the backend's graph, counted), that
+// order every node alone(n) after all the nodes before it and before all
+// the nodes after it. Added edges only go forward in that order, so the
 // graph stays acyclic and every schedule of it is one of the original's.
-func aloneEdges(nodes []*Node, alone func(*Node) bool) []Edge {
-	order, bad := topoOrder(nodes)
-	if bad != nil {
-		return nil // the driver refuses the cycle
-	}
-	idx := make(map[*Node]int, len(order))
-	for i, n := range order {
+func aloneEdges(nodes []*Node, extra []Edge, alone func(*Node) bool) []Edge {
+	idx := make(map[*Node]int, len(nodes))
+	for i, n := range nodes {
 		idx[n] = i
 	}
-	words := (len(order) + 63) / 64
-	anc := make([][]uint64, len(order)) // anc[i]: i's ancestors, by index
-	has := func(i, j int) bool { return anc[i][j/64]&(1<<(j%64)) != 0 }
-	join := func(i, j int) { // i gets j and j's ancestors
-		for w := range anc[i] {
-			anc[i][w] |= anc[j][w]
-		}
-		anc[i][j/64] |= 1 << (j % 64)
-	}
-	var es []Edge
-	barrier := -1 // the last node alone so far
-	for i, n := range order {
-		anc[i] = make([]uint64, words)
+	deps := make([][]int, len(nodes)) // by creation index
+	for i, n := range nodes {
 		for _, d := range n.deps {
 			if j, ok := idx[d]; ok {
-				join(i, j)
+				deps[i] = append(deps[i], j)
 			}
 		}
-		if barrier >= 0 && !has(i, barrier) {
-			es = append(es, Edge{From: order[barrier], To: n})
-			join(i, barrier)
+	}
+	for _, e := range extra {
+		i, ok1 := idx[e.To]
+		j, ok2 := idx[e.From]
+		if ok1 && ok2 {
+			deps[i] = append(deps[i], j)
+		}
+	}
+	// Kahn's order, ties broken by creation order: graphs of one topology
+	// built in one order get the same edges.
+	outs := make([][]int, len(nodes))
+	indeg := make([]int, len(nodes))
+	for i, ds := range deps {
+		indeg[i] = len(ds)
+		for _, j := range ds {
+			outs[j] = append(outs[j], i)
+		}
+	}
+	var order []int
+	for i := range nodes {
+		if indeg[i] == 0 {
+			order = append(order, i)
+		}
+	}
+	for k := 0; k < len(order); k++ {
+		for _, o := range outs[order[k]] {
+			if indeg[o]--; indeg[o] == 0 {
+				order = append(order, o)
+			}
+		}
+	}
+	if len(order) != len(nodes) {
+		return nil // a cycle: the driver refuses the graph
+	}
+	pos := make([]int, len(nodes)) // creation index -> position in order
+	for p, i := range order {
+		pos[i] = p
+	}
+	words := (len(order) + 63) / 64
+	anc := make([][]uint64, len(order)) // anc[p]: the positions of p's ancestors
+	has := func(p, q int) bool { return anc[p][q/64]&(1<<(q%64)) != 0 }
+	join := func(p, q int) { // p gets q and q's ancestors
+		for w := range anc[p] {
+			anc[p][w] |= anc[q][w]
+		}
+		anc[p][q/64] |= 1 << (q % 64)
+	}
+	var es []Edge
+	barrier := -1 // the position of the last node alone so far
+	for p, i := range order {
+		anc[p] = make([]uint64, words)
+		for _, j := range deps[i] {
+			join(p, pos[j])
+		}
+		n := nodes[i]
+		if barrier >= 0 && !has(p, barrier) {
+			es = append(es, Edge{From: nodes[order[barrier]], To: n})
+			join(p, barrier)
 		}
 		if !alone(n) {
 			continue
 		}
 		// From the nearest earlier node down: each edge brings the
 		// node's ancestors along, so only the latest get one.
-		for j := i - 1; j >= 0; j-- {
-			if !has(i, j) {
-				es = append(es, Edge{From: order[j], To: n})
-				join(i, j)
+		for q := p - 1; q >= 0; q-- {
+			if !has(p, q) {
+				es = append(es, Edge{From: nodes[order[q]], To: n})
+				join(p, q)
 			}
 		}
-		barrier = i
+		barrier = p
 	}
 	return es
 }
 
 // withLoopsAlone runs read, a driver call that reads g, with the edges
 // that make g's loops run alone in g's backend graphs (none where the
-// backend does not need them), and removes them after. The driver refuses
-// to change a graph with memory nodes while an executable graph of it
-// lives: such edges stay (Graph.loopHeld) and held names their graphs, for
-// the executable graph's Destroy to remove them. A failure to add or
-// remove them is an error of opName; read's error comes first.
+// backend does not need them), and removes them after. The driver never
+// removes an edge from a graph with memory nodes (cudaErrorNotSupported):
+// there the edges stay (Graph.loopHeld), count as edges of the graph when
+// the next edges are chosen, and held names their graphs, for the
+// executable graph's Destroy to try again. A failure to add or remove
+// them is an error of opName; read's error comes first.
 func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph, err error) {
 	if !g.loopsAlone() {
 		return nil, read()
@@ -144,7 +186,7 @@ func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph,
 		for _, l := range added {
 			l.g.mu.Lock()
 			if backendEdges(opName, l.g, l.edges, false) == nil {
-				l.g.loopHeld = nil
+				l.g.loopHeld = l.g.loopHeld[:len(l.g.loopHeld)-len(l.edges)]
 			}
 			l.g.mu.Unlock()
 		}
@@ -156,22 +198,10 @@ func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph,
 			continue
 		}
 		l.g.mu.Lock()
-		err := func() error {
-			if slices.EqualFunc(l.g.loopHeld, l.edges, func(a, b Edge) bool { return a.From == b.From && a.To == b.To }) {
-				return nil // still there from the last time
-			}
-			if len(l.g.loopHeld) > 0 {
-				if err := backendEdges(opName, l.g, l.g.loopHeld, false); err != nil {
-					return err
-				}
-				l.g.loopHeld = nil
-			}
-			if err := backendEdges(opName, l.g, l.edges, true); err != nil {
-				return err
-			}
-			l.g.loopHeld = l.edges
-			return nil
-		}()
+		err := backendEdges(opName, l.g, l.edges, true)
+		if err == nil {
+			l.g.loopHeld = append(l.g.loopHeld, l.edges...)
+		}
 		l.g.mu.Unlock()
 		if err != nil {
 			undo()
@@ -182,7 +212,7 @@ func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph,
 	err = read()
 	for _, l := range added {
 		l.g.mu.Lock()
-		switch e := backendEdges(opName, l.g, l.edges, false); {
+		switch e := backendEdges(opName, l.g, l.g.loopHeld, false); {
 		case e == nil:
 			l.g.loopHeld = nil
 		case errors.Is(e, ErrNotSupported):
@@ -193,6 +223,24 @@ func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph,
 		l.g.mu.Unlock()
 	}
 	return held, err
+}
+
+// takeLoopEdgesLocked splits edges a user adds to g into those the
+// backend graph lacks and those loops.go left there, which become the
+// user's. g is locked.
+func (g *Graph) takeLoopEdgesLocked(edges []Edge) (fresh, held []Edge) {
+	if len(g.loopHeld) == 0 {
+		return edges, nil
+	}
+	for _, e := range edges {
+		if i := slices.IndexFunc(g.loopHeld, func(h Edge) bool { return h.From == e.From && h.To == e.To }); i >= 0 {
+			held = append(held, g.loopHeld[i])
+			g.loopHeld = slices.Delete(g.loopHeld, i, i+1)
+			continue
+		}
+		fresh = append(fresh, e)
+	}
+	return fresh, held
 }
 
 // releaseLoopEdges removes the edges withLoopsAlone left in the backend

@@ -47,7 +47,7 @@ func TestAloneEdges(t *testing.T) {
 			for i, n := range order {
 				pos[n] = i
 			}
-			es := aloneEdges(nodes, alone)
+			es := aloneEdges(nodes, nil, alone)
 			if len(es) != c.want {
 				t.Errorf("%d edges added (%v), want %d", len(es), edgeList(es), c.want)
 			}

@@ -340,6 +340,9 @@ func findNative(g *Graph, h any) *Node {
 
 // backendEdges adds (or removes) edges in g's backend graph.
 func backendEdges(opName string, g *Graph, edges []Edge, add bool) error {
+	if len(edges) == 0 {
+		return nil
+	}
 	from, to := make([]backend.Node, len(edges)), make([]backend.Node, len(edges))
 	for i, e := range edges {
 		from[i], to[i] = e.From.be, e.To.be
