@@ -38,6 +38,8 @@ type Exec struct {
 	dev *Device
 	be  backend.Exec // the backend's executable graph
 	src *Graph       // the graph instantiated (MemLayout reads it on cuda)
+	// srcTopo is src.topoVer when e was instantiated (reenable.go).
+	srcTopo uint64
 
 	// destroyed is read by every call on e, Launch included: an atomic
 	// load rather than a mutex taken and released per launch.
@@ -96,7 +98,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		g.mu.Unlock()
 		return nil, p.fail(InstantiateError, err.(*Error))
 	}
-	e := &Exec{dev: g.dev, src: g, mem: g.memNodes > 0, cond: g.hasCondLocked()}
+	e := &Exec{dev: g.dev, src: g, srcTopo: g.topoVer.Load(), mem: g.memNodes > 0, cond: g.hasCondLocked()}
 	if e.cond {
 		if err := g.condDeviceRuleLocked(opName); err != nil {
 			g.mu.Unlock()

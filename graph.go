@@ -38,6 +38,11 @@ type Graph struct {
 
 	edata map[edgeKey]EdgeData // edges with non-default data (edgedata.go)
 
+	// topoVer counts the changes of g's topology and of the graphs
+	// nested in it (reenable.go: an update pairs against the graph as
+	// instantiated).
+	topoVer atomic.Uint64
+
 	// loopHeld are edges loops.go added to be and has not removed yet
 	// (the driver keeps a graph with memory nodes unchanged while an
 	// executable graph of it lives).
@@ -382,6 +387,7 @@ func (g *Graph) addNodeOn(opName string, on *Device, p NodeParams, deps []*Node,
 	g.sinkSeq++
 	n.sink = g.sinkSeq
 	g.nextID++
+	g.topoChanged()
 	for i, d := range deps {
 		d.outs = append(d.outs, n)
 		if data != nil {
@@ -497,6 +503,7 @@ func (n *Node) SetParams(p NodeParams) error {
 		n.child = child
 		n.params = ChildGraphParams{child}
 		old.destroyEmbedded()
+		n.g.topoChanged()
 		return nil
 	}
 	n.params = copyParams(p)
@@ -646,6 +653,7 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 		undo()
 		return err
 	}
+	g.topoChanged()
 	return nil
 }
 
@@ -690,7 +698,19 @@ func (g *Graph) RemoveDependencies(edges ...Edge) error {
 		g.stampSink(e.From)
 		g.setEdgeDataLocked(e.From, e.To, EdgeData{})
 	}
+	g.topoChanged()
 	return nil
+}
+
+// topoChanged counts a change of g's topology in g and the graphs that
+// hold it.
+func (g *Graph) topoChanged() {
+	for x := g; x != nil; x = x.parent.g {
+		x.topoVer.Add(1)
+		if x.parent == nil {
+			return
+		}
+	}
 }
 
 // stampSink records that n may just have become a sink: CUDA orders sinks by
@@ -743,6 +763,7 @@ func (g *Graph) DestroyNode(n *Node) error {
 	n.deps, n.outs, n.dead = nil, nil, true
 	g.nodes = dag.Remove(g.nodes, n)
 	n.child.destroyEmbedded() // with its user object references
+	g.topoChanged()
 	return nil
 }
 

@@ -196,6 +196,10 @@ func mirror(g *Graph) error {
 		t := NodeType(info.Type)
 		node := &Node{g: g, id: g.nextID, typ: t, params: nativeParams(t, info), be: h, dev: g.dev, captured: true}
 		g.nextID++
+		// A captured node became a sink when the driver made it, in the
+		// order it lists them: update pairing orders sinks so.
+		g.sinkSeq++
+		node.sink = g.sinkSeq
 		byHandle[h] = node
 		g.nodes = append(g.nodes, node)
 	}

@@ -116,6 +116,7 @@ func (e *Exec) Update(g *Graph) (UpdateResultInfo, error) {
 		pair = func(n *Node) *Node { m, _ := info.Children[n].(*Node); return m }
 	}
 	e.replaceUserRefs(g, pair)
+	e.keepUpdatedParams(g)
 	if g.hasRecords.Load() || len(*e.records.Load()) > 0 {
 		g.mu.Lock()
 		e.setRecords(g.recordEventsLocked(nil, nil))

@@ -145,3 +145,15 @@ type NodeInfo struct {
 	Access   []int      // an alloc node's peers with read-write access (the resident device implicit)
 	Handle   uintptr    // the driver's handle, for NativeNodeParams
 }
+
+// UpdateKeeper is implemented by executable graphs whose driver enables a
+// node that was disabled after a whole-graph update with the parameters it
+// had before the update: after an update the gpugraph package gives each
+// node the parameters it took from the update's graph, to give again when
+// the node is enabled.
+type UpdateKeeper interface {
+	KeepParams(n Node, op *Op)
+	// KeepNative keeps for n the parameters of from, a kernel node of the
+	// update's graph whose parameters only the driver knows (a capture's).
+	KeepNative(n, from Node) error
+}

@@ -26,20 +26,26 @@ type Exec struct {
 	// disabled with the parameters it had before the update (device
 	// scenario ExecSetParamsReenabledAcrossDevices), though the same calls
 	// from C come back right (tools/probe/peerreenable.cu): the cause is
-	// not found. A whole-graph update forgets them, and a new child graph
-	// those of its nodes.
+	// not found. A whole-graph update replaces them with the new graph's
+	// (KeepParams), and a new child graph forgets those of its nodes.
 	mu  sync.Mutex
 	set map[uintptr]backend.Op
+	// native holds the parameters a whole-graph update gave kernel nodes
+	// from nodes the driver made (a capture's), as copies: kernel nodes of
+	// scratch, a graph of the Exec's own, by node.
+	native  map[uintptr]uintptr
+	scratch uintptr
 }
 
 var (
-	_ backend.Grapher   = (*Device)(nil)
-	_ backend.Graph     = (*Graph)(nil)
-	_ backend.Inspector = (*Graph)(nil)
-	_ backend.Exec      = (*Exec)(nil)
-	_ backend.Capturer  = (*Stream)(nil)
-	_ backend.Native    = (*Graph)(nil)
-	_ backend.Native    = (*Exec)(nil)
+	_ backend.UpdateKeeper = (*Exec)(nil)
+	_ backend.Grapher      = (*Device)(nil)
+	_ backend.Graph        = (*Graph)(nil)
+	_ backend.Inspector    = (*Graph)(nil)
+	_ backend.Exec         = (*Exec)(nil)
+	_ backend.Capturer     = (*Stream)(nil)
+	_ backend.Native       = (*Graph)(nil)
+	_ backend.Native       = (*Exec)(nil)
 )
 
 // NewGraph is cuGraphCreate.
@@ -317,7 +323,7 @@ func (e *Exec) Update(g backend.Graph) (backend.UpdateInfo, error) {
 	}
 	if err == nil {
 		e.mu.Lock()
-		e.set = nil
+		e.dropKept()
 		e.mu.Unlock()
 	}
 	return r, err
@@ -338,9 +344,61 @@ func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
 		kept := *op
 		kept.Launch.Args = append(e.set[handle(n)].Launch.Args[:0], op.Launch.Args...)
 		e.set[handle(n)] = kept
+		delete(e.native, handle(n))
 		e.mu.Unlock()
 	}
 	return nil
+}
+
+// KeepParams records op as node n's parameters, which the driver took
+// from a whole-graph update, for SetEnabled to give again (see Exec.set).
+func (e *Exec) KeepParams(n backend.Node, op *backend.Op) {
+	if op.Type != backend.NodeKernel && op.Type != backend.NodeMemcpy && op.Type != backend.NodeMemset {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.set == nil {
+		e.set = map[uintptr]backend.Op{}
+	}
+	kept := *op
+	kept.Launch.Args = append(e.set[handle(n)].Launch.Args[:0], op.Launch.Args...)
+	e.set[handle(n)] = kept
+}
+
+// KeepNative keeps a copy of kernel node from's parameters for node n, to
+// give again on enable.
+func (e *Exec) KeepNative(n, from backend.Node) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.d.Do(func() error {
+		if e.scratch == 0 {
+			g, err := e.d.drv.GraphCreate()
+			if err != nil {
+				return err
+			}
+			e.scratch = g
+		}
+		c, err := e.d.drv.GraphKernelNodeCopy(e.scratch, handle(from))
+		if err != nil {
+			return err
+		}
+		if e.native == nil {
+			e.native = map[uintptr]uintptr{}
+		}
+		e.native[handle(n)] = c
+		delete(e.set, handle(n))
+		return nil
+	})
+}
+
+// dropKept forgets every kept parameter. e.mu is held.
+func (e *Exec) dropKept() {
+	e.set, e.native = nil, nil
+	if e.scratch != 0 {
+		e.d.Do(func() error { return e.d.drv.GraphDestroy(e.scratch) })
+		e.scratch = 0
+	}
 }
 
 // SetChildGraph is cuGraphExecChildGraphNodeSetParams. The nodes of the
@@ -352,7 +410,7 @@ func (e *Exec) SetChildGraph(n backend.Node, g backend.Graph) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.set) == 0 {
+	if len(e.set) == 0 && len(e.native) == 0 {
 		return nil
 	}
 	return e.d.Do(func() error { return e.forgetIn(handle(n)) })
@@ -372,6 +430,7 @@ func (e *Exec) forgetIn(n uintptr) error {
 	}
 	for _, m := range ns {
 		delete(e.set, m)
+		delete(e.native, m)
 		if t, err := e.d.drv.GraphNodeGetType(m); err == nil && backend.NodeType(t) == backend.NodeChildGraph {
 			if err := e.forgetIn(m); err != nil {
 				return err
@@ -389,6 +448,9 @@ func (e *Exec) SetEnabled(n backend.Node, on bool) error {
 	}
 	e.mu.Lock() // held: SetParams overwrites the kept words in place
 	defer e.mu.Unlock()
+	if c, ok := e.native[handle(n)]; ok {
+		return e.d.Do(func() error { return e.d.drv.GraphExecKernelNodeSetFrom(e.h, handle(n), c) })
+	}
 	op, ok := e.set[handle(n)]
 	if !ok {
 		return nil
@@ -407,4 +469,9 @@ func (e *Exec) DeviceHandle() uint64 { return uint64(e.h) }
 func (e *Exec) AfterLaunches(fn func()) { fn() }
 
 // Destroy is cuGraphExecDestroy.
-func (e *Exec) Destroy() error { return e.d.DestroyExec(e.h) }
+func (e *Exec) Destroy() error {
+	e.mu.Lock()
+	e.dropKept()
+	e.mu.Unlock()
+	return e.d.DestroyExec(e.h)
+}

@@ -40,8 +40,8 @@ var AccumFrom = &gg.Kernel{
 // with the explicit API; the launches alternate between two streams of
 // device 0. Through gpugraph on the GPU an update made before the disable
 // was lost when the node was enabled again (docs/reliability.md): the cuda
-// backend gives the node its parameters again for a per-node update, not
-// yet for a whole-graph one.
+// backend gives the node its parameters again, those of a per-node update
+// and, pairing the nodes as the driver does, those of a whole-graph one.
 func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int, open OpenOrdinal) {
 	d0, d1 := open(t, 0), open(t, 1)
 	EnablePeers(t, d0, d1)
@@ -128,15 +128,6 @@ func execSetParamsReenabledAcrossDevices(t *testing.T, backend string, count int
 						set := w.from
 						if l > 0 {
 							set = w.to
-						}
-						if l == 2 && backend == "cuda" && order == "whole-graph update, disabled" {
-							// The driver's defect, not worked around (the
-							// cuda backend does not know which node of the
-							// new graph an update paired with k2): enabled
-							// again, k2 runs as before the update. Asserted, so
-							// that a driver that fixes it fails here and
-							// docs/reliability.md changes with it.
-							set = w.from
 						}
 						m := set.Args[2].(int)
 						for i := range n {

@@ -113,6 +113,27 @@ func (d *Driver) GraphKernelNodeGetParams(node uintptr) (KernelNodeParams, error
 	return p, err
 }
 
+// GraphKernelNodeCopy adds to g, without dependencies, a kernel node with
+// the parameters of kernel node src: the driver copies the argument
+// values, whose sizes it knows.
+func (d *Driver) GraphKernelNodeCopy(g, src uintptr) (uintptr, error) {
+	p, err := d.GraphKernelNodeGetParams(src)
+	if err != nil {
+		return 0, err
+	}
+	return d.addNode("cuGraphAddKernelNode_v2", g, nil, uintptr(unsafe.Pointer(&p)))
+}
+
+// GraphExecKernelNodeSetFrom gives kernel node node of exec the
+// parameters of kernel node src (of any graph).
+func (d *Driver) GraphExecKernelNodeSetFrom(exec, node, src uintptr) error {
+	p, err := d.GraphKernelNodeGetParams(src)
+	if err != nil {
+		return err
+	}
+	return d.call("cuGraphExecKernelNodeSetParams_v2", exec, node, uintptr(unsafe.Pointer(&p)))
+}
+
 // kernelNodeParamsC is KernelNodeParams as the driver fills it for a
 // read, its parameter array a pointer (to C memory) for GraphKernelNodeArgs.
 type kernelNodeParamsC struct {

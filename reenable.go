@@ -1,0 +1,116 @@
+package gpugraph
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gpugraph/gpugraph/internal/backend"
+)
+
+// After a whole-graph update, the CUDA driver (580.159.04) enables a node
+// that was then disabled with the parameters it had before the update
+// (device scenario ExecSetParamsReenabledAcrossDevices). A backend that
+// needs it (backend.UpdateKeeper) is told, after every whole-graph update,
+// the parameters each node of the executable graph took from the update's
+// graph, to give again on enable. Which node took which is the driver's
+// pairing: the nodes of both graphs in pairing order, matched one for one.
+// It needs the graph as instantiated: after an edit of its topology
+// (Graph.topoVer) nothing is told, and the driver's answer stands.
+
+// keepUpdatedParams tells e's backend the parameters its nodes took from
+// g, which e was just updated to.
+func (e *Exec) keepUpdatedParams(g *Graph) {
+	k, ok := e.be.(backend.UpdateKeeper)
+	if !ok || e.src.topoVer.Load() != e.srcTopo {
+		return
+	}
+	keepPaired(k, e.src, g)
+}
+
+// keepPaired pairs the nodes of old (as instantiated) and nu as an update
+// does and gives k the parameters of nu's nodes, in the graphs nested in
+// them too. A level whose nodes do not pair type for type gives nothing.
+// A kernel node whose parameters gpugraph does not model (one a capture
+// made on the cuda backend) is given a copy the driver makes; a memcpy or
+// memset node of that kind none: the driver's answer stands for it.
+func keepPaired(k backend.UpdateKeeper, old, nu *Graph) {
+	old.mu.Lock()
+	xs := pairOrder(old.nodes)
+	old.mu.Unlock()
+	nu.mu.Lock()
+	ys := pairOrder(nu.nodes)
+	if len(xs) != len(ys) {
+		nu.mu.Unlock()
+		return
+	}
+	type kept struct {
+		n, from backend.Node // from: a node only the driver knows the parameters of
+		op      backend.Op
+	}
+	type nested struct{ old, nu *Graph }
+	var keep []kept
+	var inner []nested
+	for i, x := range xs {
+		y := ys[i]
+		if x.typ != y.typ {
+			nu.mu.Unlock()
+			return
+		}
+		switch {
+		case x.child != nil && y.child != nil:
+			inner = append(inner, nested{x.child, y.child})
+		case x.conds != nil && y.conds != nil && len(x.conds.bodies) == len(y.conds.bodies):
+			for b := range x.conds.bodies {
+				inner = append(inner, nested{x.conds.bodies[b], y.conds.bodies[b]})
+			}
+		case x.be != nil && (x.typ == NodeKernel || x.typ == NodeMemcpy || x.typ == NodeMemset):
+			if _, native := y.params.(NativeNodeParams); native {
+				if x.typ == NodeKernel && y.be != nil {
+					keep = append(keep, kept{n: x.be, from: y.be})
+				}
+			} else if op, code, _ := y.lowerOp(copyParams(y.params)); code == nil {
+				keep = append(keep, kept{n: x.be, op: op})
+			}
+		}
+	}
+	// The update's graph may go right after the update: native copies are
+	// made now, while it is locked.
+	for i := range keep {
+		if keep[i].from != nil {
+			k.KeepNative(keep[i].n, keep[i].from) // on failure the driver's answer stands
+		} else {
+			k.KeepParams(keep[i].n, &keep[i].op)
+		}
+	}
+	nu.mu.Unlock()
+	for _, n := range inner {
+		keepPaired(k, n.old, n.nu)
+	}
+}
+
+// pairOrder lists nodes in whole-graph update pairing order: the sinks in
+// the order they became sinks, then each node's dependencies in the order
+// their edges were added, breadth first (the order the host backend pairs
+// in, internal/host/update.go, and the driver's).
+func pairOrder(nodes []*Node) []*Node {
+	var order []*Node
+	for _, n := range nodes {
+		if len(n.outs) == 0 {
+			order = append(order, n)
+		}
+	}
+	slices.SortFunc(order, func(a, b *Node) int { return cmp.Compare(a.sink, b.sink) })
+	seen := make(map[*Node]bool, len(nodes))
+	for _, n := range order {
+		seen[n] = true
+	}
+	for i := 0; i < len(order); i++ {
+		for _, d := range order[i].deps {
+			if !seen[d] {
+				seen[d] = true
+				order = append(order, d)
+			}
+		}
+	}
+	return order
+}
