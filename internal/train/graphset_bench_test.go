@@ -15,18 +15,22 @@ import (
 // instantiation, no warm-up). It reports the set's time, the mean and
 // slowest graph's, and graph memory: the set's (the largest graph's) and
 // the sum a private pool per graph would need.
-func BenchmarkGraphSetCapture(b *testing.B) { benchSetCapture(b, openHost) }
+func BenchmarkGraphSetCapture(b *testing.B) { benchSetCapture(b, openHost, useCuBLAS) }
 
 // BenchmarkCUDAGraphSetCapture is the same on the cuda backend (skipped
 // without a GPU).
-func BenchmarkCUDAGraphSetCapture(b *testing.B) { benchSetCapture(b, openCUDA) }
+func BenchmarkCUDAGraphSetCapture(b *testing.B) { benchSetCapture(b, openCUDA, useCuBLAS) }
 
-func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream)) {
+// BenchmarkCUDAGraphSetCaptureLt is BenchmarkCUDAGraphSetCapture with each
+// layer one cuBLASLt call, bias and ReLU in its epilogue (CuBLASLt).
+func BenchmarkCUDAGraphSetCaptureLt(b *testing.B) { benchSetCapture(b, openCUDA, useCuBLASLt) }
+
+func benchSetCapture(b *testing.B, open func(testing.TB) (*gg.Device, *gg.Stream), gemm func(*testing.B, *gg.Device, *Model)) {
 	d, s := open(b)
 	m, err := NewModel(s, Reference())
 	ok(b, err)
 	defer m.Destroy()
-	useCuBLAS(b, d, m)
+	gemm(b, d, m)
 	keys := ServeKeys(512)
 	x, err := d.Malloc(4 * 512 * m.Config().In)
 	ok(b, err)
