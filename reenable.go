@@ -63,6 +63,11 @@ func keepPaired(k backend.UpdateKeeper, old, nu *Graph) {
 			for b := range x.conds.bodies {
 				inner = append(inner, nested{x.conds.bodies[b], y.conds.bodies[b]})
 			}
+		case x.typ == NodeKernel && kernelName(x) != kernelName(y):
+			// Not the driver's pairing after all (a kernel node pairs
+			// only with one of the same function): give nothing.
+			nu.mu.Unlock()
+			return
 		case x.be != nil && (x.typ == NodeKernel || x.typ == NodeMemcpy || x.typ == NodeMemset):
 			if _, native := y.params.(NativeNodeParams); native {
 				if x.typ == NodeKernel && y.be != nil {
@@ -113,4 +118,17 @@ func pairOrder(nodes []*Node) []*Node {
 		}
 	}
 	return order
+}
+
+// kernelName is kernel node n's function name, whoever made the node.
+func kernelName(n *Node) string {
+	switch p := n.params.(type) {
+	case KernelParams:
+		if p.Kernel != nil {
+			return p.Kernel.Name
+		}
+	case NativeNodeParams:
+		return p.Name
+	}
+	return ""
 }

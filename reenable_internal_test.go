@@ -54,6 +54,22 @@ func TestKeepUpdatedParams(t *testing.T) {
 			t.Errorf("node with n=%v kept n=%d, want %d", n.params.(KernelParams).Args[0], got, want)
 		}
 	}
+	// A graph whose paired kernel nodes run other functions is not what
+	// the driver paired: nothing is given.
+	other := &Kernel{Name: "keep_other", Params: []ParamType{Int32}, Go: func(Block, Args) {}}
+	c, _ := d.NewGraph()
+	c0, _ := c.AddKernelNode(kp(30))
+	if _, err := c.AddKernelNode(kp(31), c0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddKernelNode(KernelParams{Kernel: other, Grid: Dim1(1), Block: Dim1(1), Args: []any{32}}, c0); err != nil {
+		t.Fatal(err)
+	}
+	keeper.kept = map[backend.Node]int{}
+	e.keepUpdatedParams(c)
+	if len(keeper.kept) != 0 {
+		t.Errorf("paired with nodes of other functions, %d nodes kept parameters, want none", len(keeper.kept))
+	}
 	if _, err := a.AddEmptyNode(); err != nil {
 		t.Fatal(err)
 	}
