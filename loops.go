@@ -266,3 +266,14 @@ func backendNodes(es []Edge) bool {
 	}
 	return true
 }
+
+// heldEdge reports whether from -> to is an edge loops.go left in g's
+// backend graph (mirror reads the driver's edges back: not the user's).
+func heldEdge(g *Graph, from, to *Node) bool {
+	for _, e := range g.loopHeld {
+		if e.From == from && e.To == to {
+			return true
+		}
+	}
+	return false
+}

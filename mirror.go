@@ -221,7 +221,7 @@ func mirror(g *Graph) error {
 			}
 		}
 		for i, d := range info.Deps {
-			if dn := byHandle[d]; dn != nil {
+			if dn := byHandle[d]; dn != nil && !heldEdge(g, dn, node) {
 				node.deps = append(node.deps, dn)
 				dn.outs = append(dn.outs, node)
 				g.setEdgeDataLocked(dn, node, fromBackendEdgeData(info.Data[i]))
