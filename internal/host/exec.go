@@ -729,9 +729,13 @@ func (e *Exec) execNode(i int32) {
 	}
 	if o.kind == opMemcpy && o.staged && o.stage > 0 {
 		l := e.cur
-		l.stageMu.Lock()
-		copy(o.dst, l.staged[o.stage-1]) // the source as it was staged
-		l.stageMu.Unlock()
+		if len(e.restage) == 0 { // nothing stages again: the staged bytes are fixed for the launch
+			copy(o.dst, l.staged[o.stage-1]) // the source as it was staged
+		} else {
+			l.stageMu.Lock()
+			copy(o.dst, l.staged[o.stage-1])
+			l.stageMu.Unlock()
+		}
 		if o.restages {
 			l.restage(i)
 		}
