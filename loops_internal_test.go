@@ -102,7 +102,8 @@ func edgeList(es []Edge) string {
 // added and removed around an instantiation.
 type loopsDev struct {
 	*host.Device
-	log *[]string
+	log      *[]string
+	noRemove bool // RemoveEdges refuses, as the driver does for a graph with memory nodes
 }
 
 func (loopsDev) LoopsAlone() {}
@@ -112,12 +113,13 @@ func (d loopsDev) NewGraph() (backend.Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	return loopsGraph{g.(*host.Graph), d.log}, nil
+	return loopsGraph{g.(*host.Graph), d.log, d.noRemove}, nil
 }
 
 type loopsGraph struct {
 	*host.Graph
-	log *[]string
+	log      *[]string
+	noRemove bool
 }
 
 func (g loopsGraph) AddEdges(from, to []backend.Node, data []backend.EdgeData) error {
@@ -126,6 +128,10 @@ func (g loopsGraph) AddEdges(from, to []backend.Node, data []backend.EdgeData) e
 }
 
 func (g loopsGraph) RemoveEdges(from, to []backend.Node, data []backend.EdgeData) error {
+	if g.noRemove {
+		*g.log = append(*g.log, fmt.Sprintf("remove %d refused", len(from)))
+		return backend.Errorf(backend.ErrNotSupported, "edges cannot be removed")
+	}
 	*g.log = append(*g.log, fmt.Sprintf("remove %d", len(from)))
 	return g.Graph.RemoveEdges(from, to, data)
 }
@@ -148,23 +154,22 @@ var countDown = &Kernel{
 	},
 }
 
-// TestLoopsAloneInstantiate: on a backend that asks for it, two WHILE loops
-// side by side get one edge between them for the instantiation only, the
-// graph's own edges stay as they were, and the loops run to the end.
-func TestLoopsAloneInstantiate(t *testing.T) {
+// twoLoops opens a host device whose backend asks for loops alone (and
+// refuses to remove edges with noRemove) and builds a graph of two WHILE
+// loops side by side, each counting down its int32 of ctr.
+func twoLoops(t *testing.T, noRemove bool) (d *Device, g *Graph, loops []*Node, ctr DevicePtr, log *[]string) {
+	t.Helper()
 	d, err := Open(BackendHost)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	var log []string
-	d.be = loopsDev{d.be.(*host.Device), &log}
-	g, err := d.NewGraph()
-	if err != nil {
+	t.Cleanup(func() { d.Close() })
+	log = new([]string)
+	d.be = loopsDev{d.be.(*host.Device), log, noRemove}
+	if g, err = d.NewGraph(); err != nil {
 		t.Fatal(err)
 	}
-	ctr, err := d.Malloc(8)
-	if err != nil {
+	if ctr, err = d.Malloc(8); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -184,13 +189,22 @@ func TestLoopsAloneInstantiate(t *testing.T) {
 			Args: []any{uint64(h), ctr + DevicePtr(4*i)}}); err != nil {
 			t.Fatal(err)
 		}
+		loops = append(loops, n)
 	}
+	return d, g, loops, ctr, log
+}
+
+// TestLoopsAloneInstantiate: on a backend that asks for it, two WHILE loops
+// side by side get one edge between them for the instantiation only, the
+// graph's own edges stay as they were, and the loops run to the end.
+func TestLoopsAloneInstantiate(t *testing.T) {
+	d, g, _, ctr, logp := twoLoops(t, false)
 	e, err := g.Instantiate(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"add 1", "instantiate", "remove 1"}; !slices.Equal(log, want) {
-		t.Errorf("backend calls %q, want %q", log, want)
+	if want := []string{"add 1", "instantiate", "remove 1"}; !slices.Equal(*logp, want) {
+		t.Errorf("backend calls %q, want %q", *logp, want)
 	}
 	if es, _ := g.Edges(); len(es) != 0 {
 		t.Errorf("the graph has edges %v after instantiation, none before", es)
@@ -214,5 +228,48 @@ func TestLoopsAloneInstantiate(t *testing.T) {
 	}
 	if !slices.Equal(out, []int32{0, 0}) {
 		t.Errorf("counters %v after the launch, want [0 0]", out)
+	}
+}
+
+// TestLoopsAloneHeldEdges: where the backend cannot remove the edges (the
+// driver, for a graph with memory nodes), they stay held: the executable
+// graph's Destroy tries again, the next instantiation adds none again, and
+// an edge the user adds that is one of them becomes the user's without a
+// second backend edge.
+func TestLoopsAloneHeldEdges(t *testing.T) {
+	_, g, loops, _, logp := twoLoops(t, true)
+	e, err := g.Instantiate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"add 1", "instantiate", "remove 1 refused"}; !slices.Equal(*logp, want) {
+		t.Errorf("first instantiation: backend calls %q, want %q", *logp, want)
+	}
+	if len(g.loopHeld) != 1 || len(e.loopHeld) != 1 {
+		t.Fatalf("held: graph %d edges, exec %d graphs; want 1 and 1", len(g.loopHeld), len(e.loopHeld))
+	}
+	*logp = nil
+	if err := e.Destroy(); err != nil { // one executable graph at a time
+		t.Fatal(err)
+	}
+	if _, err := g.Instantiate(0); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"remove 1 refused", "instantiate", "remove 1 refused"}; !slices.Equal(*logp, want) {
+		t.Errorf("destroyed, instantiated again: backend calls %q, want %q", *logp, want)
+	}
+	*logp = nil
+	held := g.loopHeld[0]
+	if held.From != loops[0] || held.To != loops[1] {
+		t.Fatalf("held edge %v -> %v, want the first loop before the second", held.From, held.To)
+	}
+	if err := g.AddDependency(loops[0], loops[1]); err != nil {
+		t.Fatal(err)
+	}
+	if len(*logp) != 0 || len(g.loopHeld) != 0 {
+		t.Errorf("the user's edge: backend calls %q, %d edges still held; want none and none", *logp, len(g.loopHeld))
+	}
+	if es, _ := g.Edges(); len(es) != 1 {
+		t.Errorf("the graph has %d edges, want the user's one", len(es))
 	}
 }
