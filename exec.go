@@ -128,7 +128,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		be.Destroy()
 	}
 	if err != nil {
-		releaseLoopEdges(opName, e.loopHeld)
+		removeLoopEdges(opName, e.loopHeld)
 		return nil, instantiateErr(opName, g, p, err)
 	}
 	e.be = be
@@ -354,7 +354,7 @@ func (e *Exec) Destroy() error {
 	held := e.loopHeld
 	e.loopHeld = nil
 	e.loopMu.Unlock()
-	releaseLoopEdges(opName, held)
+	removeLoopEdges(opName, held)
 	return err
 }
 

@@ -43,6 +43,9 @@ type Graph struct {
 	// instantiated).
 	topoVer atomic.Uint64
 
+	// loopMu serializes the driver reads of g that loops.go orders loops
+	// for (instantiation, update).
+	loopMu sync.Mutex
 	// loopHeld are edges loops.go added to be and has not removed yet
 	// (the driver keeps a graph with memory nodes unchanged while an
 	// executable graph of it lives).
@@ -644,6 +647,13 @@ func (g *Graph) AddDependencies(edges ...Edge) error {
 	if _, bad := topoOrder(g.nodes); bad != nil {
 		undo()
 		return nodeErr(op, bad, ErrInvalidValue, "the edges would make a cycle")
+	}
+	if len(g.loopHeld) > 0 {
+		if order, _ := orderWith(g.nodes, g.loopHeld); order == nil {
+			undo()
+			return nodeErr(op, edges[0].To, ErrInvalidValue,
+				"the edges would make a cycle with the edges that order the graph's WHILE loops in the driver's graph, which cannot be removed from a graph with memory nodes")
+		}
 	}
 	// An edge that loops.go left in the backend graph is there already:
 	// from now on it is the user's.

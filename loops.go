@@ -1,7 +1,6 @@
 package gpugraph
 
 import (
-	"errors"
 	"slices"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -38,39 +37,52 @@ func (g *Graph) loopsAlone() bool {
 	return ok
 }
 
-// loopEdgesLocked appends the edges that make g's loops run alone, for g
-// and every graph nested in it, to out, and reports whether g holds a
-// loop. g is locked; nested graphs are locked while they are read.
-func (g *Graph) loopEdgesLocked(out *[]loopEdges) bool {
+// addLoopEdgesLocked adds to the backend graphs of g and of every graph
+// nested in it the edges that make their loops run alone, each level
+// while it is locked (so that no edge the user adds meanwhile is added
+// twice), appends the graphs that now hold such edges to added, and
+// reports whether g holds a loop. g is locked; nested graphs are locked
+// while they are read. A level with a node the backend does not know
+// (bindClone) keeps the user's order.
+func (g *Graph) addLoopEdgesLocked(opName string, added *[]*Graph) (bool, error) {
 	loopy := make(map[*Node]bool)
 	for _, n := range g.nodes {
 		if p, ok := n.params.(ConditionalParams); ok && p.Type == ConditionalWhile {
 			loopy[n] = true
 		}
-		if n.child != nil && n.child.loopEdgesNested(out) {
-			loopy[n] = true
+		var nested []*Graph
+		if n.child != nil {
+			nested = append(nested, n.child)
 		}
 		if n.conds != nil {
-			for _, b := range n.conds.bodies {
-				if b.loopEdgesNested(out) {
-					loopy[n] = true
-				}
+			nested = append(nested, n.conds.bodies...)
+		}
+		for _, b := range nested {
+			b.mu.Lock()
+			l, err := b.addLoopEdgesLocked(opName, added)
+			b.mu.Unlock()
+			if err != nil {
+				return false, err
+			}
+			if l {
+				loopy[n] = true
 			}
 		}
 	}
 	if len(loopy) == 0 {
-		return false
+		return false, nil
 	}
-	if es := aloneEdges(g.nodes, g.loopHeld, func(n *Node) bool { return loopy[n] }); len(es) > 0 || len(g.loopHeld) > 0 {
-		*out = append(*out, loopEdges{g, es})
+	es := aloneEdges(g.nodes, g.loopHeld, func(n *Node) bool { return loopy[n] })
+	if !backendNodes(es) {
+		return true, nil
 	}
-	return true
-}
-
-func (g *Graph) loopEdgesNested(out *[]loopEdges) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.loopEdgesLocked(out)
+	if err := backendEdges(opName, g, es, true); err != nil {
+		return true, err
+	}
+	if g.loopHeld = append(g.loopHeld, es...); len(g.loopHeld) > 0 {
+		*added = append(*added, g)
+	}
+	return true, nil
 }
 
 // aloneEdges returns the fewest edges, in a topological order of nodes
@@ -79,49 +91,8 @@ func (g *Graph) loopEdgesNested(out *[]loopEdges) bool {
 // the nodes after it. Added edges only go forward in that order, so the
 // graph stays acyclic and every schedule of it is one of the original's.
 func aloneEdges(nodes []*Node, extra []Edge, alone func(*Node) bool) []Edge {
-	idx := make(map[*Node]int, len(nodes))
-	for i, n := range nodes {
-		idx[n] = i
-	}
-	deps := make([][]int, len(nodes)) // by creation index
-	for i, n := range nodes {
-		for _, d := range n.deps {
-			if j, ok := idx[d]; ok {
-				deps[i] = append(deps[i], j)
-			}
-		}
-	}
-	for _, e := range extra {
-		i, ok1 := idx[e.To]
-		j, ok2 := idx[e.From]
-		if ok1 && ok2 {
-			deps[i] = append(deps[i], j)
-		}
-	}
-	// Kahn's order, ties broken by creation order: graphs of one topology
-	// built in one order get the same edges.
-	outs := make([][]int, len(nodes))
-	indeg := make([]int, len(nodes))
-	for i, ds := range deps {
-		indeg[i] = len(ds)
-		for _, j := range ds {
-			outs[j] = append(outs[j], i)
-		}
-	}
-	var order []int
-	for i := range nodes {
-		if indeg[i] == 0 {
-			order = append(order, i)
-		}
-	}
-	for k := 0; k < len(order); k++ {
-		for _, o := range outs[order[k]] {
-			if indeg[o]--; indeg[o] == 0 {
-				order = append(order, o)
-			}
-		}
-	}
-	if len(order) != len(nodes) {
+	order, deps := orderWith(nodes, extra)
+	if order == nil {
 		return nil // a cycle: the driver refuses the graph
 	}
 	pos := make([]int, len(nodes)) // creation index -> position in order
@@ -165,64 +136,100 @@ func aloneEdges(nodes []*Node, extra []Edge, alone func(*Node) bool) []Edge {
 	return es
 }
 
+// orderWith returns a topological order of nodes with the edges extra
+// counted, ties broken by creation order (graphs of one topology built in
+// one order get the same order), as indexes into nodes, and each node's
+// dependencies by index; order is nil when there is a cycle.
+func orderWith(nodes []*Node, extra []Edge) (order []int, deps [][]int) {
+	idx := make(map[*Node]int, len(nodes))
+	for i, n := range nodes {
+		idx[n] = i
+	}
+	deps = make([][]int, len(nodes))
+	for i, n := range nodes {
+		for _, d := range n.deps {
+			if j, ok := idx[d]; ok {
+				deps[i] = append(deps[i], j)
+			}
+		}
+	}
+	for _, e := range extra {
+		i, ok1 := idx[e.To]
+		j, ok2 := idx[e.From]
+		if ok1 && ok2 {
+			deps[i] = append(deps[i], j)
+		}
+	}
+	outs := make([][]int, len(nodes))
+	indeg := make([]int, len(nodes))
+	for i, ds := range deps {
+		indeg[i] = len(ds)
+		for _, j := range ds {
+			outs[j] = append(outs[j], i)
+		}
+	}
+	for i := range nodes {
+		if indeg[i] == 0 {
+			order = append(order, i)
+		}
+	}
+	for k := 0; k < len(order); k++ {
+		for _, o := range outs[order[k]] {
+			if indeg[o]--; indeg[o] == 0 {
+				order = append(order, o)
+			}
+		}
+	}
+	if len(order) != len(nodes) {
+		return nil, deps
+	}
+	return order, deps
+}
+
 // withLoopsAlone runs read, a driver call that reads g, with the edges
 // that make g's loops run alone in g's backend graphs (none where the
-// backend does not need them), and removes them after. The driver never
-// removes an edge from a graph with memory nodes (cudaErrorNotSupported):
-// there the edges stay (Graph.loopHeld), count as edges of the graph when
-// the next edges are chosen, and held names their graphs, for the
-// executable graph's Destroy to try again. A failure to add or remove
-// them is an error of opName; read's error comes first.
+// backend does not need them), and removes them after. One such read of a
+// graph runs at a time (Graph.loopMu): the edges are shared, and one read
+// must not have them removed under it by another. Edges the backend does
+// not remove (the driver never removes one from a graph with memory
+// nodes: cudaErrorNotSupported) stay (Graph.loopHeld), count as edges of
+// the graph when the next edges are chosen, and held names their graphs,
+// for the executable graph's Destroy to try again; that never fails the
+// read. A failure to add them is an error of opName, before read runs.
 func (g *Graph) withLoopsAlone(opName string, read func() error) (held []*Graph, err error) {
 	if !g.loopsAlone() {
 		return nil, read()
 	}
-	var levels []loopEdges
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	var added []*Graph
 	g.mu.Lock()
-	g.loopEdgesLocked(&levels)
+	_, err = g.addLoopEdgesLocked(opName, &added)
 	g.mu.Unlock()
-	var added []loopEdges
-	undo := func() {
-		for _, l := range added {
-			l.g.mu.Lock()
-			if backendEdges(opName, l.g, l.edges, false) == nil {
-				l.g.loopHeld = l.g.loopHeld[:len(l.g.loopHeld)-len(l.edges)]
+	if err == nil {
+		err = read()
+	}
+	return removeLoopEdges(opName, added), err
+}
+
+// removeLoopEdges removes the edges held in the backend graphs of gs where
+// the backend lets it, and returns the graphs that still hold some.
+func removeLoopEdges(opName string, gs []*Graph) (held []*Graph) {
+	for _, g := range gs {
+		g.mu.Lock()
+		switch {
+		case g.destroyed: // the edges went with it
+			g.loopHeld = nil
+		case len(g.loopHeld) > 0:
+			if backendEdges(opName, g, g.loopHeld, false) == nil {
+				g.loopHeld = nil
+			} else {
+				held = append(held, g)
 			}
-			l.g.mu.Unlock()
 		}
+		g.mu.Unlock()
 	}
-	for _, l := range levels {
-		if !backendNodes(l.edges) {
-			// A nested node the backend does not know (bindClone): the
-			// level runs as the user made it.
-			continue
-		}
-		l.g.mu.Lock()
-		err := backendEdges(opName, l.g, l.edges, true)
-		if err == nil {
-			l.g.loopHeld = append(l.g.loopHeld, l.edges...)
-		}
-		l.g.mu.Unlock()
-		if err != nil {
-			undo()
-			return nil, err
-		}
-		added = append(added, l)
-	}
-	err = read()
-	for _, l := range added {
-		l.g.mu.Lock()
-		switch e := backendEdges(opName, l.g, l.g.loopHeld, false); {
-		case e == nil:
-			l.g.loopHeld = nil
-		case errors.Is(e, ErrNotSupported):
-			held = append(held, l.g)
-		case err == nil:
-			err = e
-		}
-		l.g.mu.Unlock()
-	}
-	return held, err
+	return held
 }
 
 // takeLoopEdgesLocked splits edges a user adds to g into those the
@@ -233,7 +240,7 @@ func (g *Graph) takeLoopEdgesLocked(edges []Edge) (fresh, held []Edge) {
 		return edges, nil
 	}
 	for _, e := range edges {
-		if i := slices.IndexFunc(g.loopHeld, func(h Edge) bool { return h.From == e.From && h.To == e.To }); i >= 0 {
+		if i := slices.IndexFunc(g.loopHeld, func(h Edge) bool { return h.From == e.From && h.To == e.To && e.Data == (EdgeData{}) }); i >= 0 {
 			held = append(held, g.loopHeld[i])
 			g.loopHeld = slices.Delete(g.loopHeld, i, i+1)
 			continue
@@ -241,20 +248,6 @@ func (g *Graph) takeLoopEdgesLocked(edges []Edge) (fresh, held []Edge) {
 		fresh = append(fresh, e)
 	}
 	return fresh, held
-}
-
-// releaseLoopEdges removes the edges withLoopsAlone left in the backend
-// graphs of gs, where the driver now lets it.
-func releaseLoopEdges(opName string, gs []*Graph) {
-	for _, g := range gs {
-		g.mu.Lock()
-		if g.destroyed { // the edges went with it
-			g.loopHeld = nil
-		} else if len(g.loopHeld) > 0 && backendEdges(opName, g, g.loopHeld, false) == nil {
-			g.loopHeld = nil
-		}
-		g.mu.Unlock()
-	}
 }
 
 // backendNodes reports whether every end of es has a backend node.

@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -262,6 +263,13 @@ func TestLoopsAloneHeldEdges(t *testing.T) {
 	held := g.loopHeld[0]
 	if held.From != loops[0] || held.To != loops[1] {
 		t.Fatalf("held edge %v -> %v, want the first loop before the second", held.From, held.To)
+	}
+	// The other way round makes a cycle in the driver's graph.
+	if err := g.AddDependency(loops[1], loops[0]); !errors.Is(err, ErrInvalidValue) {
+		t.Fatalf("an edge against a held one: %v, want ErrInvalidValue", err)
+	}
+	if es, _ := g.Edges(); len(es) != 0 || len(*logp) != 0 {
+		t.Fatalf("after the refused edge: %d edges, backend calls %q; want none", len(es), *logp)
 	}
 	if err := g.AddDependency(loops[0], loops[1]); err != nil {
 		t.Fatal(err)

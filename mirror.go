@@ -228,6 +228,7 @@ func mirror(g *Graph) error {
 			}
 		}
 	}
+	g.topoChanged() // what the driver added (reenable.go pairs against the graph as instantiated)
 	return nil
 }
 

@@ -15,7 +15,9 @@ import (
 // graph, to give again on enable. Which node took which is the driver's
 // pairing: the nodes of both graphs in pairing order, matched one for one.
 // It needs the graph as instantiated: after an edit of its topology
-// (Graph.topoVer) nothing is told, and the driver's answer stands.
+// (Graph.topoVer) nothing is told, and the driver's answer stands; so too
+// for graphs with WHILE loops on a backend that orders them alone, whose
+// added edges change the pairing.
 
 // keepUpdatedParams tells e's backend the parameters its nodes took from
 // g, which e was just updated to.
@@ -24,7 +26,20 @@ func (e *Exec) keepUpdatedParams(g *Graph) {
 	if !ok || e.src.topoVer.Load() != e.srcTopo {
 		return
 	}
+	if g.loopsAlone() && hasWhile(g) {
+		// The driver paired the graphs with the edges that order their
+		// loops (loops.go), which the pairing here does not see.
+		return
+	}
 	keepPaired(k, e.src, g)
+}
+
+// hasWhile reports whether g or a graph nested in it has a WHILE node.
+func hasWhile(g *Graph) bool {
+	return !g.walkNested(false, func(n *Node) bool {
+		p, ok := n.params.(ConditionalParams)
+		return !ok || p.Type != ConditionalWhile
+	})
 }
 
 // keepPaired pairs the nodes of old (as instantiated) and nu as an update

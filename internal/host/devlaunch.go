@@ -183,7 +183,7 @@ func (rt Runtime) LaunchGraph(h uint64, mode uint8) error {
 		return err
 	}
 	src := c.e
-	if k := &src.ops[c.node].kern; !k.devRT {
+	if k := &src.runOps[c.node].kern; !k.devRT { // the op running, which an update may have replaced in ops since
 		return launchErr(c, backend.ErrNotSupported, "kernel %q launches graphs but does not set DeviceRuntime", k.name)
 	}
 	if mode < TailLaunch || mode > SiblingLaunch {

@@ -295,26 +295,40 @@ func (d *Driver) Launcher() Launcher { return Launcher{d, d.launchKernel, d.grap
 
 // Launch is Driver.Launch.
 func (l *Launcher) Launch(f uintptr, grid, block [3]uint32, shared uint32, stream, params uintptr) error {
+	if t := trace.Load(); t != nil {
+		return l.traced(t, "cuLaunchKernel", l.kernel, [12]uintptr{f,
+			uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
+			uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
+			uintptr(shared), stream, params, 0}, 10)
+	}
 	r := fastCall(l.kernel, [12]uintptr{f,
 		uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
 		uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
 		uintptr(shared), stream, params, 0})
-	if t := trace.Load(); t != nil {
-		t.log("cuLaunchKernel", []uintptr{f, uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
-			uintptr(block[0]), uintptr(block[1]), uintptr(block[2]), uintptr(shared), stream, params}, r)
-	}
 	if r == 0 {
 		return nil
 	}
 	return l.d.check("cuLaunchKernel", r)
 }
 
+// traced makes a launch while the trace is on: its first n words logged
+// before it, its result after.
+func (l *Launcher) traced(t *tracer, name string, fn uintptr, a [12]uintptr, n int) error {
+	tn := t.begin(name, a[:n])
+	r := fastCall(fn, a)
+	t.end(tn, r)
+	if r == 0 {
+		return nil
+	}
+	return l.d.check(name, r)
+}
+
 // GraphLaunch is Driver.GraphLaunch.
 func (l *Launcher) GraphLaunch(exec, stream uintptr) error {
-	r := fastCall(l.graph, [12]uintptr{exec, stream})
 	if t := trace.Load(); t != nil {
-		t.log("cuGraphLaunch", []uintptr{exec, stream}, r)
+		return l.traced(t, "cuGraphLaunch", l.graph, [12]uintptr{exec, stream}, 2)
 	}
+	r := fastCall(l.graph, [12]uintptr{exec, stream})
 	if r == 0 {
 		return nil
 	}

@@ -181,6 +181,11 @@ func (d *Driver) call(name string, args ...uintptr) error {
 	if f == 0 {
 		return &Result{Code: 500, Name: "CUDA_ERROR_NOT_FOUND", Call: name + " (not exported by this driver)"}
 	}
+	var tn uint64
+	t := trace.Load()
+	if t != nil {
+		tn = t.begin(name, args)
+	}
 	var r uintptr
 	if len(args) <= 12 {
 		// Every driver entry point but a few takes at most 12 words: the
@@ -193,8 +198,8 @@ func (d *Driver) call(name string, args ...uintptr) error {
 	} else {
 		r, _, _ = purego.SyscallN(f, args...)
 	}
-	if t := trace.Load(); t != nil {
-		t.log(name, args, r)
+	if t != nil {
+		t.end(tn, r)
 	}
 	return d.check(name, uintptr(uint32(r))) // a CUresult is a C enum: the low 32 bits
 }

@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 )
 
-// A driver-call trace: every entry point called through this package, its
-// argument words and its CUresult, one line each, in call order. It is what
+// A driver-call trace: every entry point called through this package's
+// methods (FastCall, for callers that time the driver alone, is not), its
+// argument words before the call and its CUresult after, in call order. It is what
 // a C reproduction of a driver fault needs (which calls, in which order,
 // on which handles), and costs one atomic load per call while off.
 //
@@ -18,10 +19,11 @@ import (
 // writes it to FILE; TraceTo starts or stops it from code.
 
 type tracer struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-	c  io.Closer // nil for a writer the caller owns
-	n  uint64
+	mu     sync.Mutex
+	w      *bufio.Writer
+	c      io.Closer // nil for a writer the caller owns
+	n      uint64
+	closed bool // TraceTo replaced it: a call in flight writes nothing more
 }
 
 var trace atomic.Pointer[tracer]
@@ -59,23 +61,39 @@ func TraceTo(w io.Writer) {
 func (t *tracer) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closed = true
 	t.w.Flush()
 	if t.c != nil {
 		t.c.Close()
 	}
 }
 
-// log records one call. Words are printed in hex; the result in decimal
-// (0 is CUDA_SUCCESS). Every line is flushed: the trace must hold the
-// calls before a fault that ends the process.
-func (t *tracer) log(name string, args []uintptr, r uintptr) {
+// begin records a call about to be made, its number, entry point and
+// argument words in hex, and returns its number for end; the line is
+// flushed before the call, so a call that ends the process is in the trace.
+func (t *tracer) begin(name string, args []uintptr) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.closed {
+		return 0
+	}
 	t.n++
 	fmt.Fprintf(t.w, "%d %s", t.n, name)
 	for _, a := range args {
 		fmt.Fprintf(t.w, " %#x", a)
 	}
-	fmt.Fprintf(t.w, " = %d\n", uint32(r))
+	t.w.WriteByte('\n')
+	t.w.Flush()
+	return t.n
+}
+
+// end records call n's CUresult (0 is CUDA_SUCCESS).
+func (t *tracer) end(n uint64, r uintptr) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || n == 0 {
+		return
+	}
+	fmt.Fprintf(t.w, "%d = %d\n", n, uint32(r))
 	t.w.Flush()
 }
