@@ -273,12 +273,13 @@
 // the H100, starts it at 0 (the default is not applied) and keeps it from
 // one launch of the executable graph to the next.
 //
-// On the cuda backend a WHILE loop runs alone in its graph: nothing else of
-// the graph runs while it runs, because the driver loses the context
-// (Xid 13) when a loop repeats its body beside other nodes of its graph.
-// gpugraph orders the loop after the nodes before it and before the nodes
-// after it in the driver's copy of the graph; the graph's own edges do not
-// change. Work in other streams still runs beside it.
+// A WHILE loop runs alone in its graph: nothing else of the graph runs
+// while it runs, because the CUDA driver loses the context (Xid 13) when a
+// loop repeats its body beside other nodes of its graph. gpugraph orders
+// the loop after the nodes before it and before the nodes after it in the
+// backend's copy of the graph, on both backends so that they run the same
+// graphs; the graph's own edges do not change. Work in other streams still
+// runs beside it.
 //
 // Adding the node creates its bodies (Node.ConditionalBodies), empty graphs
 // owned by the node, filled with the graph API or by capturing into them

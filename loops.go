@@ -6,9 +6,10 @@ import (
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
-// Loops run alone on a backend that needs it (backend.LoopsAlone: the
+// Loops run alone on a backend that asks for it (backend.LoopsAlone: the
 // CUDA driver loses the context when a WHILE loop repeats its body while
-// other nodes of its graph run; tools/probe/lostctx.cu). There, for as
+// other nodes of its graph run, tools/probe/lostctx.cu; the host asks too,
+// to run the same graphs). There, for as
 // long as the driver reads a graph (an instantiation, a whole-graph update,
 // an executable graph's new child graph), every node that holds a loop (a
 // WHILE node, or a child graph or conditional node with one nested in it)

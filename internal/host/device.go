@@ -423,3 +423,9 @@ func (d *Device) ImportExternalSemaphoreFD(kind, fd int) (backend.ExternalSemaph
 	return nil, backend.Errorf(backend.ErrNotSupported, "the host backend cannot import operating-system semaphores: "+
 		"make one with NewExternalSemaphore and signal it from Go")
 }
+
+// LoopsAlone: the host runs WHILE loops alone in their graphs, as the
+// cuda backend must (the driver loses the context otherwise; see the
+// gpugraph package's loops.go), so that both run the same graphs: the
+// same order, and a whole-graph update that pairs nodes the same way.
+func (d *Device) LoopsAlone() {}
