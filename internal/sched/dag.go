@@ -146,6 +146,17 @@ type Runner struct {
 	runs    uint32       // runs started; every timeRunsEvery-th one is timed whole
 
 	recruited atomic.Int64 // helpers recruited, for tests
+	// left counts helpers that left a run before its end for want of
+	// work, and sleeps the owner's waits on cond: with recruited, how
+	// much the workers came and went (BenchmarkRunnerWork).
+	left, sleeps atomic.Int64
+}
+
+// Churn returns how many helpers the runner has recruited, how many left a
+// run before its end for want of work, and how often the owner slept,
+// since it was made.
+func (r *Runner) Churn() (recruited, left, sleeps int64) {
+	return r.recruited.Load(), r.left.Load(), r.sleeps.Load()
 }
 
 // slot is one worker's place in a run: its deque, and whether a helper
@@ -591,6 +602,9 @@ func (r *Runner) take(w *worker, owner bool) int32 {
 		r.searching.Add(-1)
 	}
 	if !owner {
+		if r.remaining.Load() != 0 {
+			r.left.Add(1)
+		}
 		r.leave(w)
 	}
 	return -1
@@ -745,6 +759,7 @@ func (r *Runner) sleep() bool {
 		if r.anyWork() {
 			return true
 		}
+		r.sleeps.Add(1)
 		r.cond.Wait()
 	}
 }

@@ -1,18 +1,25 @@
 package sched
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 )
 
-// workIters is calibrated to about 1 µs of xorshift, the work body of the
-// Taskflow side-by-side (../shared/bench/taskflow/side, -body work).
+// workIters is calibrated to about WORK_NS (default 1000) nanoseconds of
+// xorshift, the work body of the Taskflow side-by-side
+// (../shared/bench/taskflow/side, -body work).
 var workIters = func() int {
+	ns := 1000.0
+	if v, err := strconv.Atoi(os.Getenv("WORK_NS")); err == nil && v > 0 {
+		ns = float64(v)
+	}
 	n := 1 << 22
 	spinWork(n) // warm the core
 	t := time.Now()
 	sinkWork += spinWork(n)
-	return int(float64(n) * 1000 / float64(time.Since(t).Nanoseconds()))
+	return int(float64(n) * ns / float64(time.Since(t).Nanoseconds()))
 }()
 
 var sinkWork uint64
@@ -28,10 +35,13 @@ func spinWork(n int) uint64 {
 }
 
 // BenchmarkRunnerWork runs the shapes of the Taskflow comparison with about
-// 1 µs of work in every node, on the owner and the default pool's helpers
-// (GOMAXPROCS-1), and reports each shape's speedup over the same bodies run
-// serially: the scheduler alone, without the host backend around it. Set
-// GOMAXPROCS to the thread count to compare with the Taskflow tables.
+// 1 µs of work in every node (WORK_NS sets another), on the owner and the
+// default pool's helpers (GOMAXPROCS-1), and reports each shape's speedup
+// over the same bodies run serially: the scheduler alone, without the host
+// backend around it; and per run, the helpers recruited, those that left
+// before the end for want of work, and the owner's sleeps (Runner.Churn):
+// how much the workers came and went. Set GOMAXPROCS to the thread count to
+// compare with the Taskflow tables.
 func BenchmarkRunnerWork(b *testing.B) {
 	shapes := []struct {
 		name  string
@@ -58,13 +68,18 @@ func BenchmarkRunnerWork(b *testing.B) {
 					serial = ns
 				}
 			}
+			rec0, left0, sleeps0 := r.Churn()
 			for b.Loop() {
 				r.Run()
 			}
+			rec, left, sleeps := r.Churn()
 			perNode := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / float64(n)
 			b.ReportMetric(perNode, "ns/node")
 			b.ReportMetric(serial, "serial-ns/node")
 			b.ReportMetric(serial/perNode, "speedup")
+			b.ReportMetric(float64(rec-rec0)/float64(b.N), "recruits/run")
+			b.ReportMetric(float64(left-left0)/float64(b.N), "left/run")
+			b.ReportMetric(float64(sleeps-sleeps0)/float64(b.N), "owner-sleeps/run")
 		})
 	}
 }

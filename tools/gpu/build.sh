@@ -30,6 +30,9 @@ if [ -z "${VERIFY:-}" ]; then
   go test -c -o .gpu/nccl.test ./internal/nccl
   go test -c -o .gpu/main.test ./cmd/gpugraph
   go test -c -o .gpu/serve.test ./examples/serve
+  # the scheduler alone: WORK_NS=5000 GOMAXPROCS=16 .gpu/sched.test -test.run XXX -test.bench RunnerWork
+  # (speedup and the helpers' comings and goings per run)
+  go test -c -o .gpu/sched.test ./internal/sched
   # tools/gpu/two.sh: the graph spanning two GPUs
   go build -o .gpu/peer-pipeline ./examples/peer-pipeline
 fi
