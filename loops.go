@@ -9,24 +9,17 @@ import (
 // Loops run alone on a backend that asks for it (backend.LoopsAlone: the
 // CUDA driver loses the context when a WHILE loop repeats its body while
 // other nodes of its graph run, tools/probe/lostctx.cu; the host asks too,
-// to run the same graphs). There, for as
-// long as the driver reads a graph (an instantiation, a whole-graph update,
-// an executable graph's new child graph), every node that holds a loop (a
-// WHILE node, or a child graph or conditional node with one nested in it)
-// is ordered, in the backend's graph, after every node of its graph that
-// comes before it and before every node that comes after it: nothing of
-// its graph runs beside it. The order is the graph's topological order,
-// ties broken by creation order, so two graphs of one topology get the
-// same edges and an executable graph still updates to a graph it could
-// before. Graph edges, as the user made them, do not change: the edges
-// are added to the backend's graphs and removed after the driver has read
-// them.
-
-// loopEdges are the edges added to one graph (g or one nested in it).
-type loopEdges struct {
-	g     *Graph
-	edges []Edge
-}
+// to run the same graphs). There, for as long as the backend reads a graph
+// (an instantiation, a whole-graph update, an executable graph's new child
+// graph), every node that holds a loop (a WHILE node, or a conditional
+// node with one nested in a body) is ordered, in the backend's graph,
+// after every node of its graph that comes before it and before every node
+// that comes after it: nothing of its graph runs beside it. The order is
+// the graph's topological order, ties broken by creation order, so two
+// graphs of one topology built in one order get the same edges and an
+// executable graph still updates to a graph it could before. Graph edges,
+// as the user made them, do not change: the edges are added to the
+// backend's graphs and removed after the backend has read them.
 
 // loopsAlone reports whether g's backend needs loops alone and g may hold
 // one: a WHILE node was added on g's device.
