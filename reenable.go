@@ -14,21 +14,16 @@ import (
 // the parameters each node of the executable graph took from the update's
 // graph, to give again on enable. Which node took which is the driver's
 // pairing: the nodes of both graphs in pairing order, matched one for one.
-// It needs the graph as instantiated: after an edit of its topology
-// (Graph.topoVer) nothing is told, and the driver's answer stands; so too
-// for graphs with WHILE loops on a backend that orders them alone, whose
-// added edges change the pairing.
+// The driver pairs with the edges that order WHILE loops alone (loops.go)
+// in place; so does the pairing here. It needs the graph as instantiated:
+// after an edit of its topology (Graph.topoVer), or with loop edges held
+// from an earlier read, nothing is told, and the driver's answer stands.
 
 // keepUpdatedParams tells e's backend the parameters its nodes took from
 // g, which e was just updated to.
 func (e *Exec) keepUpdatedParams(g *Graph) {
 	k, ok := e.be.(backend.UpdateKeeper)
 	if !ok || e.src.topoVer.Load() != e.srcTopo {
-		return
-	}
-	if g.loopsAlone() && hasWhile(g) {
-		// The driver paired the graphs with the edges that order their
-		// loops (loops.go), which the pairing here does not see.
 		return
 	}
 	keepPaired(k, e.src, g)
@@ -42,6 +37,36 @@ func hasWhile(g *Graph) bool {
 	})
 }
 
+// loopExtraLocked returns the edges loops.go gives g's level while the
+// backend reads it (none where loops do not run alone), which the driver
+// pairs with; ok is false where they cannot be known: edges held from an
+// earlier read sit among the user's in an order not recorded. g is locked.
+func (g *Graph) loopExtraLocked() (extra []Edge, ok bool) {
+	if !g.loopsAlone() {
+		return nil, true
+	}
+	if len(g.loopHeld) > 0 {
+		return nil, false
+	}
+	loopy := func(n *Node) bool {
+		if p, ok := n.params.(ConditionalParams); ok && p.Type == ConditionalWhile {
+			return true
+		}
+		if n.child != nil && hasWhile(n.child) {
+			return true
+		}
+		if n.conds != nil {
+			for _, b := range n.conds.bodies {
+				if hasWhile(b) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return aloneEdges(g.nodes, nil, loopy), true
+}
+
 // keepPaired pairs the nodes of old (as instantiated) and nu as an update
 // does and gives k the parameters of nu's nodes, in the graphs nested in
 // them too. A level whose nodes do not pair type for type gives nothing.
@@ -50,11 +75,16 @@ func hasWhile(g *Graph) bool {
 // memset node of that kind none: the driver's answer stands for it.
 func keepPaired(k backend.UpdateKeeper, old, nu *Graph) {
 	old.mu.Lock()
-	xs := pairOrder(old.nodes)
+	ox, ok := old.loopExtraLocked()
+	xs := pairOrder(old.nodes, ox)
 	old.mu.Unlock()
+	if !ok {
+		return
+	}
 	nu.mu.Lock()
-	ys := pairOrder(nu.nodes)
-	if len(xs) != len(ys) {
+	nx, ok := nu.loopExtraLocked()
+	ys := pairOrder(nu.nodes, nx)
+	if !ok || len(xs) != len(ys) {
 		nu.mu.Unlock()
 		return
 	}
@@ -108,14 +138,24 @@ func keepPaired(k backend.UpdateKeeper, old, nu *Graph) {
 	}
 }
 
-// pairOrder lists nodes in whole-graph update pairing order: the sinks in
+// pairOrder lists nodes in whole-graph update pairing order, with the
+// edges extra (loops.go's, added after the user's) counted: the sinks in
 // the order they became sinks, then each node's dependencies in the order
 // their edges were added, breadth first (the order the host backend pairs
 // in, internal/host/update.go, and the driver's).
-func pairOrder(nodes []*Node) []*Node {
+func pairOrder(nodes []*Node, extra []Edge) []*Node {
+	var into map[*Node][]*Node // extra dependencies, in the order added
+	var from map[*Node]bool    // nodes extra edges leave: not sinks
+	if len(extra) > 0 {
+		into, from = map[*Node][]*Node{}, map[*Node]bool{}
+		for _, e := range extra {
+			into[e.To] = append(into[e.To], e.From)
+			from[e.From] = true
+		}
+	}
 	var order []*Node
 	for _, n := range nodes {
-		if len(n.outs) == 0 {
+		if len(n.outs) == 0 && !from[n] {
 			order = append(order, n)
 		}
 	}
@@ -125,10 +165,13 @@ func pairOrder(nodes []*Node) []*Node {
 		seen[n] = true
 	}
 	for i := 0; i < len(order); i++ {
-		for _, d := range order[i].deps {
-			if !seen[d] {
-				seen[d] = true
-				order = append(order, d)
+		n := order[i]
+		for _, ds := range [2][]*Node{n.deps, into[n]} {
+			for _, d := range ds {
+				if !seen[d] {
+					seen[d] = true
+					order = append(order, d)
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package gpugraph
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/gpugraph/gpugraph/internal/backend"
@@ -77,5 +78,113 @@ func TestKeepUpdatedParams(t *testing.T) {
 	e.keepUpdatedParams(b)
 	if len(keeper.kept) != 0 {
 		t.Errorf("after an edit of the instantiated graph, %d nodes kept parameters, want none", len(keeper.kept))
+	}
+}
+
+// slotKeeper records, per node, the value argument of the parameters
+// keepUpdatedParams gives it, and passes everything else to the host's
+// executable graph.
+type slotKeeper struct {
+	backend.Exec
+	kept map[backend.Node]uint64
+}
+
+func (k *slotKeeper) KeepParams(n backend.Node, op *backend.Op) {
+	if len(op.Launch.Args) == 3 { // the writes, not the loop's countdown
+		k.kept[n] = op.Launch.Args[2]
+	}
+}
+
+func (k *slotKeeper) KeepNative(n, from backend.Node) error { return nil }
+
+// TestKeepUpdatedParamsWithLoops: with WHILE loops, which both backends
+// order alone with added edges during the update, each node is given the
+// parameters the host's own update pairing (internal/host/update.go, the
+// driver's model) gave it, found by disabling the node and seeing which
+// write goes missing. The graphs are two kernels beside a loop; in the
+// instantiated one, an edge added and removed again made the first kernel
+// a sink after the loop: counted without the loop's edges, the kernels and
+// the loop would pair with nodes of other types, and nothing would be kept.
+func TestKeepUpdatedParamsWithLoops(t *testing.T) {
+	d, err := Open(BackendHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	out, err := d.Malloc(4 * 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctr, err := d.Malloc(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := &Kernel{Name: "keep_write", Params: []ParamType{Pointer, Int32, Int32},
+		Go: func(_ Block, a Args) { Slice[int32](a.Ptr(0), 2)[a.Int(1)] = a.Int32(2) }}
+	kp := func(slot, v int) KernelParams {
+		return KernelParams{Kernel: write, Grid: Dim1(1), Block: Dim1(1), Args: []any{out, slot, v}}
+	}
+	build := func(base int, restamp bool) (*Graph, []*Node) {
+		g, _ := d.NewGraph()
+		k0, _ := g.AddKernelNode(kp(0, base))
+		k1, _ := g.AddKernelNode(kp(1, base+1))
+		h, _ := g.ConditionalHandleCreate(1, ConditionalAssignDefault)
+		w, err := g.AddNode(ConditionalParams{Handle: h, Type: ConditionalWhile, Size: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies, _ := w.ConditionalBodies()
+		if _, err := bodies[0].AddKernelNode(KernelParams{Kernel: countDown, Grid: Dim1(1), Block: Dim1(1), Args: []any{uint64(h), ctr}}); err != nil {
+			t.Fatal(err)
+		}
+		if restamp {
+			if err := g.AddDependency(k0, k1); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.RemoveDependencies(Edge{From: k0, To: k1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return g, []*Node{k0, k1}
+	}
+	a, ka := build(10, true)
+	b, _ := build(20, false)
+	e, err := a.Instantiate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keeper := &slotKeeper{Exec: e.be, kept: map[backend.Node]uint64{}}
+	e.be = keeper
+	if _, err := e.Update(b); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := d.NewStream()
+	for _, x := range ka {
+		if err := e.SetEnabled(x, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Memcpy(HtoD(out, Bytes(make([]int32, 2)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Launch(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.SetEnabled(x, true); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]int32, 2)
+		if err := d.Memcpy(DtoH(Bytes(got), out)); err != nil {
+			t.Fatal(err)
+		}
+		missing := slices.Index(got, 0)
+		if missing < 0 {
+			t.Fatalf("node %v disabled, every slot written: %v", x, got)
+		}
+		if want, kept := uint64(20+missing), keeper.kept[x.be]; kept != want {
+			t.Errorf("node made with value %v: the host runs it with value %d, kept %d", x.params.(KernelParams).Args[2], want, kept)
+		}
 	}
 }
