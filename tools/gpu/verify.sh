@@ -7,7 +7,7 @@
 #	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev and peerreenable probes, 3000-input differential in one process (failures in $OUT/diff-failures.txt)
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
 #	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
-#	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~200 s: graph-set capture/replay (cuBLAS and cuBLASLt), serving (5 alternated runs, medians) beside PyTorch
+#	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~300 s: graph-set capture/replay (cuBLAS and cuBLASLt), serving with each (5 alternated runs each, medians) beside PyTorch
 #	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~30 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu, updorder.cu, freedset.cu, lostctx.cu: their outputs for docs/)
 #
 # Every command runs under a time limit; logs go to $OUT/logs (tarred at the
@@ -53,7 +53,7 @@ serve)
   "$PY" tools/serve/torch_serve.py --port 8090 > "$L/torch-server.txt" 2>&1 &
   tp=$!
   t serve 150 .gpu/serve -demo reference -backend cuda -bench -concurrency 1,16,64 -requests 1000 -reps 5
-  t servelt 60 .gpu/serve -demo reference -backend cuda -gemm cublaslt -bench -concurrency 1,16,64 -requests 1000
+  t servelt 150 .gpu/serve -demo reference -backend cuda -gemm cublaslt -bench -concurrency 1,16,64 -requests 1000 -reps 5
   for _ in $(seq 60); do curl -sf -o /dev/null http://127.0.0.1:8090/v1/model && break; sleep 1; done
   t torchserve 60 .gpu/serve -demo reference -bench -target http://127.0.0.1:8090 -concurrency 1,16,64 -requests 1000
   kill $tp; wait $tp 2> /dev/null ;;
