@@ -31,6 +31,43 @@ func (g *Graph) loopsAlone() bool {
 	return ok
 }
 
+// isWhile reports whether n is a WHILE node.
+func (n *Node) isWhile() bool {
+	p, ok := n.params.(ConditionalParams)
+	return ok && p.Type == ConditionalWhile
+}
+
+// nestedGraphs returns the graphs nested in n itself: its embedded child
+// graph or its conditional bodies.
+func (n *Node) nestedGraphs() []*Graph {
+	if n.child != nil {
+		return []*Graph{n.child}
+	}
+	if n.conds != nil {
+		return n.conds.bodies
+	}
+	return nil
+}
+
+// holdsLoop reports whether n is a WHILE node or has one in a graph nested
+// in it: a node that runs alone.
+func (n *Node) holdsLoop() bool {
+	if n.isWhile() {
+		return true
+	}
+	for _, b := range n.nestedGraphs() {
+		if hasWhile(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWhile reports whether g or a graph nested in it has a WHILE node.
+func hasWhile(g *Graph) bool {
+	return !g.walkNested(false, func(n *Node) bool { return !n.isWhile() })
+}
+
 // addLoopEdgesLocked adds to the backend graphs of g and of every graph
 // nested in it the edges that make their loops run alone, each level
 // while it is locked (so that no edge the user adds meanwhile is added
@@ -41,17 +78,10 @@ func (g *Graph) loopsAlone() bool {
 func (g *Graph) addLoopEdgesLocked(opName string, added *[]*Graph) (bool, error) {
 	loopy := make(map[*Node]bool)
 	for _, n := range g.nodes {
-		if p, ok := n.params.(ConditionalParams); ok && p.Type == ConditionalWhile {
+		if n.isWhile() {
 			loopy[n] = true
 		}
-		var nested []*Graph
-		if n.child != nil {
-			nested = append(nested, n.child)
-		}
-		if n.conds != nil {
-			nested = append(nested, n.conds.bodies...)
-		}
-		for _, b := range nested {
+		for _, b := range n.nestedGraphs() {
 			b.mu.Lock()
 			l, err := b.addLoopEdgesLocked(opName, added)
 			b.mu.Unlock()

@@ -29,14 +29,6 @@ func (e *Exec) keepUpdatedParams(g *Graph) {
 	keepPaired(k, e.src, g)
 }
 
-// hasWhile reports whether g or a graph nested in it has a WHILE node.
-func hasWhile(g *Graph) bool {
-	return !g.walkNested(false, func(n *Node) bool {
-		p, ok := n.params.(ConditionalParams)
-		return !ok || p.Type != ConditionalWhile
-	})
-}
-
 // loopExtraLocked returns the edges loops.go gives g's level while the
 // backend reads it (none where loops do not run alone), which the driver
 // pairs with; ok is false where they cannot be known: edges held from an
@@ -48,23 +40,7 @@ func (g *Graph) loopExtraLocked() (extra []Edge, ok bool) {
 	if len(g.loopHeld) > 0 {
 		return nil, false
 	}
-	loopy := func(n *Node) bool {
-		if p, ok := n.params.(ConditionalParams); ok && p.Type == ConditionalWhile {
-			return true
-		}
-		if n.child != nil && hasWhile(n.child) {
-			return true
-		}
-		if n.conds != nil {
-			for _, b := range n.conds.bodies {
-				if hasWhile(b) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return aloneEdges(g.nodes, nil, loopy), true
+	return aloneEdges(g.nodes, nil, (*Node).holdsLoop), true
 }
 
 // keepPaired pairs the nodes of old (as instantiated) and nu as an update
@@ -101,12 +77,11 @@ func keepPaired(k backend.UpdateKeeper, old, nu *Graph) {
 			nu.mu.Unlock()
 			return
 		}
+		xn, yn := x.nestedGraphs(), y.nestedGraphs()
 		switch {
-		case x.child != nil && y.child != nil:
-			inner = append(inner, nested{x.child, y.child})
-		case x.conds != nil && y.conds != nil && len(x.conds.bodies) == len(y.conds.bodies):
-			for b := range x.conds.bodies {
-				inner = append(inner, nested{x.conds.bodies[b], y.conds.bodies[b]})
+		case len(xn) > 0 && len(xn) == len(yn): // child graphs, or conditional bodies one for one
+			for b := range xn {
+				inner = append(inner, nested{xn[b], yn[b]})
 			}
 		case x.typ == NodeKernel && kernelName(x) != kernelName(y):
 			// Not the driver's pairing after all (a kernel node pairs

@@ -7,14 +7,20 @@ import (
 	"github.com/gpugraph/gpugraph/internal/backend"
 )
 
-// keeperExec records what keepUpdatedParams tells a backend.
+// keeperExec records, per node, argument arg of the kernel parameters
+// keepUpdatedParams gives it (kernels with fewer arguments are not
+// recorded), and passes everything else to the executable graph it wraps
+// (none: nothing else is called).
 type keeperExec struct {
 	backend.Exec
-	kept map[backend.Node]int // node -> the n argument of its kept launch
+	arg  int
+	kept map[backend.Node]uint64
 }
 
 func (k *keeperExec) KeepParams(n backend.Node, op *backend.Op) {
-	k.kept[n] = int(op.Launch.Args[0])
+	if k.arg < len(op.Launch.Args) {
+		k.kept[n] = op.Launch.Args[k.arg]
+	}
 }
 
 func (k *keeperExec) KeepNative(n, from backend.Node) error { return nil }
@@ -47,10 +53,10 @@ func TestKeepUpdatedParams(t *testing.T) {
 	if _, err := b.AddKernelNode(kp(21), b0); err != nil {
 		t.Fatal(err)
 	}
-	keeper := &keeperExec{kept: map[backend.Node]int{}}
+	keeper := &keeperExec{kept: map[backend.Node]uint64{}}
 	e := &Exec{src: a, srcTopo: a.topoVer.Load(), be: keeper}
 	e.keepUpdatedParams(b)
-	for n, want := range map[*Node]int{a0: 20, a1: 22, a2: 21} {
+	for n, want := range map[*Node]uint64{a0: 20, a1: 22, a2: 21} {
 		if got := keeper.kept[n.be]; got != want {
 			t.Errorf("node with n=%v kept n=%d, want %d", n.params.(KernelParams).Args[0], got, want)
 		}
@@ -66,7 +72,7 @@ func TestKeepUpdatedParams(t *testing.T) {
 	if _, err := c.AddKernelNode(KernelParams{Kernel: other, Grid: Dim1(1), Block: Dim1(1), Args: []any{32}}, c0); err != nil {
 		t.Fatal(err)
 	}
-	keeper.kept = map[backend.Node]int{}
+	keeper.kept = map[backend.Node]uint64{}
 	e.keepUpdatedParams(c)
 	if len(keeper.kept) != 0 {
 		t.Errorf("paired with nodes of other functions, %d nodes kept parameters, want none", len(keeper.kept))
@@ -74,28 +80,12 @@ func TestKeepUpdatedParams(t *testing.T) {
 	if _, err := a.AddEmptyNode(); err != nil {
 		t.Fatal(err)
 	}
-	keeper.kept = map[backend.Node]int{}
+	keeper.kept = map[backend.Node]uint64{}
 	e.keepUpdatedParams(b)
 	if len(keeper.kept) != 0 {
 		t.Errorf("after an edit of the instantiated graph, %d nodes kept parameters, want none", len(keeper.kept))
 	}
 }
-
-// slotKeeper records, per node, the value argument of the parameters
-// keepUpdatedParams gives it, and passes everything else to the host's
-// executable graph.
-type slotKeeper struct {
-	backend.Exec
-	kept map[backend.Node]uint64
-}
-
-func (k *slotKeeper) KeepParams(n backend.Node, op *backend.Op) {
-	if len(op.Launch.Args) == 3 { // the writes, not the loop's countdown
-		k.kept[n] = op.Launch.Args[2]
-	}
-}
-
-func (k *slotKeeper) KeepNative(n, from backend.Node) error { return nil }
 
 // TestKeepUpdatedParamsWithLoops: with WHILE loops, which both backends
 // order alone with added edges during the update, each node is given the
@@ -153,7 +143,7 @@ func TestKeepUpdatedParamsWithLoops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keeper := &slotKeeper{Exec: e.be, kept: map[backend.Node]uint64{}}
+	keeper := &keeperExec{Exec: e.be, arg: 2, kept: map[backend.Node]uint64{}} // the value written; not the loop's countdown (2 arguments)
 	e.be = keeper
 	if _, err := e.Update(b); err != nil {
 		t.Fatal(err)

@@ -334,24 +334,13 @@ func (e *Exec) SetParams(n backend.Node, op *backend.Op) error {
 	if err := opDevice(e.d, op).SetNodeParams(e.h, handle(n), op); err != nil {
 		return err
 	}
-	if op.Type == backend.NodeKernel || op.Type == backend.NodeMemcpy || op.Type == backend.NodeMemset {
-		e.mu.Lock()
-		if e.set == nil {
-			e.set = map[uintptr]backend.Op{}
-		}
-		// The node's last argument words are overwritten in place: an
-		// update loop on one node allocates nothing here.
-		kept := *op
-		kept.Launch.Args = append(e.set[handle(n)].Launch.Args[:0], op.Launch.Args...)
-		e.set[handle(n)] = kept
-		delete(e.native, handle(n))
-		e.mu.Unlock()
-	}
+	e.KeepParams(n, op)
 	return nil
 }
 
-// KeepParams records op as node n's parameters, which the driver took
-// from a whole-graph update, for SetEnabled to give again (see Exec.set).
+// KeepParams records op as node n's parameters, given by SetParams or
+// taken by the driver from a whole-graph update, for SetEnabled to give
+// again (see Exec.set); a copy kept from a captured node goes.
 func (e *Exec) KeepParams(n backend.Node, op *backend.Op) {
 	if op.Type != backend.NodeKernel && op.Type != backend.NodeMemcpy && op.Type != backend.NodeMemset {
 		return
@@ -361,9 +350,12 @@ func (e *Exec) KeepParams(n backend.Node, op *backend.Op) {
 	if e.set == nil {
 		e.set = map[uintptr]backend.Op{}
 	}
+	// The node's last argument words are overwritten in place: an update
+	// loop on one node allocates nothing here.
 	kept := *op
 	kept.Launch.Args = append(e.set[handle(n)].Launch.Args[:0], op.Launch.Args...)
 	e.set[handle(n)] = kept
+	delete(e.native, handle(n))
 }
 
 // KeepNative keeps a copy of kernel node from's parameters for node n, to
