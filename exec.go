@@ -45,9 +45,8 @@ type Exec struct {
 	// load rather than a mutex taken and released per launch.
 	destroyed atomic.Bool
 
-	// loopHeld are graphs whose backend graphs keep edges loops.go added
-	// for e (the driver does not let them go while e lives): Destroy
-	// removes them.
+	// loopHeld are graphs whose backend graphs kept edges loops.go added
+	// for e: Destroy tries to remove them again.
 	loopMu   sync.Mutex
 	loopHeld []*Graph
 
@@ -124,11 +123,7 @@ func (g *Graph) instantiate(opName string, p *InstantiateParams, withParams bool
 		be, err = g.be.Instantiate(uint(p.Flags), nil, e)
 		return err
 	})
-	if err != nil && be != nil { // instantiated, but an added edge could not be removed
-		be.Destroy()
-	}
 	if err != nil {
-		removeLoopEdges(opName, e.loopHeld)
 		return nil, instantiateErr(opName, g, p, err)
 	}
 	e.be = be

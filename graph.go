@@ -46,9 +46,9 @@ type Graph struct {
 	// loopMu serializes the driver reads of g that loops.go orders loops
 	// for (instantiation, update).
 	loopMu sync.Mutex
-	// loopHeld are edges loops.go added to be and has not removed yet
-	// (the driver keeps a graph with memory nodes unchanged while an
-	// executable graph of it lives).
+	// loopHeld are edges loops.go added to be that the backend did not
+	// remove (the driver never removes one from a graph with memory
+	// nodes).
 	loopHeld []Edge
 
 	// capDevs are nodes that a native capture into g made in a stream of
