@@ -75,7 +75,7 @@ func parse(args []string, out io.Writer) (config, error) {
 	fs.StringVar(&c.demo, "demo", "", "serve an untrained model instead: small or reference")
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&c.opts.Backend, "backend", c.opts.Backend, "host or cuda")
-	fs.StringVar(&c.opts.GEMM, "gemm", "", "cuda: the forward pass's GEMM, cublas (default), cublaslt (bias and ReLU in its epilogue) or kernel")
+	fs.StringVar(&c.opts.GEMM, "gemm", "", "cuda: the forward pass's GEMM, cublas, cublaslt (bias and ReLU in its epilogue) or kernel (default: cublaslt for graphs, cublas op by op)")
 	fs.StringVar(&c.mode, "mode", "graphs", "graphs (replay a graph set) or ops (op by op)")
 	fs.StringVar(&c.keys, "keys", "", "batch sizes to capture, comma-separated (default: the checkpoint's, else vLLM's 51 up to 512)")
 	fs.IntVar(&c.opts.MaxBatch, "max-batch", 0, "most rows in a batch (default: the largest batch size)")

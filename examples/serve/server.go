@@ -27,10 +27,11 @@ type Options struct {
 	MaxBatch int           // rows per batch; 0: the largest key
 	MaxWait  time.Duration // how long a batch waits for more requests once it has taken those queued (0: none)
 	Budget   uint64        // memory budget of the graph set in bytes; 0: none
-	// GEMM is the forward pass's matrix product on cuda: "cublas" (the
-	// default, ""), "cublaslt" (bias and ReLU in cuBLASLt's epilogue, one
-	// call a layer) or "kernel" (the train package's tiled kernel, what
-	// the host backend always runs).
+	// GEMM is the forward pass's matrix product on cuda: "cublas",
+	// "cublaslt" (bias and ReLU in cuBLASLt's epilogue, one call a layer)
+	// or "kernel" (the train package's tiled kernel, what the host backend
+	// always runs). "" picks the faster for the mode: cuBLASLt for a graph
+	// set, cuBLAS op by op.
 	GEMM string
 }
 
@@ -99,13 +100,24 @@ func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
 	// On a GPU the forward pass multiplies with cuBLAS by default, as
 	// PyTorch does: the package's tiled kernel uses a handful of blocks at
 	// small batches (measured on an H100: 0.5 ms for a batch of 1, against
-	// 42 µs for PyTorch's replay). Without cuBLAS it keeps the kernel,
-	// unless a GEMM was asked for by name.
+	// 42 µs for PyTorch's replay). A graph set replays faster with
+	// cuBLASLt, one call a layer with bias and ReLU in its epilogue, and
+	// captures faster (H100, 2026-11-26: replay 34/57/81/115/158 µs at
+	// batch 1/8/64/256/512 against cuBLAS's 38/65/93/127/166; the 51-graph
+	// set in 16.4 ms against 20.1, medians of 5 alternated) and serves
+	// level with it (5 alternated runs each, docs/serving.md); op by op
+	// cuBLAS is faster at small batches (174 µs against 216 at batch 1).
+	// Without the library asked for it keeps the kernel, unless a GEMM
+	// was asked for by name.
 	e.gemm = "tiled kernel (internal/train)"
 	if e.dev.Properties().Backend == gg.BackendCUDA {
 		var err error
 		var desc string
-		switch o.GEMM {
+		gemm := o.GEMM
+		if gemm == "" && o.Graphs {
+			gemm = "cublaslt"
+		}
+		switch gemm {
 		case "", "cublas":
 			var g train.GEMM
 			if g, desc, e.closeGEMM, err = train.CuBLAS(e.dev, train.FP32); err == nil {
@@ -119,6 +131,12 @@ func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
 		case "kernel":
 		default:
 			return nil, fmt.Errorf("GEMM %q: want cublas, cublaslt or kernel", o.GEMM)
+		}
+		if err != nil && o.GEMM == "" && gemm == "cublaslt" { // cuBLASLt not there: cuBLAS, then the kernel
+			var g train.GEMM
+			if g, desc, e.closeGEMM, err = train.CuBLAS(e.dev, train.FP32); err == nil {
+				e.model.GEMM = g
+			}
 		}
 		switch {
 		case err != nil && o.GEMM != "":
