@@ -108,10 +108,10 @@ func (p *Pool) lingerFor(h *helperState) func() {
 			}
 			break
 		}
-		spinPause()
+		spinPause(i)
 	}
 	for h.state.Load() != offered {
-		spinPause()
+		spinPause(0)
 	}
 	f := h.fn
 	h.fn = nil
