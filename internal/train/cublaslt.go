@@ -44,9 +44,9 @@ func CuBLASLt(dev *gg.Device) (EpilogueGEMM, string, func(), error) {
 		if err := CheckGEMM(g); err != nil {
 			return err
 		}
-		if g.AType != Float32 || g.BType != Float32 || g.Math != MathFP32 {
+		if g.AType != Float32 || g.BType != Float32 || g.CType != Float32 || g.Math != MathFP32 {
 			return &gg.Error{Op: "cuBLASLt GEMM", Code: gg.ErrNotSupported,
-				Detail: fmt.Sprintf("%v × %v operands, math %v: this epilogue GEMM takes FP32 only", g.AType, g.BType, g.Math)}
+				Detail: fmt.Sprintf("%v × %v operands, C %v, math %v: this epilogue GEMM takes FP32 only", g.AType, g.BType, g.CType, g.Math)}
 		}
 		if g.M == 0 || g.N == 0 {
 			return nil
