@@ -24,7 +24,7 @@ func epilogueOf(gemm GEMM) EpilogueGEMM {
 		if err := gemm(s, g); err != nil {
 			return err
 		}
-		return launchBiasAct(s, g.C, g.C, bias, g.M, g.N, relu, false)
+		return launchBiasAct(s, g.C, g.C, bias, false, g.M, g.N, relu, false)
 	}
 }
 

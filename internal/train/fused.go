@@ -81,7 +81,7 @@ func (e emulated) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu
 	if g.M == 0 || g.N == 0 {
 		return nil
 	}
-	if err := launchBiasAct(s, g.C, g.C, bias, g.M, g.N, relu, false); err != nil {
+	if err := launchBiasAct(s, g.C, g.C, bias, false, g.M, g.N, relu, false); err != nil {
 		return err
 	}
 	if !relu {

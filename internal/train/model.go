@@ -433,7 +433,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				return err
 			}
 		}
-		if err := launchBiasAct(s, h, a, m.bias(l), B, out, !last, a != h); err != nil {
+		if err := launchBiasAct(s, h, a, m.bias(l), false, B, out, !last, a != h); err != nil {
 			return err
 		}
 		if a != h {
