@@ -119,7 +119,7 @@ var cliCases = []cliCase{
 	{args: "train --profile -1", code: 2, stderr: "--profile -1: need 0"},
 	{args: "train --gemm cublas", code: 2, stderr: "--gemm cublas needs --backend cuda"},
 	{args: "train --gemm cublaslt", code: 2, stderr: "--gemm cublaslt needs --backend cuda"},
-	{args: "train --backend cuda --gemm cublaslt --precision bf16", code: 2, stderr: "--gemm cublaslt takes --precision fp32 or tf32"},
+	{args: "train --gemm cublaslt --precision bf16", code: 2, stderr: "--gemm cublaslt needs --backend cuda"},
 	{args: "train --backend cuda --gemm cublaslt --devices 2", code: 2, stderr: "--gemm cublaslt does not apply with --devices 2"},
 	// train as a rank of a job: one device, always captured.
 	{args: "train --devices 2", code: 2, stderr: "--devices 2: in a job started by gpugraph launch each process trains on one device",
@@ -288,6 +288,8 @@ func TestCLINoGPU(t *testing.T) {
 	for _, args := range [][]string{
 		{"train", "--backend", "cuda", "--devices", "2"},
 		{"train", "--backend", "cuda", "--steps", "2", "--warmup", "1"},
+		// The fused step takes every precision: the flags pass, the backend cannot start.
+		{"train", "--backend", "cuda", "--gemm", "cublaslt", "--precision", "bf16", "--steps", "2", "--warmup", "1"},
 		{"demo", "--backend", "cuda"},
 		{"mem", "--backend", "cuda"},
 	} {

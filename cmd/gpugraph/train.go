@@ -145,8 +145,6 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 		return usagef("--gemm cublas needs --backend cuda (cuBLAS runs on a GPU)")
 	case cfg.GEMM == "cublaslt" && cfg.Backend != gg.BackendCUDA:
 		return usagef("--gemm cublaslt needs --backend cuda (cuBLASLt runs on a GPU)")
-	case cfg.GEMM == "cublaslt" && cfg.Precision == train.BF16:
-		return usagef("--gemm cublaslt takes --precision %s or %s: the fused step has no bf16 path", train.FP32, train.TF32)
 	case set["precision"] && cfg.Precision == "": // "" is fp32 only in a configuration made in Go
 		return usagef("unknown --precision \"\" (want %s, %s or %s)", train.FP32, train.TF32, train.BF16)
 	}
@@ -267,7 +265,10 @@ func runTrain(w io.Writer, cfg trainConfig) (err error) {
 		return err
 	}
 	defer closeFused()
-	if fused != nil {
+	switch {
+	case fused != nil && tc.Precision == train.BF16:
+		gemmName = fusedName + "; every dW GEMM fused too"
+	case fused != nil:
 		gemmName = fusedName + "; the other dW GEMMs " + gemmName
 	}
 	ds, err := train.NewDataset(tc, cfg.Batches)

@@ -50,16 +50,14 @@ func pickGEMM(dev *gg.Device, name, precision string) (train.GEMM, string, func(
 
 // pickFused returns the fused step's GEMM library for --gemm cublaslt
 // (train.CuBLASLtStep: bias, ReLU and their gradients in cuBLASLt's
-// epilogues), and nil for the other names: the unfused step.
+// epilogues, in every precision), and nil for the other names: the
+// unfused step.
 func pickFused(dev *gg.Device, name, precision string) (train.FusedGEMM, string, func(), error) {
 	if name != "cublaslt" {
 		return nil, "", func() {}, nil
 	}
 	if dev.Properties().Backend != gg.BackendCUDA {
 		return nil, "", nil, usagef("--gemm cublaslt needs --backend cuda")
-	}
-	if precision == train.BF16 {
-		return nil, "", nil, usagef("--gemm cublaslt takes --precision %s or %s: the fused step has no bf16 path", train.FP32, train.TF32)
 	}
 	f, desc, closeFn, err := train.CuBLASLtStep(dev, precision)
 	if err != nil {

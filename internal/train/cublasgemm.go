@@ -58,6 +58,9 @@ func CuBLAS(dev *gg.Device, precision string) (GEMM, string, func(), error) {
 		if err := CheckGEMM(g); err != nil {
 			return err
 		}
+		if err := floatC("cuBLAS GEMM", g); err != nil {
+			return err
+		}
 		if g.AType != g.BType {
 			return &gg.Error{Op: "cuBLAS GEMM", Code: gg.ErrNotSupported,
 				Detail: fmt.Sprintf("operands of two element types (%v and %v): cublasGemmEx wants one", g.AType, g.BType)}

@@ -24,7 +24,7 @@ func epilogueOf(gemm GEMM) EpilogueGEMM {
 		if err := gemm(s, g); err != nil {
 			return err
 		}
-		return launchBiasAct(s, g.C, g.C, bias, g.M, g.N, relu, false)
+		return launchBiasAct(s, g.C, g.C, bias, false, g.M, g.N, relu, false)
 	}
 }
 
@@ -44,9 +44,9 @@ func CuBLASLt(dev *gg.Device) (EpilogueGEMM, string, func(), error) {
 		if err := CheckGEMM(g); err != nil {
 			return err
 		}
-		if g.AType != Float32 || g.BType != Float32 || g.Math != MathFP32 {
+		if g.AType != Float32 || g.BType != Float32 || g.CType != Float32 || g.Math != MathFP32 {
 			return &gg.Error{Op: "cuBLASLt GEMM", Code: gg.ErrNotSupported,
-				Detail: fmt.Sprintf("%v × %v operands, math %v: this epilogue GEMM takes FP32 only", g.AType, g.BType, g.Math)}
+				Detail: fmt.Sprintf("%v × %v operands, C %v, math %v: this epilogue GEMM takes FP32 only", g.AType, g.BType, g.CType, g.Math)}
 		}
 		if g.M == 0 || g.N == 0 {
 			return nil
@@ -101,19 +101,21 @@ func (lt *ltSetup) onDev(f func() error) error { return onDevice(lt.drv, lt.dev,
 
 // matmul runs g with epilogue ep (bias and aux as it takes them) on s's
 // native stream, through the handle's plan for the shape (made at the
-// first call of each shape: cuBLASLt's heuristic is slow). Operands are
-// float32; g.Math picks the compute type: CUBLAS_COMPUTE_32F, or
-// CUBLAS_COMPUTE_32F_FAST_TF32 for MathTF32. The mask's row stride is
-// LtAuxLD(N).
+// first call of each shape: cuBLASLt's heuristic is slow). A and B are of
+// g.AType (B must match), C and D of g.CType, and the bias or bias
+// gradient of C's type; the compute type is CUBLAS_COMPUTE_32F, or
+// CUBLAS_COMPUTE_32F_FAST_TF32 for float32 operands with MathTF32
+// (bfloat16 values are TF32 values: the math is moot for them, as in
+// CuBLAS). The mask's row stride is LtAuxLD(N).
 func (lt *ltSetup) matmul(s *gg.Stream, g GEMMArgs, ep cublas.Epilogue, bias, aux gg.DevicePtr) error {
 	compute := cublas.Compute32F
-	if g.Math == MathTF32 {
+	if g.Math == MathTF32 && g.AType == Float32 {
 		compute = cublas.Compute32FFastTF32
 	}
 	m := cublas.LtMatmul{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, LDA: g.LDA, LDB: g.LDB, LDC: g.LDC,
-		ABType: cublas.R32F, CDType: cublas.R32F, Compute: compute, Epilogue: ep, MaxWorkspace: cublasWorkspace}
+		ABType: ltType(g.AType), CDType: ltType(g.CType), Compute: compute, Epilogue: ep, MaxWorkspace: cublasWorkspace}
 	if ep.UsesBias() {
-		m.BiasType = cublas.R32F
+		m.BiasType = m.CDType
 	}
 	if ep.UsesAux() {
 		m.AuxLD = cublas.LtAuxLD(g.N)
@@ -133,30 +135,38 @@ func (lt *ltSetup) matmul(s *gg.Stream, g GEMMArgs, ep cublas.Epilogue, bias, au
 
 func (lt *ltSetup) close() { _ = errors.Join(lt.h.Destroy(), lt.dev.Free(lt.ws)) }
 
+// ltType is cuBLASLt's name of an element type.
+func ltType(e Elem) cublas.DataType {
+	if e == BFloat16 {
+		return cublas.R16BF
+	}
+	return cublas.R32F
+}
+
 // CuBLASLtStep returns the FusedGEMM of cuBLASLt on dev, a device of the
-// cuda backend, for a step in precision FP32 ("" too) or TF32
-// (CUBLAS_COMPUTE_32F_FAST_TF32 for GEMMs whose Math is MathTF32); BF16 is
-// refused (ErrNotSupported). Each call is one cublasLtMatmul on the
+// cuda backend, for a step in precision FP32 ("" too), TF32
+// (CUBLAS_COMPUTE_32F_FAST_TF32 for GEMMs whose Math is MathTF32) or BF16
+// (bfloat16 A and B, CUBLAS_COMPUTE_32F; D bfloat16 or float32 as g.CType
+// says, with a bias of D's type). Each call is one cublasLtMatmul on the
 // stream's native handle, so stream capture records it:
 //
 //	Forward         RELU_AUX_BIAS (with relu: the mask is cuBLASLt's
 //	                bitmask, rows of LtAuxLD(cols) bits), or BIAS
-//	BackwardReLU    DRELU_BGRAD, reading that mask (K ≥ 2 only)
+//	BackwardReLU    DRELU_BGRAD, reading that mask (K ≥ 2 only); DRELU
+//	                without a bias gradient
 //	WeightGradBias  BGRADB (TransA only)
 //
-// the call sequence internal/cublas's TestGPULtTrainingStep checks. It
-// also returns a description for banners and the function that frees the
-// handle, its plans and its workspace. Model.GEMM still computes the
-// step's other dW GEMMs.
+// the call sequence internal/cublas's TestGPULtTrainingStep checks (the
+// types of the BF16 step, bfloat16 and float32 D each with every epilogue,
+// TestGPULtEpilogues). It also returns a description for banners and the
+// function that frees the handle, its plans and its workspace. Model.GEMM
+// still computes the FP32 and TF32 steps' other dW GEMMs.
 func CuBLASLtStep(dev *gg.Device, precision string) (FusedGEMM, string, func(), error) {
 	const op = "train.CuBLASLtStep"
-	how := map[string]string{"": "FP32", FP32: "FP32", TF32: "TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)"}[precision]
-	switch precision {
-	case "", FP32, TF32:
-	case BF16:
-		return nil, "", nil, &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: "bf16: the fused step takes FP32 and TF32 only"}
-	default:
-		return nil, "", nil, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: fmt.Sprintf("precision %q: want %q or %q", precision, FP32, TF32)}
+	how := map[string]string{"": "FP32", FP32: "FP32", TF32: "TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)",
+		BF16: "BF16 operands, FP32 sums (CUBLAS_COMPUTE_32F), bf16 activations and their gradients from the epilogues"}[precision]
+	if how == "" {
+		return nil, "", nil, &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: fmt.Sprintf("precision %q: want %q, %q or %q", precision, FP32, TF32, BF16)}
 	}
 	lt, err := newLtSetup(dev, op)
 	if err != nil {
@@ -168,22 +178,9 @@ func CuBLASLtStep(dev *gg.Device, precision string) (FusedGEMM, string, func(), 
 // ltStep is CuBLASLtStep's FusedGEMM.
 type ltStep struct{ lt *ltSetup }
 
-// check validates g for a fused call: float32 operands, and nothing to do
-// (done true) when C is empty.
-func (ltStep) check(op string, g GEMMArgs) (done bool, err error) {
-	if err := CheckGEMM(g); err != nil {
-		return false, err
-	}
-	if g.AType != Float32 || g.BType != Float32 {
-		return false, &gg.Error{Op: op, Code: gg.ErrNotSupported,
-			Detail: fmt.Sprintf("%v × %v operands: the fused step takes float32 operands (FP32, TF32)", g.AType, g.BType)}
-	}
-	return g.M == 0 || g.N == 0, nil
-}
-
 func (f ltStep) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu bool) error {
 	const op = "cuBLASLt Forward"
-	if done, err := f.check(op, g); done || err != nil {
+	if err := checkFused(op, g, false); err != nil || g.M == 0 || g.N == 0 {
 		return err
 	}
 	if bias == 0 || relu && aux == 0 {
@@ -197,18 +194,21 @@ func (f ltStep) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu b
 
 func (f ltStep) BackwardReLU(s *gg.Stream, g GEMMArgs, aux, dbias gg.DevicePtr) error {
 	const op = "cuBLASLt BackwardReLU"
-	if done, err := f.check(op, g); done || err != nil {
+	if err := checkFused(op, g, dbias != 0); err != nil || g.M == 0 || g.N == 0 {
 		return err
 	}
-	if aux == 0 || dbias == 0 {
-		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil mask or bias gradient"}
+	if aux == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil mask"}
+	}
+	if dbias == 0 {
+		return f.lt.matmul(s, g, cublas.EpilogueDRelu, 0, aux)
 	}
 	return f.lt.matmul(s, g, cublas.EpilogueDReluBGrad, dbias, aux)
 }
 
 func (f ltStep) WeightGradBias(s *gg.Stream, g GEMMArgs, dbias gg.DevicePtr) error {
 	const op = "cuBLASLt WeightGradBias"
-	if done, err := f.check(op, g); done || err != nil {
+	if err := checkFused(op, g, true); err != nil || g.M == 0 || g.N == 0 {
 		return err
 	}
 	if dbias == 0 {

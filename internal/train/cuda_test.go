@@ -300,3 +300,77 @@ func TestCUDAStepFused(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDAStepFusedBF16 trains the reference model in BF16 with cuBLASLt's
+// fused step (CuBLASLtStep: bfloat16 activations from RELU_AUX_BIAS,
+// bfloat16 gradients from DRELU, every dW GEMM with its bias gradient from
+// BGRADB) and with cuBLAS's unfused BF16 step, 20 steps each from the same
+// start, SGD and Adam; the fused step also captured once and replayed.
+//
+// The tolerance: the two steps do not round at the same points (the fused
+// one adds the hidden layers' bias in bfloat16:
+// TestFusedStepBF16MatchesUnfused) and they sum in other orders (cuBLASLt's
+// kernels against cuBLAS's: a float32 sum that differs in its last bit can
+// round to the neighbouring bfloat16), and training amplifies any
+// difference. So the fused step's distance from the unfused BF16 step (the
+// largest relative loss difference over the steps, the largest parameter
+// difference after them: drift) must be at most twice the unfused BF16
+// step's distance from the unfused FP32 step, trained alongside: BF16
+// rounds every activation and gradient, a far larger perturbation. On the
+// host, where only the bias rounding differs, the reference model's
+// ratios were 0.23 (loss) and 0.50 (parameters) with SGD, 0.17 and 0.47
+// with Adam, over 20 steps; a mistake (a wrong bias, mask or element type)
+// moves the loss by far more than rounding does. The replayed step gives
+// the op-by-op step's losses to 1e-5 relative (the same calls and plans).
+func TestCUDAStepFusedBF16(t *testing.T) {
+	d, s := openCUDA(t)
+	for _, opt := range []string{SGD, Adam} {
+		t.Run(opt, func(t *testing.T) {
+			cfg := Reference()
+			cfg.Optimizer, cfg.Precision = opt, BF16
+			if opt == Adam {
+				cfg.LR = 1e-3
+			}
+			const steps = 20
+			ds, err := NewDataset(cfg, 4)
+			ok(t, err)
+			blas, blasDesc, closeBLAS, err := CuBLAS(d, BF16)
+			ok(t, err)
+			defer closeBLAS()
+			blas32, _, close32, err := CuBLAS(d, FP32)
+			ok(t, err)
+			defer close32()
+			lt, ltDesc, closeLt, err := CuBLASLtStep(d, BF16)
+			ok(t, err)
+			defer closeLt()
+			t.Logf("unfused: %s; fused: %s", blasDesc, ltDesc)
+			unfused := func(m *Model) { m.GEMM = blas }
+			fused := func(m *Model) { m.GEMM, m.Fused = blas, lt }
+			ul, up, _ := trainWith(t, s, cfg, ds, steps, false, unfused)
+			fl, fp, _ := trainWith(t, s, cfg, ds, steps, false, fused)
+			gl, gp, g := trainWith(t, s, cfg, ds, steps, true, fused)
+			fp32 := cfg
+			fp32.Precision = FP32
+			xl, xp, _ := trainWith(t, s, fp32, ds, steps, false, func(m *Model) { m.GEMM = blas32 })
+			loss, param := drift(fl, ul, fp, up)
+			lossBF, paramBF := drift(ul, xl, up, xp)
+			_, paramG := drift(gl, fl, gp, fp)
+			for i := range steps {
+				if relErr(float64(gl[i]), float64(fl[i]), 1e-3) > 1e-5 {
+					t.Errorf("step %d: loss %v fused replayed, %v op by op", i, gl[i], fl[i])
+				}
+			}
+			c := countNodes(t, g)
+			kernels, _ := cfg.FusedStepOps()
+			uk, _ := cfg.StepOps()
+			t.Logf("%s: losses unfused %v, fused %v; fused vs unfused bf16: loss %.3g, parameters %.3g; unfused bf16 vs fp32: loss %.3g, parameters %.3g; replayed vs op by op: parameters %.3g; captured fused step: %v (FusedStepOps %d kernels, unfused %d)",
+				opt, ul, fl, loss, param, lossBF, paramBF, paramG, c, kernels, uk)
+			if loss > 2*lossBF || param > 2*paramBF {
+				t.Errorf("the fused BF16 step is further from the unfused one (loss %g, parameters %g) than twice BF16's distance from FP32 (%g, %g)", loss, param, lossBF, paramBF)
+			}
+			if !(fl[steps-1] < fl[0]) {
+				t.Errorf("fused: the loss did not fall: %v", fl)
+			}
+		})
+	}
+}

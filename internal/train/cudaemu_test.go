@@ -82,9 +82,10 @@ func TestCUDABodiesOnCPU(t *testing.T) {
 		}
 	}
 	cases = append(cases,
-		tc{"bias_act/relu", biasAct, gg.Dim1(5), gg.Dim1(threads), []any{seq(5 * 300), seq(5 * 300), seq(300), 5, 300, 1, 0}},
-		tc{"bias_act/linear,grid-stride", biasAct, gg.Dim1(3), gg.Dim1(threads), []any{seq(7 * 10), seq(7 * 10), seq(10), 7, 10, 0, 0}},
-		tc{"bias_act/relu,bf16", biasAct, gg.Dim1(4), gg.Dim1(threads), []any{seq(9 * 300), make([]uint16, 9*300), seq(300), 9, 300, 1, 1}},
+		tc{"bias_act/relu", biasAct, gg.Dim1(5), gg.Dim1(threads), []any{seq(5 * 300), seq(5 * 300), seq(300), 5, 300, 1, 0, 0}},
+		tc{"bias_act/linear,grid-stride", biasAct, gg.Dim1(3), gg.Dim1(threads), []any{seq(7 * 10), seq(7 * 10), seq(10), 7, 10, 0, 0, 0}},
+		tc{"bias_act/relu,bf16", biasAct, gg.Dim1(4), gg.Dim1(threads), []any{seq(9 * 300), make([]uint16, 9*300), seq(300), 9, 300, 1, 1, 0}},
+		tc{"bias_act/relu,bf16 bias and out", biasAct, gg.Dim1(4), gg.Dim1(threads), []any{seq(9 * 300), make([]uint16, 9*300), operand(300, true), 9, 300, 1, 1, 1}},
 		tc{"cast_bf16", castBF16, gg.Dim1(2), gg.Dim1(threads), []any{roundingValues(1000), make([]uint16, 1000), 1000}},
 		tc{"col_sum", colSum, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{seq(37 * 70), 0, seq(70), 37, 70}},
 		tc{"col_sum/bf16", colSum, gg.Dim1(3), gg.Dim1(colBlock * 8), []any{bf16s(seq(37 * 70)), 1, seq(70), 37, 70}},

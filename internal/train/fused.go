@@ -9,45 +9,93 @@ import (
 // FusedGEMM is a GEMM library that fuses a layer's bias and ReLU, and
 // their gradients, into the GEMMs of a training step (cuBLASLt's
 // epilogues: CuBLASLtStep). With Model.Fused set, Step issues 3n+1
-// kernels for n linear layers instead of 6n (Config.FusedStepOps).
+// kernels for n linear layers instead of 6n, in BF16 3n+2 instead of 6n+1
+// (Config.FusedStepOps).
 //
 // The ReLU mask is the library's own: Forward writes it, BackwardReLU
 // reads it with the same rows and columns, and AuxBytes says how large it
 // is; the caller only allocates it.
+//
+// A and B are of one element type. C is float32 or, where g.CType says
+// BFloat16 (from bfloat16 operands only), bfloat16: the value the call
+// computes in float32 (the products summed in float32, then the bias, the
+// ReLU or its gradient), rounded once to nearest, ties to even. A bias is
+// of C's element type, as cuBLASLt takes it (its table of cublasLtMatmul's
+// types, CUBLAS_COMPUTE_32F with bfloat16 A and B: a bfloat16 D takes a
+// bfloat16 bias, a float32 D a float32 one); so is a bias gradient, which
+// is why the calls that sum one take a float32 C only.
 type FusedGEMM interface {
-	// Forward computes C = act(op(A)·op(B) + bias), bias (N float32)
-	// added to every row; with relu, act is ReLU and the mask of C (which
-	// elements passed) is written to aux, else act is the identity and
+	// Forward computes C = act(op(A)·op(B) + bias), bias (N elements of
+	// C's type) added to every row; with relu, act is ReLU and the mask of C
+	// (which elements passed) is written to aux, else act is the identity and
 	// aux is not used (cuBLASLt's RELU_AUX_BIAS and BIAS epilogues).
 	Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu bool) error
 	// BackwardReLU computes C = op(A)·op(B) masked by aux, the mask
-	// Forward wrote for an M×N output (the ReLU of the layer below), and
-	// dbias[c] = Σ_r C[r][c] (N float32): DRELU_BGRAD.
+	// Forward wrote for an M×N output (the ReLU of the layer below), and,
+	// unless dbias is 0, dbias[c] = Σ_r C[r][c] (N float32; C float32):
+	// DRELU_BGRAD, or DRELU without dbias.
 	BackwardReLU(s *gg.Stream, g GEMMArgs, aux, dbias gg.DevicePtr) error
-	// WeightGradBias computes C = op(A)·op(B) with TransA (a layer's
-	// dW = dZᵀ·X), and dbias[i] = Σ_k op(A)[i][k], the sum over the K rows
-	// of A as stored (M float32): the layer's bias gradient, BGRADB.
+	// WeightGradBias computes C = op(A)·op(B) (float32) with TransA (a
+	// layer's dW = dZᵀ·X), and dbias[i] = Σ_k op(A)[i][k], the sum over
+	// the K rows of A as stored (M float32, summed in float32 whatever A's
+	// type): the layer's bias gradient, BGRADB.
 	WeightGradBias(s *gg.Stream, g GEMMArgs, dbias gg.DevicePtr) error
 	// AuxBytes is the size of the mask of a rows×cols layer output.
 	AuxBytes(rows, cols int) int
 }
 
+// checkFused validates g for a FusedGEMM call by the rules CuBLASLtStep
+// and EmulatedFused share: CheckGEMM's; A and B of one element type
+// (cuBLASLt has one type for both); a bfloat16 C from bfloat16 operands
+// only (its table has no float32 product written as bfloat16), and not
+// where the call sums a bias gradient (sums, set: the gradient would be
+// bfloat16 too). Types it refuses are ErrNotSupported.
+func checkFused(op string, g GEMMArgs, sums bool) error {
+	if err := CheckGEMM(g); err != nil {
+		return err
+	}
+	refuse := func(format string, args ...any) error {
+		return &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case g.AType != g.BType:
+		return refuse("%v × %v operands: A and B of one element type", g.AType, g.BType)
+	case g.CType == BFloat16 && g.AType != BFloat16:
+		return refuse("%v operands with a %v C: a bfloat16 C comes from bfloat16 operands", g.AType, g.CType)
+	case g.CType == BFloat16 && sums:
+		return refuse("a %v C with a bias gradient, which would be %v too (a bias gradient is of C's type): the gradients are float32", g.CType, g.CType)
+	}
+	return nil
+}
+
 // EmulatedFused returns a FusedGEMM made of gemm (nil: KernelGEMM) and
 // the package's kernels, so that the fused Step runs on any backend and
-// computes what the unfused Step computes, bit for bit with the same gemm:
+// computes what the unfused Step computes, bit for bit with the same gemm
+// (in BF16: but for the bias of the hidden layers, which it adds rounded
+// to bfloat16, as cuBLASLt does):
 //
 //	Forward         gemm; the bias+ReLU kernel in place; with relu, a copy
 //	                of the output into aux (a device-to-device memcpy)
 //	BackwardReLU    gemm; the ReLU-gradient kernel reading that copy, in
-//	                place; the column-sum kernel for dbias
+//	                place; with dbias, the column-sum kernel
 //	WeightGradBias  the column-sum kernel over A's rows for dbias; gemm
 //
 // Its mask is a float32 copy of the layer's output (AuxBytes is
 // 4·rows·cols), which the unfused step's ReLU-gradient kernel reads as
-// the activation it tests (> 0). C and A must be packed (LDC = N; A of
+// the activation it tests (> 0). A bfloat16 C (relu only; Beta 0) goes
+// through the mask's room, which the float32 product fills before the
+// epilogue's kernel rounds it into C:
+//
+//	Forward         gemm into aux; the bias+ReLU kernel from aux into C
+//	                (bfloat16 bias, bfloat16 C); C copied into aux: the
+//	                mask is the bfloat16 output, as the unfused step's
+//	BackwardReLU    the mask copied into C; gemm into aux; the
+//	                ReLU-gradient kernel from aux into C, over the mask
+//
+// so a mask is read once. C and A must be packed (LDC = N; A of
 // WeightGradBias LDA = M), as the step's are. It issues as many kernels as
-// the unfused step, and n-1 memcpys more: it is for tests and the host
-// backend, not for speed.
+// the unfused step, and a memcpy per mask more (BF16: two): it is for
+// tests and the host backend, not for speed.
 func EmulatedFused(gemm GEMM) FusedGEMM {
 	if gemm == nil {
 		gemm = KernelGEMM
@@ -57,23 +105,47 @@ func EmulatedFused(gemm GEMM) FusedGEMM {
 
 type emulated struct{ gemm GEMM }
 
-func (e emulated) packed(op string, g GEMMArgs) error {
-	if err := CheckGEMM(g); err != nil {
+func (e emulated) packed(op string, g GEMMArgs, sums bool) error {
+	if err := checkFused(op, g, sums); err != nil {
 		return err
 	}
 	if g.LDC != g.N {
 		return &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: fmt.Sprintf("ldc %d for %d columns: the emulation's kernels take packed rows", g.LDC, g.N)}
 	}
+	if g.CType == BFloat16 && g.Beta != 0 {
+		return &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: fmt.Sprintf("beta %v with a bfloat16 C: the emulation does not read C", g.Beta)}
+	}
 	return nil
+}
+
+// inAux is g writing its float32 product into aux instead of C.
+func inAux(g GEMMArgs, aux gg.DevicePtr) GEMMArgs {
+	g.C, g.CType = aux, Float32
+	return g
 }
 
 func (e emulated) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu bool) error {
 	const op = "train.EmulatedFused.Forward"
-	if err := e.packed(op, g); err != nil {
+	if err := e.packed(op, g, false); err != nil {
 		return err
 	}
 	if bias == 0 || relu && aux == 0 {
 		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil bias or mask"}
+	}
+	if g.CType == BFloat16 {
+		if !relu {
+			return &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: "a bfloat16 C without relu: the emulation computes it in the mask's room"}
+		}
+		if g.M == 0 || g.N == 0 {
+			return nil
+		}
+		if err := e.gemm(s, inAux(g, aux)); err != nil {
+			return err
+		}
+		if err := launchBiasAct(s, aux, g.C, bias, true, g.M, g.N, true, true); err != nil {
+			return err
+		}
+		return s.Memcpy(gg.DtoD(aux, g.C, 2*g.M*g.N))
 	}
 	if err := e.gemm(s, g); err != nil {
 		return err
@@ -81,7 +153,7 @@ func (e emulated) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu
 	if g.M == 0 || g.N == 0 {
 		return nil
 	}
-	if err := launchBiasAct(s, g.C, g.C, bias, g.M, g.N, relu, false); err != nil {
+	if err := launchBiasAct(s, g.C, g.C, bias, false, g.M, g.N, relu, false); err != nil {
 		return err
 	}
 	if !relu {
@@ -92,11 +164,23 @@ func (e emulated) Forward(s *gg.Stream, g GEMMArgs, bias, aux gg.DevicePtr, relu
 
 func (e emulated) BackwardReLU(s *gg.Stream, g GEMMArgs, aux, dbias gg.DevicePtr) error {
 	const op = "train.EmulatedFused.BackwardReLU"
-	if err := e.packed(op, g); err != nil {
+	if err := e.packed(op, g, dbias != 0); err != nil {
 		return err
 	}
-	if aux == 0 || dbias == 0 {
-		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil mask or bias gradient"}
+	if aux == 0 {
+		return &gg.Error{Op: op, Code: gg.ErrInvalidValue, Detail: "nil mask"}
+	}
+	if g.CType == BFloat16 {
+		if g.M == 0 || g.N == 0 {
+			return nil
+		}
+		if err := s.Memcpy(gg.DtoD(g.C, aux, 2*g.M*g.N)); err != nil {
+			return err
+		}
+		if err := e.gemm(s, inAux(g, aux)); err != nil {
+			return err
+		}
+		return launchReluBwd(s, aux, g.C, true, g.C, true, g.M*g.N)
 	}
 	if err := e.gemm(s, g); err != nil {
 		return err
@@ -104,12 +188,15 @@ func (e emulated) BackwardReLU(s *gg.Stream, g GEMMArgs, aux, dbias gg.DevicePtr
 	if g.M == 0 || g.N == 0 {
 		return nil
 	}
+	if dbias == 0 {
+		return launchReluBwd(s, g.C, aux, false, g.C, false, g.M*g.N)
+	}
 	return launchReluBwdDB(s, g.C, aux, false, g.C, false, dbias, g.M, g.N)
 }
 
 func (e emulated) WeightGradBias(s *gg.Stream, g GEMMArgs, dbias gg.DevicePtr) error {
 	const op = "train.EmulatedFused.WeightGradBias"
-	if err := e.packed(op, g); err != nil {
+	if err := e.packed(op, g, true); err != nil {
 		return err
 	}
 	switch {
@@ -148,22 +235,86 @@ func (emulated) AuxBytes(rows, cols int) int { return 4 * rows * cols }
 //	update    every parameter from G (one kernel); free G
 //
 // gemm is the plain GEMM of the lower layers' dW.
+//
+// # BF16
+//
+// Every GEMM reads bfloat16 A and B (the activations, their gradients and
+// the weights' shadow) and sums in float32 (cuBLASLt's
+// CUBLAS_COMPUTE_32F); what each writes:
+//
+//   - a hidden layer's Forward: the next layer's bfloat16 activation,
+//     straight from the epilogue (RELU_AUX_BIAS with a bfloat16 D), so its
+//     bias is bfloat16 too: the bias's copy in the shadow, which the
+//     optimizer's kernel already rewrites with the weights';
+//   - the output layer's Forward: the float32 logits (BIAS, float32 D and
+//     the float32 master bias), for the loss as in the unfused step;
+//   - every layer's dW GEMM: dW in float32 and, summed over the bfloat16 dZ
+//     it reads, the layer's float32 bias gradient (WeightGradBias, BGRADB
+//     with a float32 D), into G;
+//   - each dA GEMM: the bfloat16 dZ of the layer below, the ReLU gradient
+//     applied in the epilogue (BackwardReLU without a bias gradient:
+//     DRELU with a bfloat16 D).
+//
+// DRELU_BGRAD is not used in BF16: with a bfloat16 D it would write the
+// bias gradient in bfloat16 (a bias gradient is of D's type). Summed by
+// the dW GEMM instead, every bias gradient is float32, of the bfloat16 dZ
+// the unfused step's column-sum kernel sums, and G and the update are as in
+// FP32. The master weights and biases, Adam's moments and the loss stay
+// float32. Against the unfused BF16 step the one rounding added is the
+// hidden layers' bias to bfloat16 in the forward pass; the mask is of the
+// float32 value before it is rounded (the unfused step tests the rounded
+// activation, which differs only for values under half bfloat16's smallest
+// denormal). Per layer:
+//
+//	forward   alloc x16; x16 = bf16(x) (the cast kernel)
+//	          for each l < L: alloc aₗ₊₁ (bf16) and auxₗ
+//	          aₗ₊₁ = bf16(relu(aₗ·Wₗᵀ + bf16(bₗ))), mask to auxₗ (Forward)
+//	          alloc z (f32); z = a_L·W_Lᵀ + b_L (Forward)
+//	loss      alloc dZ (bf16); dZ = bf16(softmax-xent gradient of z); free z
+//	backward  alloc G; for each l from L down:
+//	          dWₗ = dZᵀ·aₗ and dbₗ (WeightGradBias)
+//	          if l > 0: alloc dz (bf16); dz = bf16((dZ·Wₗ) ⊙ aux_{l-1}) (BackwardReLU)
+//	          free dZ; if l = 0: free x16; if l > 0: free aₗ and aux_{l-1}; dZ = dz
+//	update    every parameter from G, and the shadow (one kernel); free G
+//
+// gemm is not used in BF16.
 func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 	alloc func(int) (gg.DevicePtr, error), free func(gg.DevicePtr) error, mark func(*gg.Stream, string, ...any) error) error {
 	f := m.Fused
 	cfg, B := m.cfg, m.cfg.Batch
 	n, P := len(m.in), m.NumParams()
-	mth := MathFP32
+	bf := cfg.bf16()
+	ty, mth := Float32, MathFP32 // the operands, and the math
+	if bf {
+		ty = BFloat16
+	}
 	if cfg.Precision == TF32 {
 		mth = MathTF32
 	}
 
 	// Forward.
-	acts := append(m.acts[:0], x)
+	a0 := x
+	if bf {
+		var err error
+		if a0, err = alloc(2 * B * cfg.In); err != nil {
+			return err
+		}
+		if err := launchCastBF16(s, x, a0, B*cfg.In); err != nil {
+			return err
+		}
+		if err := mark(s, "cast x to bf16"); err != nil {
+			return err
+		}
+	}
+	acts := append(m.acts[:0], a0)
 	aux := make([]gg.DevicePtr, n-1)
 	for l := range n {
 		in, out, last := m.in[l], m.out[l], l == n-1
-		h, err := alloc(4 * B * out)
+		cty, bias := Float32, m.bias(l) // the output's type, and the bias of that type
+		if !last && bf {
+			cty, bias = BFloat16, m.biasShadow(l)
+		}
+		h, err := alloc(cty.Size() * B * out)
 		if err != nil {
 			return err
 		}
@@ -177,7 +328,7 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 			a = aux[l]
 		}
 		if err := f.Forward(s, GEMMArgs{TransB: true, M: B, N: out, K: in, Alpha: 1, A: acts[l], LDA: in, B: m.weights(l), LDB: in,
-			C: h, LDC: out, Math: mth}, m.bias(l), a, !last); err != nil {
+			C: h, LDC: out, AType: ty, BType: ty, CType: cty, Math: mth}, bias, a, !last); err != nil {
 			return err
 		}
 		what := "fwd GEMM+bias+ReLU L%d"
@@ -191,10 +342,21 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 	}
 	m.acts = acts
 
-	// Loss: the logits' gradient, in their place.
+	// Loss: the logits' gradient, in their place or (bf16) beside them.
 	dZ := acts[n]
-	if err := launchSoftmaxXent(s, acts[n], y, dZ, false, lossOut, m.state, B, cfg.Classes); err != nil {
+	if bf {
+		var err error
+		if dZ, err = alloc(2 * B * cfg.Classes); err != nil {
+			return err
+		}
+	}
+	if err := launchSoftmaxXent(s, acts[n], y, dZ, bf, lossOut, m.state, B, cfg.Classes); err != nil {
 		return err
+	}
+	if dZ != acts[n] {
+		if err := free(acts[n]); err != nil {
+			return err
+		}
 	}
 	if err := mark(s, "loss"); err != nil {
 		return err
@@ -210,8 +372,8 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 	for l := n - 1; l >= 0; l-- {
 		in, out := m.in[l], m.out[l]
 		dW := GEMMArgs{TransA: true, M: out, N: in, K: B, Alpha: 1, A: dZ, LDA: out, B: acts[l], LDB: in,
-			C: grad(l), LDC: in, Math: mth}
-		if l == n-1 {
+			C: grad(l), LDC: in, AType: ty, BType: ty, Math: mth}
+		if l == n-1 || bf {
 			if err := f.WeightGradBias(s, dW, dbias(l)); err != nil {
 				return err
 			}
@@ -228,19 +390,28 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 		}
 		var dA gg.DevicePtr
 		if l > 0 {
-			if dA, err = alloc(4 * B * in); err != nil {
+			if dA, err = alloc(ty.Size() * B * in); err != nil {
 				return err
+			}
+			db, what := dbias(l-1), "bwd dA GEMM+ReLU'+db L%d"
+			if bf { // the layer below's bias gradient comes with its dW
+				db, what = 0, "bwd dA GEMM+ReLU' L%d"
 			}
 			if err := f.BackwardReLU(s, GEMMArgs{M: B, N: in, K: out, Alpha: 1, A: dZ, LDA: out, B: m.weights(l), LDB: in,
-				C: dA, LDC: in, Math: mth}, aux[l-1], dbias(l-1)); err != nil {
+				C: dA, LDC: in, AType: ty, BType: ty, CType: ty, Math: mth}, aux[l-1], db); err != nil {
 				return err
 			}
-			if err := mark(s, "bwd dA GEMM+ReLU'+db L%d", l); err != nil {
+			if err := mark(s, what, l); err != nil {
 				return err
 			}
 		}
 		if err := free(dZ); err != nil {
 			return err
+		}
+		if l == 0 && bf {
+			if err := free(acts[0]); err != nil { // x as bfloat16
+				return err
+			}
 		}
 		if l > 0 {
 			if err := free(acts[l]); err != nil {
@@ -265,17 +436,28 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 // FusedGEMM call counted as one, as cuBLASLt makes it) and MallocAsync
 // calls. With n linear layers: n forward GEMMs, the loss, n dW GEMMs,
 // n-1 dA GEMMs, one update: 3n+1 kernels; allocations: the n layer
-// outputs, the n-1 masks, the gradients and the n-1 dAs.
+// outputs, the n-1 masks, the gradients and the n-1 dAs. BF16 adds the
+// batch's cast (3n+2 kernels) and two allocations, the batch's bfloat16
+// copy and the loss gradient beside the logits (3n+1).
 func (c Config) FusedStepOps() (kernels, allocs int) {
 	n := c.Layers + 1
-	return 3*n + 1, 3*n - 1
+	kernels, allocs = 3*n+1, 3*n-1
+	if c.bf16() {
+		kernels++
+		allocs += 2
+	}
+	return kernels, allocs
 }
 
 // FusedStepBytes is StepBytes for a Step with Model.Fused, whose masks
 // take auxBytes(rows, cols) bytes each (the FusedGEMM's AuxBytes).
 func (c Config) FusedStepBytes(auxBytes func(rows, cols int) int) (peak, total int) {
 	in, out := c.dims()
-	n, B := len(in), c.Batch
+	n, B, bf := len(in), c.Batch, c.bf16()
+	act := 4 // bytes of a hidden layer's output and of a dA
+	if bf {
+		act = 2
+	}
 	cur := 0
 	alloc := func(bytes int) int {
 		cur += bytes
@@ -285,21 +467,33 @@ func (c Config) FusedStepBytes(auxBytes func(rows, cols int) int) (peak, total i
 	}
 	free := func(bytes int) { cur -= bytes }
 	acts := make([]int, n+1)
+	if bf {
+		acts[0] = alloc(2 * B * c.In)
+	}
 	aux := make([]int, n)
 	for l := range n {
-		acts[l+1] = alloc(4 * B * out[l])
 		if l < n-1 {
+			acts[l+1] = alloc(act * B * out[l])
 			aux[l] = alloc(auxBytes(B, out[l]))
+		} else {
+			acts[l+1] = alloc(4 * B * out[l])
 		}
 	}
 	dZ := acts[n]
+	if bf {
+		dZ = alloc(2 * B * c.Classes)
+		free(acts[n])
+	}
 	grads := alloc(4 * c.NumParams())
 	for l := n - 1; l >= 0; l-- {
 		dA := 0
 		if l > 0 {
-			dA = alloc(4 * B * in[l])
+			dA = alloc(act * B * in[l])
 		}
 		free(dZ)
+		if l == 0 && bf {
+			free(acts[0])
+		}
 		if l > 0 {
 			free(acts[l])
 			free(aux[l-1])

@@ -21,7 +21,11 @@ type GEMM func(s *gg.Stream, g GEMMArgs) error
 //   - C is m rows of n elements, row i at i·LDC (LDC ≥ n).
 //
 // A and B hold AType and BType elements (Float32, the zero value, or
-// BFloat16); C is float32, and so are the sums. Math says how products are
+// BFloat16); the sums are float32, and so is C but where CType says
+// BFloat16: only a FusedGEMM writes a bfloat16 C (the next layer's
+// activation, or the gradient of the layer below, rounded to nearest even
+// once the epilogue is applied); a GEMM (KernelGEMM, CuBLAS) refuses it
+// with ErrNotSupported. Math says how products are
 // formed: MathFP32 multiplies the operands as they are (a bfloat16 widens to
 // float32 exactly), MathTF32 first rounds float32 operands to TF32
 // (roundTF32), as tensor cores do. Leading dimensions count elements.
@@ -48,6 +52,7 @@ type GEMMArgs struct {
 	C              gg.DevicePtr
 	LDC            int
 	AType, BType   Elem
+	CType          Elem
 	Math           Math
 }
 
@@ -129,8 +134,8 @@ func CheckGEMM(g GEMMArgs) error {
 		bCols = k
 	}
 	switch {
-	case g.AType > BFloat16 || g.BType > BFloat16:
-		return bad("element types %v and %v: want f32 or bf16", g.AType, g.BType)
+	case g.AType > BFloat16 || g.BType > BFloat16 || g.CType > BFloat16:
+		return bad("element types %v, %v and %v: want f32 or bf16", g.AType, g.BType, g.CType)
 	case g.Math > MathTF32:
 		return bad("math %v: want fp32 or tf32", g.Math)
 	case g.LDA < max(1, aCols) || g.LDA > maxDim:
@@ -143,7 +148,7 @@ func CheckGEMM(g GEMMArgs) error {
 		return bad("nil C")
 	case m > 0 && n > 0 && k > 0 && (g.A == 0 || g.B == 0):
 		return bad("nil A or B")
-	case g.A%gg.DevicePtr(g.AType.Size()) != 0 || g.B%gg.DevicePtr(g.BType.Size()) != 0 || g.C%4 != 0:
+	case g.A%gg.DevicePtr(g.AType.Size()) != 0 || g.B%gg.DevicePtr(g.BType.Size()) != 0 || g.C%gg.DevicePtr(g.CType.Size()) != 0:
 		return bad("A, B or C not aligned to its elements")
 	}
 	return nil
@@ -159,6 +164,9 @@ func KernelGEMM(s *gg.Stream, g GEMMArgs) error {
 	if err := CheckGEMM(g); err != nil {
 		return err
 	}
+	if err := floatC("train.KernelGEMM", g); err != nil {
+		return err
+	}
 	if g.M == 0 || g.N == 0 {
 		return nil
 	}
@@ -166,6 +174,15 @@ func KernelGEMM(s *gg.Stream, g GEMMArgs) error {
 	return s.Launch(gemmKernel, grid, gg.Dim1(gemmThreads),
 		b2i(g.TransA), b2i(g.TransB), g.M, g.N, g.K, g.Alpha, g.A, g.LDA, g.B, g.LDB, g.Beta, g.C, g.LDC,
 		b2i(g.AType == BFloat16), b2i(g.BType == BFloat16), b2i(g.Math == MathTF32))
+}
+
+// floatC refuses a bfloat16 C (ErrNotSupported) for the GEMMs that write
+// float32 only.
+func floatC(op string, g GEMMArgs) error {
+	if g.CType != Float32 {
+		return &gg.Error{Op: op, Code: gg.ErrNotSupported, Detail: fmt.Sprintf("C of %v: this GEMM writes f32 only", g.CType)}
+	}
+	return nil
 }
 
 func b2i(b bool) int {

@@ -204,28 +204,37 @@ func TestGEMMRejects(t *testing.T) {
 		ldc            int
 		at, bt         Elem
 		math           Math
+		ct             Elem
 	}{
-		{"negative m", false, false, -1, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0},
-		{"lda < k", false, false, 2, 2, 3, p, 2, p, 2, p, 2, 0, 0, 0},
-		{"lda < m (transA)", true, false, 3, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0},
-		{"ldb < n", false, false, 2, 3, 2, p, 2, p, 2, p, 3, 0, 0, 0},
-		{"ldb < k (transB)", false, true, 2, 2, 3, p, 3, p, 2, p, 2, 0, 0, 0},
-		{"ldc < n", false, false, 2, 3, 2, p, 2, p, 3, p, 2, 0, 0, 0},
-		{"nil A", false, false, 2, 2, 2, 0, 2, p, 2, p, 2, 0, 0, 0},
-		{"nil C", false, false, 2, 2, 2, p, 2, p, 2, 0, 2, 0, 0, 0},
-		{"unknown element type", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 2, 0, 0},
-		{"unknown math", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 0, 0, 2},
-		{"misaligned float32 A", false, false, 2, 2, 2, p + 2, 2, p, 2, p, 2, 0, 0, 0},
-		{"misaligned bfloat16 B", false, false, 2, 2, 2, p, 2, p + 1, 2, p, 2, 0, 1, 0},
-		{"misaligned C", false, false, 2, 2, 2, p, 2, p, 2, p + 2, 2, 1, 1, 0},
+		{"negative m", false, false, -1, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0, 0},
+		{"lda < k", false, false, 2, 2, 3, p, 2, p, 2, p, 2, 0, 0, 0, 0},
+		{"lda < m (transA)", true, false, 3, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0, 0},
+		{"ldb < n", false, false, 2, 3, 2, p, 2, p, 2, p, 3, 0, 0, 0, 0},
+		{"ldb < k (transB)", false, true, 2, 2, 3, p, 3, p, 2, p, 2, 0, 0, 0, 0},
+		{"ldc < n", false, false, 2, 3, 2, p, 2, p, 3, p, 2, 0, 0, 0, 0},
+		{"nil A", false, false, 2, 2, 2, 0, 2, p, 2, p, 2, 0, 0, 0, 0},
+		{"nil C", false, false, 2, 2, 2, p, 2, p, 2, 0, 2, 0, 0, 0, 0},
+		{"unknown element type", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 2, 0, 0, 0},
+		{"unknown math", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 0, 0, 2, 0},
+		{"misaligned float32 A", false, false, 2, 2, 2, p + 2, 2, p, 2, p, 2, 0, 0, 0, 0},
+		{"misaligned bfloat16 B", false, false, 2, 2, 2, p, 2, p + 1, 2, p, 2, 0, 1, 0, 0},
+		{"misaligned C", false, false, 2, 2, 2, p, 2, p, 2, p + 2, 2, 1, 1, 0, 0},
+		{"misaligned bfloat16 C", false, false, 2, 2, 2, p, 2, p, 2, p + 1, 2, 0, 0, 0, 1},
+		{"unknown C type", false, false, 2, 2, 2, p, 2, p, 2, p, 2, 0, 0, 0, 2},
 	}
 	for _, c := range cases {
 		err := KernelGEMM(s, GEMMArgs{TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, Alpha: 1,
-			A: c.a, LDA: c.lda, B: c.b, LDB: c.ldb, C: c.c, LDC: c.ldc, AType: c.at, BType: c.bt, Math: c.math})
+			A: c.a, LDA: c.lda, B: c.b, LDB: c.ldb, C: c.c, LDC: c.ldc, AType: c.at, BType: c.bt, CType: c.ct, Math: c.math})
 		var e *gg.Error
 		if !errors.Is(err, gg.ErrInvalidValue) || !errors.As(err, &e) || e.Op == "" {
 			t.Errorf("%s: got %v, want an *Error wrapping ErrInvalidValue", c.name, err)
 		}
+	}
+	// A bfloat16 C is a FusedGEMM's: the GEMM refuses it.
+	err := KernelGEMM(s, GEMMArgs{M: 2, N: 2, K: 2, Alpha: 1, A: p, LDA: 2, B: p, LDB: 2, C: p, LDC: 2, CType: BFloat16})
+	var ge *gg.Error
+	if !errors.Is(err, gg.ErrNotSupported) || !errors.As(err, &ge) {
+		t.Errorf("bfloat16 C: got %v, want an *Error wrapping ErrNotSupported", err)
 	}
 	// Empty products are no-ops, even with nil pointers.
 	ok(t, KernelGEMM(s, GEMMArgs{M: 0, N: 5, K: 5, Alpha: 1, LDA: 5, LDB: 5, LDC: 5}))

@@ -32,9 +32,12 @@ type Model struct {
 	// Fused, if not nil, computes the step's forward GEMMs with the bias
 	// and ReLU, the top layer's dW GEMM with its bias gradient, and each
 	// dA GEMM with the ReLU gradient and bias gradient of the layer below
-	// (CuBLASLtStep, EmulatedFused); GEMM computes the other dW GEMMs.
-	// Step then issues Config.FusedStepOps' kernels. It takes FP32 and
-	// TF32 without GradSync: Step refuses the rest (ErrNotSupported).
+	// (CuBLASLtStep, EmulatedFused); GEMM computes the other dW GEMMs. In
+	// BF16 every dW GEMM sums its layer's bias gradient and the dA GEMMs
+	// write the bfloat16 gradient of the layer below without one (GEMM is
+	// not used). Step then issues Config.FusedStepOps' kernels. It takes
+	// every precision, without GradSync: Step refuses that
+	// (ErrNotSupported).
 	Fused FusedGEMM
 
 	// GradSync, if not nil, is called with the gradients (floats float32s
@@ -277,6 +280,12 @@ func (m *Model) bias(l int) gg.DevicePtr {
 	return m.params + gg.DevicePtr(4*(m.off[l]+m.out[l]*m.in[l]))
 }
 
+// biasShadow is layer l's b as bfloat16, in the shadow (BF16 precision):
+// the bias the BF16 fused step's hidden layers add.
+func (m *Model) biasShadow(l int) gg.DevicePtr {
+	return m.shadow + gg.DevicePtr(2*(m.off[l]+m.out[l]*m.in[l]))
+}
+
 // Step issues one training step on s: forward pass over the batch at x
 // (Batch×In float32) with labels at y (Batch int32), the mean cross-entropy
 // written to lossOut (one float32), the backward pass, and the optimizer's
@@ -327,13 +336,8 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	if s == nil || x == 0 || y == 0 || lossOut == 0 {
 		return &gg.Error{Op: "train.Model.Step", Code: gg.ErrInvalidValue, Detail: "nil stream or buffer"}
 	}
-	if m.Fused != nil {
-		switch {
-		case m.GradSync != nil:
-			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrNotSupported, Detail: "Fused with GradSync: the fused step does not sync gradients (data-parallel training takes the unfused step)"}
-		case m.cfg.bf16():
-			return &gg.Error{Op: "train.Model.Step", Code: gg.ErrNotSupported, Detail: "Fused in BF16 precision: the fused step takes FP32 and TF32 only"}
-		}
+	if m.Fused != nil && m.GradSync != nil {
+		return &gg.Error{Op: "train.Model.Step", Code: gg.ErrNotSupported, Detail: "Fused with GradSync: the fused step does not sync gradients (data-parallel training takes the unfused step)"}
 	}
 	gemm := m.GEMM
 	if gemm == nil {
@@ -433,7 +437,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				return err
 			}
 		}
-		if err := launchBiasAct(s, h, a, m.bias(l), B, out, !last, a != h); err != nil {
+		if err := launchBiasAct(s, h, a, m.bias(l), false, B, out, !last, a != h); err != nil {
 			return err
 		}
 		if a != h {
