@@ -207,9 +207,8 @@ flags:
   --modes LIST     eager, graph, or both comma-separated (default eager,graph)
   --gemm NAME      auto, kernel, cublas or cublaslt (default auto: cuBLAS on
                    cuda if found); cublaslt fuses bias, ReLU and their
-                   gradients into cuBLASLt's GEMM epilogues (3n+1 kernels a
-                   step for n layers, not 6n; bf16: 3n+2, not 6n+1; one
-                   device)
+                   gradients into cuBLASLt's GEMM epilogues (about 3n
+                   kernels a step for n layers, not 6n; one device)
   --timeline FILE  write an SVG of the captured step's graph memory to FILE
   --profile N      after training, time each piece of the captured step
                    (GEMMs, elementwise kernels, all-reduces, waits) on the

