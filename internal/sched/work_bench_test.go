@@ -46,31 +46,12 @@ func spinWork(n int) uint64 {
 // how much the workers came and went. Set GOMAXPROCS to the thread count to
 // compare with the Taskflow tables.
 func BenchmarkRunnerWork(b *testing.B) {
-	shapes := []struct {
-		name  string
-		preds [][]int32
-	}{
-		{"fanout1000", fanout(1000)},
-		{"tree10", tree(10)},
-		{"wavefront32", wavefront(32)},
-	}
-	for _, sh := range shapes {
+	for _, sh := range workShapes() {
 		b.Run(sh.name, func(b *testing.B) {
 			n := len(sh.preds)
 			out := make([]uint64, n)
 			r := NewRunner(build(sh.preds), Default(), func(i int32) { out[i] = spinWork(workIters) })
-			// The serial time: the fastest of five passes (a pass the
-			// machine interrupted says nothing of the bodies).
-			serial := 0.0
-			for range 5 {
-				t := time.Now()
-				for i := range n {
-					out[i] = spinWork(workIters)
-				}
-				if ns := float64(time.Since(t).Nanoseconds()) / float64(n); serial == 0 || ns < serial {
-					serial = ns
-				}
-			}
+			serial := serialNsPerNode(out)
 			rec0, left0, sleeps0 := r.Churn()
 			for b.Loop() {
 				r.Run()
@@ -85,6 +66,38 @@ func BenchmarkRunnerWork(b *testing.B) {
 			b.ReportMetric(float64(sleeps-sleeps0)/float64(b.N), "owner-sleeps/run")
 		})
 	}
+}
+
+// workShapes are the shapes of the Taskflow comparison the work benchmarks run.
+func workShapes() []struct {
+	name  string
+	preds [][]int32
+} {
+	return []struct {
+		name  string
+		preds [][]int32
+	}{
+		{"fanout1000", fanout(1000)},
+		{"tree10", tree(10)},
+		{"wavefront32", wavefront(32)},
+	}
+}
+
+// serialNsPerNode is the time of one work body run alone: the fastest of
+// five passes over out (a pass the machine interrupted says nothing of the
+// bodies).
+func serialNsPerNode(out []uint64) float64 {
+	serial := 0.0
+	for range 5 {
+		t := time.Now()
+		for i := range out {
+			out[i] = spinWork(workIters)
+		}
+		if ns := float64(time.Since(t).Nanoseconds()) / float64(len(out)); serial == 0 || ns < serial {
+			serial = ns
+		}
+	}
+	return serial
 }
 
 // fanout is one node, w nodes after it, and one node after them all.
@@ -118,15 +131,7 @@ func tree(levels int) [][]int32 {
 //     (the integral over the run of min(ready nodes not started, idle
 //     workers)), per node: what the scheduler itself lost.
 func BenchmarkRunnerWorkDiag(b *testing.B) {
-	shapes := []struct {
-		name  string
-		preds [][]int32
-	}{
-		{"fanout1000", fanout(1000)},
-		{"tree10", tree(10)},
-		{"wavefront32", wavefront(32)},
-	}
-	for _, sh := range shapes {
+	for _, sh := range workShapes() {
 		b.Run(sh.name, func(b *testing.B) {
 			n := len(sh.preds)
 			out := make([]uint64, n)
@@ -136,16 +141,7 @@ func BenchmarkRunnerWorkDiag(b *testing.B) {
 				out[i] = spinWork(workIters)
 				end[i] = nanotime()
 			})
-			serial := 0.0
-			for range 5 {
-				t := time.Now()
-				for i := range n {
-					out[i] = spinWork(workIters)
-				}
-				if ns := float64(time.Since(t).Nanoseconds()) / float64(n); serial == 0 || ns < serial {
-					serial = ns
-				}
-			}
+			serial := serialNsPerNode(out)
 			starts, ends := make([]int64, b.N*n), make([]int64, b.N*n)
 			t0s, t1s := make([]int64, b.N), make([]int64, b.N)
 			b.ResetTimer()

@@ -293,18 +293,9 @@ func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 	}
 
 	// Forward.
-	a0 := x
-	if bf {
-		var err error
-		if a0, err = alloc(2 * B * cfg.In); err != nil {
-			return err
-		}
-		if err := launchCastBF16(s, x, a0, B*cfg.In); err != nil {
-			return err
-		}
-		if err := mark(s, "cast x to bf16"); err != nil {
-			return err
-		}
+	a0, err := m.stepInput(s, x, alloc, mark)
+	if err != nil {
+		return err
 	}
 	acts := append(m.acts[:0], a0)
 	aux := make([]gg.DevicePtr, n-1)

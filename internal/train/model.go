@@ -405,17 +405,9 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	}
 
 	// Forward.
-	a0 := x
-	if bf {
-		if a0, err = alloc(2 * B * cfg.In); err != nil {
-			return err
-		}
-		if err := launchCastBF16(s, x, a0, B*cfg.In); err != nil {
-			return err
-		}
-		if err := mark(s, "cast x to bf16"); err != nil {
-			return err
-		}
+	a0, err := m.stepInput(s, x, alloc, mark)
+	if err != nil {
+		return err
 	}
 	acts := append(m.acts[:0], a0)
 	for l := range n {
@@ -732,3 +724,19 @@ func (c Config) StepBytes() (peak, total int) {
 }
 
 func (m *Model) String() string { return fmt.Sprintf("MLP %v, %d parameters", m.cfg, m.NumParams()) }
+
+// stepInput is what a step's first GEMM reads of the batch x: x itself, or
+// in BF16 a step-local bfloat16 copy, cast by one kernel.
+func (m *Model) stepInput(s *gg.Stream, x gg.DevicePtr, alloc func(int) (gg.DevicePtr, error), mark func(*gg.Stream, string, ...any) error) (gg.DevicePtr, error) {
+	if !m.cfg.bf16() {
+		return x, nil
+	}
+	a0, err := alloc(2 * m.cfg.Batch * m.cfg.In)
+	if err != nil {
+		return 0, err
+	}
+	if err := launchCastBF16(s, x, a0, m.cfg.Batch*m.cfg.In); err != nil {
+		return 0, err
+	}
+	return a0, mark(s, "cast x to bf16")
+}
