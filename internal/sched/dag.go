@@ -553,7 +553,7 @@ func (r *Runner) release(w *worker, succ []int32) int32 {
 // finished with the run: a helper then has left it; the owner returns -1
 // only once the run is over.
 func (r *Runner) take(w *worker, owner bool) int32 {
-	var sp search
+	sp := search{limit: searchNs}
 	for {
 		if x := r.find(w); x >= 0 {
 			if w.searching {
@@ -587,7 +587,7 @@ func (r *Runner) take(w *worker, owner bool) int32 {
 			if !r.sleep() {
 				break
 			}
-			sp = search{}
+			sp = search{limit: searchNs}
 			continue
 		}
 		if !r.anyWork() {

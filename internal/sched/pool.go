@@ -95,23 +95,19 @@ func (p *Pool) lingerFor(h *helperState) func() {
 	h.state.Store(lingering)
 	p.idle.Add(1)
 	p.linger.Add(1)
-	t0 := nanotime()
-	for i := 0; ; i++ {
-		if s := h.state.Load(); s != lingering {
-			break // claimed: the offer comes
-		}
-		if i%16 == 15 && nanotime()-t0 > lingerNs {
+	sp := search{limit: lingerNs}
+	for h.state.Load() == lingering {
+		if !sp.again() {
 			if h.state.CompareAndSwap(lingering, busy) {
 				p.linger.Add(-1)
 				p.idle.Add(-1)
 				return nil
 			}
-			break
+			break // claimed meanwhile: the offer comes
 		}
-		spinPause(i)
 	}
-	for h.state.Load() != offered {
-		spinPause(0)
+	for i := 0; h.state.Load() != offered; i++ {
+		spinPause(i)
 	}
 	f := h.fn
 	h.fn = nil

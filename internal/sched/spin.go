@@ -39,8 +39,10 @@ func spinPause(i int) {
 // again costs microseconds.
 const searchNs = 50_000
 
-// search bounds one worker's search for work.
+// search bounds a poll for work to limit nanoseconds: a worker's search
+// (searchNs) or a pool helper's linger (lingerNs).
 type search struct {
+	limit int64
 	polls int
 	t0    int64
 }
@@ -51,7 +53,7 @@ func (s *search) again() bool {
 		s.t0 = nanotime()
 	}
 	s.polls++
-	if s.polls&7 == 0 && nanotime()-s.t0 > searchNs {
+	if s.polls&7 == 0 && nanotime()-s.t0 > s.limit {
 		return false
 	}
 	spinPause(s.polls)
@@ -60,6 +62,6 @@ func (s *search) again() bool {
 
 // briefly lets the search go on for a few more polls.
 func (s *search) briefly() {
-	s.t0 = nanotime() - searchNs
+	s.t0 = nanotime() - s.limit
 	s.polls = 1
 }

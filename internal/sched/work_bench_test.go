@@ -162,7 +162,7 @@ func BenchmarkRunnerWorkDiag(b *testing.B) {
 			}
 			workers := Default().Size() + 1
 			var execSum, lostSum, simSum, runSum float64
-			dur := make([]int64, n)
+			dur, ready := make([]int64, n), make([]int64, n)
 			gaps := make([]int64, 0, b.N*n)
 			for k := 0; k < b.N; k++ {
 				start, end = starts[k*n:(k+1)*n], ends[k*n:(k+1)*n]
@@ -170,14 +170,14 @@ func BenchmarkRunnerWorkDiag(b *testing.B) {
 				for i, ps := range sh.preds {
 					dur[i] = end[i] - start[i]
 					execSum += float64(dur[i])
-					ready := t0s[k]
+					ready[i] = t0s[k] // a root is ready at the run's start
 					for _, p := range ps {
-						ready = max(ready, end[p])
+						ready[i] = max(ready[i], end[p])
 					}
-					gaps = append(gaps, start[i]-ready)
+					gaps = append(gaps, start[i]-ready[i])
 				}
 				simSum += float64(listSchedule(sh.preds, dur, workers))
-				lostSum += float64(idleWhileReady(sh.preds, start, end, t0s[k], workers))
+				lostSum += float64(idleWhileReady(ready, start, end, workers))
 			}
 			runs := float64(b.N)
 			perNode := runSum / runs / float64(n)
@@ -199,28 +199,24 @@ func BenchmarkRunnerWorkDiag(b *testing.B) {
 
 // idleWhileReady integrates, over one run, min(nodes ready but not
 // started, workers not running a node): the time the scheduler left work
-// waiting beside an idle worker. A root is ready at the run's start t0.
-func idleWhileReady(preds [][]int32, start, end []int64, t0 int64, p int) int64 {
+// waiting beside an idle worker. Node i became ready at ready[i].
+func idleWhileReady(ready, start, end []int64, p int) int64 {
 	type ev struct {
 		t           int64
 		ready, busy int
 	}
-	evs := make([]ev, 0, 3*len(preds))
-	for i, ps := range preds {
-		ready := t0
-		for _, q := range ps {
-			ready = max(ready, end[q])
-		}
-		evs = append(evs, ev{ready, 1, 0}, ev{start[i], -1, 1}, ev{end[i], 0, -1})
+	evs := make([]ev, 0, 3*len(ready))
+	for i, r := range ready {
+		evs = append(evs, ev{r, 1, 0}, ev{start[i], -1, 1}, ev{end[i], 0, -1})
 	}
 	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.t, b.t) })
 	var lost int64
-	ready, busy := 0, 0
+	waiting, busy := 0, 0
 	for i, e := range evs {
 		if i > 0 {
-			lost += int64(max(0, min(ready, p-busy))) * (e.t - evs[i-1].t)
+			lost += int64(max(0, min(waiting, p-busy))) * (e.t - evs[i-1].t)
 		}
-		ready += e.ready
+		waiting += e.ready
 		busy += e.busy
 	}
 	return lost
