@@ -37,7 +37,7 @@
 // gradient are one kernel, a warp per row (Config.StepOps counts them).
 // With Model.Fused (a FusedGEMM: CuBLASLtStep on cuBLASLt, EmulatedFused
 // on any GEMM) the bias, the ReLU and their gradients ride in the GEMMs'
-// epilogues, 3n+1 kernels for n layers (BF16: 3n+2; one more for an output
+// epilogues, 3n+1 kernels for n layers (BF16: 3n+2, one more for an output
 // of few classes; Config.FusedStepOps); with Model.ForwardGEMM (CuBLASLt)
 // inference does the same for bias and ReLU.
 // CuBLAS and CuBLASLt make the cuda backend's GEMMs; the host backend

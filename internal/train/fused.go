@@ -250,7 +250,9 @@ func (emulated) AuxBytes(rows, cols int) int { return 4 * rows * cols }
 //     the float32 master bias), for the loss as in the unfused step;
 //   - every layer's dW GEMM: dW in float32 and, summed over the bfloat16 dZ
 //     it reads, the layer's float32 bias gradient (WeightGradBias, BGRADB
-//     with a float32 D), into G;
+//     with a float32 D), into G; but for the top layer when its few
+//     classes make BGRADB slow (topBiasApart): the column-sum kernel sums
+//     its bias gradient and gemm computes its dW;
 //   - each dA GEMM: the bfloat16 dZ of the layer below, the ReLU gradient
 //     applied in the epilogue (BackwardReLU without a bias gradient:
 //     DRELU with a bfloat16 D).
@@ -277,7 +279,8 @@ func (emulated) AuxBytes(rows, cols int) int { return 4 * rows * cols }
 //	          free dZ; if l = 0: free x16; if l > 0: free aₗ and aux_{l-1}; dZ = dz
 //	update    every parameter from G, and the shadow (one kernel); free G
 //
-// gemm is not used in BF16.
+// In BF16 gemm computes only the top layer's dW, and only with
+// topBiasApart.
 func (m *Model) stepFused(s *gg.Stream, gemm GEMM, x, y, lossOut gg.DevicePtr,
 	alloc func(int) (gg.DevicePtr, error), free func(gg.DevicePtr) error, mark func(*gg.Stream, string, ...any) error) error {
 	f := m.Fused

@@ -50,15 +50,7 @@ var biasAct = &gg.Kernel{
 	Go: func(b gg.Block, a gg.Args) {
 		rows, cols, relu, bf := a.Int(3), a.Int(4), a.Int32(5) != 0, a.Int32(6) != 0
 		y := gg.Slice[float32](a.Ptr(0), rows*cols)
-		var bias []float32
-		if a.Int32(7) != 0 {
-			bias = make([]float32, cols)
-			for c, h := range gg.Slice[uint16](a.Ptr(2), cols) {
-				bias[c] = fromBF16(h)
-			}
-		} else {
-			bias = gg.Slice[float32](a.Ptr(2), cols)
-		}
+		bias := tensor(a, 2, a.Int32(7) != 0, cols)
 		var of []float32
 		var oh []uint16
 		if bf {
@@ -67,9 +59,9 @@ var biasAct = &gg.Kernel{
 			of = gg.Slice[float32](a.Ptr(1), rows*cols)
 		}
 		for r := b.Idx.X; r < rows; r += b.GridDim.X {
-			row := y[r*cols:][:len(bias)]
-			for c, bv := range bias {
-				v := row[c] + bv
+			row := y[r*cols:][:cols]
+			for c := range row {
+				v := row[c] + bias.at(c)
 				if relu && v < 0 {
 					v = 0
 				}

@@ -34,8 +34,9 @@ type Model struct {
 	// dA GEMM with the ReLU gradient and bias gradient of the layer below
 	// (CuBLASLtStep, EmulatedFused); GEMM computes the other dW GEMMs. In
 	// BF16 every dW GEMM sums its layer's bias gradient and the dA GEMMs
-	// write the bfloat16 gradient of the layer below without one (GEMM is
-	// not used). Step then issues Config.FusedStepOps' kernels. It takes
+	// write the bfloat16 gradient of the layer below without one (GEMM
+	// computes only the top layer's dW, when its bias gradient is summed
+	// apart: Config.topBiasApart). Step then issues Config.FusedStepOps' kernels. It takes
 	// every precision, without GradSync: Step refuses that
 	// (ErrNotSupported).
 	Fused FusedGEMM
