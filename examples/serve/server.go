@@ -117,12 +117,15 @@ func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
 		if gemm == "" && o.Graphs {
 			gemm = "cublaslt"
 		}
-		switch gemm {
-		case "", "cublas":
+		useCuBLAS := func() {
 			var g train.GEMM
 			if g, desc, e.closeGEMM, err = train.CuBLAS(e.dev, train.FP32); err == nil {
 				e.model.GEMM = g
 			}
+		}
+		switch gemm {
+		case "", "cublas":
+			useCuBLAS()
 		case "cublaslt":
 			var g train.EpilogueGEMM
 			if g, desc, e.closeGEMM, err = train.CuBLASLt(e.dev); err == nil {
@@ -133,10 +136,7 @@ func newEngine(ck train.Checkpoint, o Options) (e *engine, err error) {
 			return nil, fmt.Errorf("GEMM %q: want cublas, cublaslt or kernel", o.GEMM)
 		}
 		if err != nil && o.GEMM == "" && gemm == "cublaslt" { // cuBLASLt not there: cuBLAS, then the kernel
-			var g train.GEMM
-			if g, desc, e.closeGEMM, err = train.CuBLAS(e.dev, train.FP32); err == nil {
-				e.model.GEMM = g
-			}
+			useCuBLAS()
 		}
 		switch {
 		case err != nil && o.GEMM != "":
