@@ -55,6 +55,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&pt.Python, "python", pt.Python, "a Python with PyTorch (torch)")
 	models := fs.String("model", strings.Join(pt.Models, ","), "models for torch: reference and/or large, comma-separated")
 	precisions := fs.String("precision", strings.Join(pt.Precisions, ","), "precisions for torch: fp32, tf32 and/or bf16, comma-separated")
+	fs.StringVar(&pt.GEMM, "gemm", "", "torch: gpugraph train's --gemm (auto, kernel, cublas or cublaslt)")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -64,7 +65,7 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	vsFlags := []struct{ name, sides string }{
 		{"taskflow", "taskflow"}, {"tfside", "taskflow"}, {"threads", "taskflow"}, {"body", "taskflow"},
 		{"time", "taskflow,native"}, {"reps", "taskflow,native,torch"},
-		{"cuda", "native"}, {"python", "torch"}, {"model", "torch"}, {"precision", "torch"},
+		{"cuda", "native"}, {"python", "torch"}, {"model", "torch"}, {"precision", "torch"}, {"gemm", "torch"},
 	}
 	if *vs == "" {
 		for _, f := range vsFlags {
@@ -116,6 +117,9 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	}
 	if pt.Precisions, err = oneOfList("precision", *precisions, side.Precisions...); err != nil {
 		return err
+	}
+	if set["gemm"] && !slices.Contains([]string{"auto", "kernel", "cublas", "cublaslt"}, pt.GEMM) {
+		return usagef("unknown --gemm %q (want auto, kernel, cublas or cublaslt)", pt.GEMM)
 	}
 	if tf.Bodies, err = side.ParseBodies(*bodies); err != nil {
 		return usagef("--body %q: %v", *bodies, err)

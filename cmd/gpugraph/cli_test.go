@@ -163,6 +163,8 @@ var cliCases = []cliCase{
 	{args: "bench --vs taskflow,taskflow --taskflow x", code: 2, stderr: "names taskflow twice"},
 	{args: "bench --vs taskflow", code: 2, stderr: "--vs taskflow needs --taskflow DIR"},
 	{args: "bench --vs torch", code: 2, stderr: "--vs torch needs --backend cuda"},
+	{args: "bench --gemm cublas", code: 2, stderr: "--gemm applies to --vs torch only"},
+	{args: "bench --vs torch --backend cuda --gemm cuda", code: 2, stderr: `unknown --gemm "cuda" (want auto, kernel, cublas or cublaslt)`},
 	{args: "bench --vs native", code: 2, stderr: "--vs native needs --backend cuda"},
 	{args: "bench --vs taskflow --taskflow x --backend cuda", code: 2, stderr: "--backend cuda does not apply with --vs taskflow"},
 	{args: "bench --vs taskflow --taskflow x --count 3", code: 2, stderr: "--count is the launch-overhead table's: it does not apply with --vs"},

@@ -298,6 +298,8 @@ flags:
                    reference)
   --precision LIST torch: fp32, tf32 and/or bf16, comma-separated (default
                    fp32)
+  --gemm NAME      torch: the GEMM of gpugraph's step, as train --gemm (auto,
+                   kernel, cublas or cublaslt; default: train's)
 
 which flags go together:
   --count and --benchtime are the table's; the flags from --taskflow on are

@@ -44,6 +44,9 @@ type TorchConfig struct {
 	Every      int      // timed chunk length (train --every)
 	Models     []string // of TorchModels, each once
 	Precisions []string // of Precisions, each once
+	// GEMM is the gpugraph side's train --gemm (cublas, cublaslt, ...);
+	// "" leaves train's default.
+	GEMM string
 	// GG is the gpugraph side, the command "gpugraph train":
 	// DefaultTorchConfig's is this executable's, Self("train").
 	GG Command
@@ -245,6 +248,9 @@ func Torch(cfg TorchConfig, progress io.Writer) (*TorchReport, error) {
 			args := []string{"--backend", "cuda", "--model", c.model, "--modes", "graph", "--steps", steps, "--every", every}
 			if c.precision != "fp32" { // train's default; a build without --precision runs fp32 too
 				args = append(args, "--precision", c.precision)
+			}
+			if cfg.GEMM != "" {
+				args = append(args, "--gemm", cfg.GEMM)
 			}
 			out, err := cfg.GG.run(10*time.Minute, args...)
 			if err != nil {

@@ -2,6 +2,7 @@ package side
 
 import (
 	"errors"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -247,5 +248,26 @@ func TestTorchPrecisionMismatch(t *testing.T) {
 	cfg.Precisions = []string{"fp32"}
 	if _, err := Torch(cfg, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), "it trained in precision tf32, not fp32") {
 		t.Fatalf("mismatch: %v", err)
+	}
+}
+
+// TorchConfig.GEMM goes to gpugraph train as --gemm, and only there.
+func TestTorchGEMM(t *testing.T) {
+	for _, gemm := range []string{"", "cublaslt"} {
+		gg, python, log := fakeTorchSides(t, false)
+		cfg := TorchConfig{Python: python, Reps: 1, Steps: 10, Every: 5, Models: []string{"reference"}, Precisions: []string{"bf16"}, GG: gg, GEMM: gemm}
+		if _, err := Torch(cfg, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			want := strings.HasPrefix(l, "gg ") && gemm != ""
+			if got := strings.Contains(l, "--gemm cublaslt"); got != want || strings.Contains(l, "--gemm") != want {
+				t.Errorf("GEMM %q: run %q", gemm, l)
+			}
+		}
 	}
 }

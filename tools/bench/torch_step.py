@@ -55,7 +55,10 @@ graph mode, so the two step times compare:
   kernels    kernels per step: torch.profiler over --profile-replays (3)
              replays after everything else, the CUDA kernels it records
              (memcpy and memset excluded) divided by the replays; left out
-             if the profiler fails or the count does not divide.
+             if the profiler fails or the count does not divide. With
+             --kernel-times, each kernel's device time per replay from the
+             same profile, and the totals by kind (gemm, optimizer,
+             elementwise: everything else), on lines "torch_step: kernel".
   FLOPs      forward 2*B*sum(in*out) over the linear layers, backward twice
              that (dW and dX; strictly, layer 0's dX is not computed, in
              either implementation: flops_exact); the time that needs at the
@@ -160,9 +163,23 @@ def set_matmul_precision(precision):
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def count_kernels(g, s, replays):
+def kernel_kind(name):
+    """The kind of a kernel, for --kernel-times: gemm, optimizer, or
+    elementwise (everything else: Triton's fused kernels, reductions,
+    casts)."""
+    n = name.lower()
+    if any(k in n for k in ("gemm", "nvjet", "cutlass", "xmma", "sm90_", "sm80_", "cublas", "splitk")):
+        return "gemm"
+    if "multi_tensor" in n or "sgd" in n:  # the fused optimizer (Triton's fused kernels are "triton_..._fused_...")
+        return "optimizer"
+    return "elementwise"
+
+
+def count_kernels(g, s, replays, times=False):
     """Kernels per replay of g on s, from torch.profiler; None if the
-    profiler fails or the count does not divide by the replays."""
+    profiler fails or the count does not divide by the replays. With
+    times, it also prints each kernel's device time per replay and the
+    totals by kind (lines starting "torch_step: kernel")."""
     try:
         from torch.profiler import ProfilerActivity, profile
 
@@ -172,6 +189,7 @@ def count_kernels(g, s, replays):
                 g.replay()
             s.synchronize()
         n = 0
+        per_name, per_kind = {}, {}
         for e in prof.events():
             if getattr(e, "device_type", None) != torch.autograd.DeviceType.CUDA:
                 continue
@@ -179,6 +197,16 @@ def count_kernels(g, s, replays):
             if name.startswith("memcpy") or name.startswith("memset"):
                 continue
             n += 1
+            us = e.time_range.elapsed_us() / replays
+            per_name[e.name] = per_name.get(e.name, 0.0) + us
+            kind = kernel_kind(e.name)
+            per_kind[kind] = per_kind.get(kind, 0.0) + us
+        if times:
+            total = sum(per_kind.values())
+            print("torch_step: kernel times per replay (torch.profiler, µs): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(per_kind.items())) + f", all {total:.1f}", flush=True)
+            for name, us in sorted(per_name.items(), key=lambda kv: -kv[1]):
+                print(f"torch_step: kernel {us:9.1f} µs  {kernel_kind(name):11s} {name[:110]}", flush=True)
         if n == 0 or n % replays:
             return None
         return n // replays
@@ -199,6 +227,7 @@ def main():
     ap.add_argument("--batches", type=int, default=32, help="distinct batches, cycled (train --batches)")
     ap.add_argument("--gpu-steps", type=int, default=200, help="replays queued back to back for the GPU time")
     ap.add_argument("--profile-replays", type=int, default=3, help="replays profiled for the kernel count (0: no count)")
+    ap.add_argument("--kernel-times", action="store_true", help="also print each kernel's device time per replay, and by kind")
     ap.add_argument("--tf32", action="store_true", help="--precision tf32")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--check", action="store_true", help="two eager steps on the CPU: a smoke test without CUDA")
@@ -316,7 +345,7 @@ def main():
         gpu_replay = t_start.elapsed_time(t_end) * 1e-3 / a.gpu_steps
         torch.cuda.synchronize()
         reserved, max_reserved = torch.cuda.memory_reserved(), torch.cuda.max_memory_reserved()
-        kernels = count_kernels(g, s, a.profile_replays) if a.profile_replays else None
+        kernels = count_kernels(g, s, a.profile_replays, a.kernel_times) if a.profile_replays else None
 
     per_step.sort()
     gpu_chunk.sort()

@@ -6,7 +6,8 @@
 #	OUT=$OUT bash tools/gpu/verify.sh tests      # 1 GPU, ~60 s: conformance, inject, train/cublas GPU tests, tf32 probe
 #	OUT=$OUT bash tools/gpu/verify.sh two        # 2 GPUs, ~60 s: devices, multidev and peerreenable probes, 3000-input differential in one process (failures in $OUT/diff-failures.txt)
 #	OUT=$OUT bash tools/gpu/verify.sh ab         # 1 GPU, ~90 s: the reference fp32 step, .gpu/base against .gpu and .gpu --gemm cublaslt (the fused step), 5 alternations
-#	OUT=$OUT bash tools/gpu/verify.sh torch P    # 1 GPU, ~300-500 s: bench --vs torch for precision P (fp32, tf32 or bf16), 5 reps
+#	OUT=$OUT bash tools/gpu/verify.sh torch P [M] # 1 GPU, ~140 s a precision (reference), ~230-300 s (large): bench --vs torch for precisions P (fp32, tf32 and/or bf16, comma-separated) of model M (reference or large), 5 reps
+#	OUT=$OUT bash tools/gpu/verify.sh profile [M] # 1 GPU, ~60 s: train --profile, the device time of each piece of the step, per precision, for models M (default: reference large)
 #	OUT=$OUT bash tools/gpu/verify.sh serve      # 1 GPU, ~300 s: graph-set capture/replay (cuBLAS and cuBLASLt), serving with each (5 alternated runs each, medians) beside PyTorch
 #	OUT=$OUT bash tools/gpu/verify.sh probes     # 1 GPU, ~30 s: probes whose answers are owed (pageable.cu, disabledmid.cu, condupdate.cu, updorder.cu, freedset.cu, lostctx.cu: their outputs for docs/)
 #
@@ -45,8 +46,17 @@ ab)
   done
   grep -H '^trained' "$L"/ab-*.txt | sed 's#.*/##' | tee "$O/ab.txt" ;;
 torch)
-  t "vstorch-${2:-fp32}" 560 .gpu/gpugraph bench --backend cuda --vs torch --python "$PY" --model reference --precision "${2:-fp32}" --reps 5
-  tail -40 "$L/vstorch-${2:-fp32}.txt" > "$O/vstorch-${2:-fp32}.txt" ;;
+  n="vstorch-${3:-reference}-${2:-fp32}"; n=${n//,/-}
+  t "$n" 560 .gpu/gpugraph bench --backend cuda --vs torch --python "$PY" --model "${3:-reference}" --precision "${2:-fp32}" --reps 5
+  cp "$L/$n.txt" "$O/$n.txt" ;;
+profile)
+  for m in ${2:-reference large}; do
+    for p in fp32 tf32 bf16; do
+      if [ "$m" = large ]; then a="--steps 40 --every 40 --profile 20"; else a="--profile 100"; fi
+      t "profile-$m-$p" 120 .gpu/gpugraph train --backend cuda --model "$m" --modes graph --precision "$p" $a --quiet
+      cp "$L/profile-$m-$p.txt" "$O/"
+    done
+  done ;;
 serve)
   t gs 90 .gpu/train.test -test.run XXX -test.bench CUDAGraphSet -test.benchtime 200x
   t torchgs 60 "$PY" tools/serve/torch_graphset.py --repeat 5 --iters 200
