@@ -495,6 +495,73 @@ var sgdUpdate = &gg.Kernel{
 }`,
 }
 
+// sgdBias finishes a plain SGD step whose weight updates the dW GEMMs made
+// (W ← W − lr·dZᵀ·a, alpha −lr and beta 1 on W): every bias b −= lr·db
+// from the bias gradients at db (the layers' one after another) and, with
+// a shadow, the bfloat16 copy of every parameter. tab holds, per layer, 4
+// int32s: its first parameter, its first bias (both in the flat layout),
+// its bias count and its first bias gradient in db. n is the bias
+// gradients (no shadow) or the parameters (shadow) the kernel walks; the
+// arithmetic of a bias is train_sgd's.
+var sgdBias = &gg.Kernel{
+	Name:   "train_sgd_bias",
+	Params: []gg.ParamType{gg.Pointer, gg.Pointer, gg.Pointer, gg.Pointer, gg.Int32, gg.Int32, gg.Float32},
+	Go: func(b gg.Block, a gg.Args) {
+		layers, n, lr := a.Int(4), a.Int(5), a.Float32(6)
+		tab := gg.Slice[int32](a.Ptr(3), 4*layers)
+		var total int
+		for l := range layers {
+			total += int(tab[4*l+2])
+		}
+		db := gg.Slice[float32](a.Ptr(2), total)
+		if a.Ptr(1) == 0 { // n bias gradients
+			w := gg.Slice[float32](a.Ptr(0), int(tab[4*layers-3]+tab[4*layers-2]))
+			stride(b, n, func(lo, hi int) {
+				l := 0
+				for i := lo; i < hi; i++ {
+					for int(tab[4*l+3]+tab[4*l+2]) <= i {
+						l++
+					}
+					w[int(tab[4*l+1])+i-int(tab[4*l+3])] -= lr * db[i]
+				}
+			})
+			return
+		}
+		w, sh := gg.Slice[float32](a.Ptr(0), n), gg.Slice[uint16](a.Ptr(1), n)
+		stride(b, n, func(lo, hi int) {
+			l := 0
+			for i := lo; i < hi; i++ {
+				for l+1 < layers && int(tab[4*(l+1)]) <= i {
+					l++
+				}
+				if j := i - int(tab[4*l+1]); j >= 0 {
+					w[i] -= lr * db[int(tab[4*l+3])+j]
+				}
+				sh[i] = toBF16(w[i])
+			}
+		})
+	},
+	CUDA: precCUDA + `extern "C" __global__ void train_sgd_bias(float* w, bf16_t* shadow, const float* db, const int* tab, int layers, int n, float lr) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        int l = 0;
+        if (!shadow) {
+            while (tab[4 * l + 3] + tab[4 * l + 2] <= i) l++;
+            const int p = tab[4 * l + 1] + i - tab[4 * l + 3];
+            w[p] = w[p] - lr * db[i];
+        } else {
+            while (l + 1 < layers && tab[4 * (l + 1)] <= i) l++;
+            const int j = i - tab[4 * l + 1];
+            float wi = w[i];
+            if (j >= 0) {
+                wi = wi - lr * db[tab[4 * l + 3] + j];
+                w[i] = wi;
+            }
+            shadow[i] = f32_to_bf16(wi);
+        }
+    }
+}`,
+}
+
 // adamUpdate applies one Adam step with bias correction (PyTorch's form):
 //
 //	m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²

@@ -71,6 +71,8 @@ type Model struct {
 	shadow  gg.DevicePtr // BF16: params as bfloat16 (2 bytes each); 0 otherwise
 	mom     gg.DevicePtr // Adam: first moments then second moments, 2·NumParams float32
 	state   gg.DevicePtr // stateWords counters and partial sums (kernels.go)
+	biasTab gg.DevicePtr // sgdBias's table: per layer its first parameter, first bias, bias count, first bias gradient (int32s)
+	dbOff   []int        // each layer's first bias gradient in a step's bias gradients (SGD in the GEMMs)
 	acts    []gg.DevicePtr
 	grads   []gg.DevicePtr // scratch for Step: per-layer gradients (SyncInline, SyncOverlap)
 	live    []gg.DevicePtr // scratch for Step: step-local buffers not yet freed
@@ -180,6 +182,18 @@ func NewModel(s *gg.Stream, cfg Config) (*Model, error) {
 	if m.state, err = zeroed(4 * stateWords); err != nil {
 		return fail(err)
 	}
+	tab, nb := make([]int32, 0, 4*len(m.in)), 0
+	for l := range m.in {
+		m.dbOff = append(m.dbOff, nb)
+		tab = append(tab, int32(m.off[l]), int32(m.off[l]+m.out[l]*m.in[l]), int32(m.out[l]), int32(nb))
+		nb += m.out[l]
+	}
+	if m.biasTab, err = m.dev.Malloc(4 * len(tab)); err != nil {
+		return fail(err)
+	}
+	if err := s.Memcpy(gg.HtoD(m.biasTab, gg.Bytes(tab))); err != nil {
+		return fail(err)
+	}
 	return m, nil
 }
 
@@ -249,7 +263,7 @@ func (m *Model) WriteParams(s *gg.Stream, params []float32) error {
 // for the device). The Model is unusable afterwards.
 func (m *Model) Destroy() error {
 	var first error
-	for _, p := range []*gg.DevicePtr{&m.params, &m.shadow, &m.mom, &m.state} {
+	for _, p := range []*gg.DevicePtr{&m.params, &m.shadow, &m.mom, &m.state, &m.biasTab} {
 		if *p == 0 {
 			continue
 		}
@@ -465,10 +479,16 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	}
 
 	// Backward. grad(l) is layer l's gradient: in G, or (per layer)
-	// allocated when first asked for.
+	// allocated when first asked for. With SGD in the GEMMs, G holds only
+	// the bias gradients, and dbias(l) is layer l's.
+	inGEMM := m.sgdInGEMM()
 	var flat gg.DevicePtr
 	if !perLayer {
-		if flat, err = alloc(4 * P); err != nil {
+		size := P
+		if inGEMM {
+			size = m.dbOff[n-1] + m.out[n-1]
+		}
+		if flat, err = alloc(4 * size); err != nil {
 			return err
 		}
 	}
@@ -485,11 +505,18 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 		return m.grads[l], nil
 	}
-	gTop, err := grad(n - 1)
+	dbias := func(l int) (gg.DevicePtr, error) {
+		if inGEMM {
+			return flat + gg.DevicePtr(4*m.dbOff[l]), nil
+		}
+		g, err := grad(l)
+		return g + gg.DevicePtr(4*m.out[l]*m.in[l]), err
+	}
+	dbTop, err := dbias(n - 1)
 	if err != nil {
 		return err
 	}
-	if err := launchColSum(s, dZ, bf, gTop+gg.DevicePtr(4*m.out[n-1]*m.in[n-1]), B, cfg.Classes); err != nil {
+	if err := launchColSum(s, dZ, bf, dbTop, B, cfg.Classes); err != nil {
 		return err
 	}
 	if err := mark(s, "bwd db L%d", n-1); err != nil {
@@ -497,16 +524,33 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	}
 	for l := n - 1; l >= 0; l-- {
 		in, out := m.in[l], m.out[l]
-		g, err := grad(l)
-		if err != nil {
-			return err
+		// dW: into G, or with SGD in the GEMMs W −= lr·dZᵀ·aₗ, after the
+		// dA GEMM has read W.
+		dW := GEMMArgs{TransA: true, M: out, N: in, K: B, Alpha: 1, A: dZ, LDA: out, B: acts[l], LDB: in,
+			LDC: in, AType: ty, BType: ty, Math: mth}
+		var g gg.DevicePtr
+		if inGEMM {
+			dW.C, dW.Alpha, dW.Beta = m.params+gg.DevicePtr(4*m.off[l]), -cfg.LR, 1
+		} else {
+			if g, err = grad(l); err != nil {
+				return err
+			}
+			dW.C = g
 		}
-		if err := gemm(s, GEMMArgs{TransA: true, M: out, N: in, K: B, Alpha: 1, A: dZ, LDA: out, B: acts[l], LDB: in,
-			C: g, LDC: in, AType: ty, BType: ty, Math: mth}); err != nil {
-			return err
+		weightGrad := func() error {
+			if err := gemm(s, dW); err != nil {
+				return err
+			}
+			what := "bwd dW GEMM L%d"
+			if inGEMM {
+				what = "bwd dW GEMM+SGD L%d"
+			}
+			return mark(s, what, l)
 		}
-		if err := mark(s, "bwd dW GEMM L%d", l); err != nil {
-			return err
+		if !inGEMM {
+			if err := weightGrad(); err != nil {
+				return err
+			}
 		}
 		var dA gg.DevicePtr
 		if l > 0 {
@@ -518,6 +562,11 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				return err
 			}
 			if err := mark(s, "bwd dA GEMM L%d", l); err != nil {
+				return err
+			}
+		}
+		if inGEMM {
+			if err := weightGrad(); err != nil {
 				return err
 			}
 		}
@@ -536,7 +585,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 		}
 		if l > 0 {
 			// The layer below's dZ, and its bias gradient.
-			gb, err := grad(l - 1)
+			gb, err := dbias(l - 1)
 			if err != nil {
 				return err
 			}
@@ -546,7 +595,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 					return err
 				}
 			}
-			if err := launchReluBwdDB(s, dA, acts[l], bf, dz, bf, gb+gg.DevicePtr(4*in*m.in[l-1]), B, in); err != nil {
+			if err := launchReluBwdDB(s, dA, acts[l], bf, dz, bf, gb, B, in); err != nil {
 				return err
 			}
 			if err := mark(s, "bwd ReLU'+db L%d", l-1); err != nil {
@@ -572,7 +621,11 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 				return err
 			}
 		}
-		if err := m.update(s, 0, P, flat, true); err != nil {
+		if inGEMM {
+			if err := m.updateBiases(s, flat); err != nil {
+				return err
+			}
+		} else if err := m.update(s, 0, P, flat, true); err != nil {
 			return err
 		}
 		if err := mark(s, "update"); err != nil {
@@ -646,6 +699,26 @@ func (m *Model) update(s *gg.Stream, lo, count int, g gg.DevicePtr, tick bool) e
 		count, m.cfg.LR, float32(AdamBeta1), float32(AdamBeta2), float32(AdamEpsilon), b2i(tick))
 }
 
+// sgdInGEMM reports whether Step applies plain SGD to the weights in the
+// dW GEMMs (W ← W − lr·dZᵀ·aₗ: alpha −lr, beta 1, W as C), so that no
+// weight gradient is written, read back by an update or held until one:
+// SGD without GradSync (a gradient to sync must exist) and without Fused.
+// The bias gradients are still summed into a small buffer, which
+// updateBiases applies. Per weight, the arithmetic is the update kernel's
+// (w − lr·g, where g is the same GEMM's float32 sum).
+func (m *Model) sgdInGEMM() bool { return !m.cfg.adam() && m.GradSync == nil && m.Fused == nil }
+
+// updateBiases applies SGD to every bias from the bias gradients at db
+// (the layers' one after another, dbOff) and, in BF16, rewrites the whole
+// shadow from the updated parameters: one kernel.
+func (m *Model) updateBiases(s *gg.Stream, db gg.DevicePtr) error {
+	n, nl := m.dbOff[len(m.in)-1]+m.out[len(m.in)-1], len(m.in)
+	if m.shadow != 0 {
+		n = m.NumParams()
+	}
+	return s.Launch(sgdBias, elemGrid(n), gg.Dim1(threads), m.params, m.shadow, db, m.biasTab, nl, n, m.cfg.LR)
+}
+
 // StepOps returns what one Step issues without GradSync (or with
 // SyncAfter): kernels (GEMMs counted as one launch each, as KernelGEMM
 // makes them), and MallocAsync calls (each matched by a FreeAsync).
@@ -668,8 +741,8 @@ func (c Config) StepOps() (kernels, allocs int) {
 	return kernels, allocs
 }
 
-// StepBytes returns the peak of the bytes a Step without GradSync (or
-// with SyncAfter) holds in its own allocations (the sizes asked of
+// StepBytes returns the peak of the bytes a Step without GradSync holds
+// in its own allocations (the sizes asked of
 // MallocAsync, before any rounding), and the total it allocates over the
 // step. It follows Step's allocations and frees one by one.
 func (c Config) StepBytes() (peak, total int) {
@@ -700,7 +773,14 @@ func (c Config) StepBytes() (peak, total int) {
 		dZ = alloc(2 * B * c.Classes)
 		free(acts[n])
 	}
-	grads := alloc(4 * c.NumParams())
+	g := c.NumParams() // the gradients, or with SGD (in the GEMMs) the biases'
+	if !c.adam() {
+		g = 0
+		for _, o := range out {
+			g += o
+		}
+	}
+	grads := alloc(4 * g)
 	for l := n - 1; l >= 0; l-- {
 		dA := 0
 		if l > 0 {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -462,4 +463,56 @@ func allocSpan(t testing.TB, g *gg.Graph) (span, sum int) {
 		sum += (p.Size + 511) &^ 511
 	}
 	return int(hi - lo), sum
+}
+
+// TestSGDInGEMM: with plain SGD and no GradSync, Step updates the weights
+// in the dW GEMMs (alpha −lr, beta 1 on W) and the biases (and BF16's
+// shadow) with one kernel; a step whose update is the separate kernel
+// (forced by a GradSync that leaves the gradients alone) trains to the
+// same parameters bit for bit, op by op and replayed, in every precision.
+// The in-GEMM step also holds only the bias gradients, not all of them.
+func TestSGDInGEMM(t *testing.T) {
+	for _, prec := range []string{FP32, TF32, BF16} {
+		for _, captured := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/captured=%v", prec, captured), func(t *testing.T) {
+				cfg := Small()
+				cfg.Precision = prec
+				_, s := openHost(t)
+				ds, err := NewDataset(cfg, 4)
+				ok(t, err)
+				var inGEMM, separate []float32
+				for _, sep := range []bool{false, true} {
+					losses, p, _ := trainWith(t, s, cfg, ds, 5, captured, func(m *Model) {
+						if sep {
+							m.SyncMode = SyncAfter
+							m.GradSync = func(*gg.Stream, gg.DevicePtr, int) error { return nil }
+						}
+						if m.sgdInGEMM() == sep {
+							t.Fatalf("separate %v: sgdInGEMM %v", sep, m.sgdInGEMM())
+						}
+					})
+					if math.IsNaN(float64(losses[len(losses)-1])) {
+						t.Fatal("NaN loss")
+					}
+					if sep {
+						separate = p
+					} else {
+						inGEMM = p
+					}
+				}
+				for i := range inGEMM {
+					if inGEMM[i] != separate[i] {
+						t.Fatalf("parameter %d: %v in the GEMMs, %v with the update kernel", i, inGEMM[i], separate[i])
+					}
+				}
+			})
+		}
+	}
+	c := Small()
+	peakSGD, _ := c.StepBytes()
+	c.Optimizer = Adam
+	peakAdam, _ := c.StepBytes()
+	if want := 4 * (c.NumParams() - (c.Hidden*2 + c.Classes)); peakAdam-peakSGD != want {
+		t.Errorf("StepBytes: SGD's peak %d, Adam's %d: want the weight gradients' %d bytes less", peakSGD, peakAdam, want)
+	}
 }
