@@ -33,7 +33,9 @@
 //
 // A step is few kernels: the parameters are one allocation, so one
 // optimizer kernel updates them all (and writes the bfloat16 shadow);
-// Adam's step count advances inside that kernel; the loss and its
+// Adam's step count advances inside that kernel; with plain SGD on one
+// device the dW GEMMs update the weights in place (alpha −lr, beta 1) and
+// that kernel only the biases and the shadow; the loss and its
 // gradient are one kernel, a warp per row (Config.StepOps counts them).
 // With Model.Fused (a FusedGEMM: CuBLASLtStep on cuBLASLt, EmulatedFused
 // on any GEMM) the bias, the ReLU and their gradients ride in the GEMMs'

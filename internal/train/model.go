@@ -324,6 +324,12 @@ func (m *Model) biasShadow(l int) gg.DevicePtr {
 // one kernel for the whole update costs the memory of all the gradients
 // at once (StepBytes counts it).
 //
+// With plain SGD and no GradSync (sgdInGEMM) no weight gradient is
+// written: each layer's dW GEMM runs after its dA GEMM and computes
+// Wₗ −= lr·dZᵀ·aₗ in place (alpha −lr, beta 1), G holds only the bias
+// gradients, and the update kernel applies those (and rewrites the BF16
+// shadow).
+//
 // In BF16 precision the GEMMs read bfloat16 and write float32, so a few
 // buffers come in pairs: x is first rounded into a step-local bfloat16
 // copy (freed after the first layer's dW); hₗ is float32 and aₗ₊₁ a
