@@ -92,7 +92,7 @@ func TestTrainProfile(t *testing.T) {
 		devices int
 		want    []string
 	}{
-		{"one device", 0, []string{"step profile, one device", "fwd GEMM L0", "bwd dW GEMM L0", "bwd ReLU'+db L0", "update", "by kind:"}},
+		{"one device", 0, []string{"step profile, one device", "fwd GEMM L0", "bwd dW GEMM+SGD L0", "bwd ReLU'+db L0", "update", "by kind:"}},
 		{"two ranks", 2, []string{"step profile, rank 0", "step profile, rank 1", "sync   all-reduce L0", "wait for sync stream", "by kind:"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
