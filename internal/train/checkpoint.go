@@ -43,6 +43,17 @@ func (c Config) NumParams() int {
 	return n
 }
 
+// numBiases is the number of biases (every layer's outputs): the bias
+// gradients a step with SGD in the GEMMs holds.
+func (c Config) numBiases() int {
+	_, out := c.dims()
+	n := 0
+	for _, o := range out {
+		n += o
+	}
+	return n
+}
+
 type checkpointHeader struct {
 	Config Config `json:"config"`
 	Params int    `json:"params"`

@@ -492,7 +492,7 @@ func (m *Model) Step(s *gg.Stream, x, y, lossOut gg.DevicePtr) (err error) {
 	if !perLayer {
 		size := P
 		if inGEMM {
-			size = m.dbOff[n-1] + m.out[n-1]
+			size = cfg.numBiases()
 		}
 		if flat, err = alloc(4 * size); err != nil {
 			return err
@@ -718,11 +718,11 @@ func (m *Model) sgdInGEMM() bool { return !m.cfg.adam() && m.GradSync == nil && 
 // (the layers' one after another, dbOff) and, in BF16, rewrites the whole
 // shadow from the updated parameters: one kernel.
 func (m *Model) updateBiases(s *gg.Stream, db gg.DevicePtr) error {
-	n, nl := m.dbOff[len(m.in)-1]+m.out[len(m.in)-1], len(m.in)
+	n := m.cfg.numBiases()
 	if m.shadow != 0 {
 		n = m.NumParams()
 	}
-	return s.Launch(sgdBias, elemGrid(n), gg.Dim1(threads), m.params, m.shadow, db, m.biasTab, nl, n, m.cfg.LR)
+	return s.Launch(sgdBias, elemGrid(n), gg.Dim1(threads), m.params, m.shadow, db, m.biasTab, len(m.in), n, m.cfg.LR)
 }
 
 // StepOps returns what one Step issues without GradSync (or with
@@ -779,12 +779,9 @@ func (c Config) StepBytes() (peak, total int) {
 		dZ = alloc(2 * B * c.Classes)
 		free(acts[n])
 	}
-	g := c.NumParams() // the gradients, or with SGD (in the GEMMs) the biases'
+	g := c.NumParams() // every gradient, or with SGD (in the GEMMs) the biases'
 	if !c.adam() {
-		g = 0
-		for _, o := range out {
-			g += o
-		}
+		g = c.numBiases()
 	}
 	grads := alloc(4 * g)
 	for l := n - 1; l >= 0; l-- {
