@@ -118,8 +118,10 @@ func benchMain(args []string, stdout, stderr io.Writer) error {
 	if pt.Precisions, err = oneOfList("precision", *precisions, side.Precisions...); err != nil {
 		return err
 	}
-	if set["gemm"] && !slices.Contains([]string{"auto", "kernel", "cublas", "cublaslt"}, pt.GEMM) {
-		return usagef("unknown --gemm %q (want auto, kernel, cublas or cublaslt)", pt.GEMM)
+	if set["gemm"] {
+		if err := checkGEMMName(pt.GEMM); err != nil {
+			return err
+		}
 	}
 	if tf.Bodies, err = side.ParseBodies(*bodies); err != nil {
 		return usagef("--body %q: %v", *bodies, err)

@@ -139,8 +139,8 @@ func checkTrain(cfg trainConfig, set map[string]bool, job *coll.Env) error {
 		return usagef("--profile %d: need 0 (no profile) or more replays", cfg.Profile)
 	case cfg.Timeout < 0 || set["timeout"] && cfg.Timeout == 0:
 		return usagef("--timeout %v: the ranks need time to wait for each other", cfg.Timeout)
-	case !slices.Contains([]string{"auto", "kernel", "cublas", "cublaslt"}, cfg.GEMM):
-		return usagef("unknown --gemm %q (want auto, kernel, cublas or cublaslt)", cfg.GEMM)
+	case checkGEMMName(cfg.GEMM) != nil:
+		return checkGEMMName(cfg.GEMM)
 	case cfg.GEMM == "cublas" && cfg.Backend != gg.BackendCUDA:
 		return usagef("--gemm cublas needs --backend cuda (cuBLAS runs on a GPU)")
 	case cfg.GEMM == "cublaslt" && cfg.Backend != gg.BackendCUDA:

@@ -2,10 +2,22 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	gg "github.com/gpugraph/gpugraph"
 	"github.com/gpugraph/gpugraph/internal/train"
 )
+
+// gemmNames are train's --gemm choices (pickGEMM, pickFused).
+var gemmNames = []string{"auto", "kernel", "cublas", "cublaslt"}
+
+// checkGEMMName refuses a --gemm that is not one of gemmNames.
+func checkGEMMName(name string) error {
+	if !slices.Contains(gemmNames, name) {
+		return usagef("unknown --gemm %q (want auto, kernel, cublas or cublaslt)", name)
+	}
+	return nil
+}
 
 // pickGEMM chooses the matrix product of the training step: the package's
 // own tiled kernel (nil: the model's default), or cuBLAS on the cuda
