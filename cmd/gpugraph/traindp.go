@@ -414,6 +414,11 @@ func (j *job) train(w io.Writer, cfg trainConfig, mode train.SyncMode) (err erro
 		}
 		defer closeGEMM()
 		ref.GEMM = gemm
+		// A world of one, whose all-reduce is the identity: the reference
+		// holds and applies its gradients with the update kernel, as the
+		// replicas do, rather than updating in its dW GEMMs (plain SGD on
+		// one device), so the two differ only by the order of the sums.
+		ref.SyncMode, ref.GradSync = train.SyncAfter, func(*gg.Stream, gg.DevicePtr, int) error { return nil }
 		defer func() { err = errors.Join(err, ref.Destroy()) }()
 		if refStatic, err = train.NewStatic(refStream, tc); err != nil {
 			return err
